@@ -1,0 +1,3 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+#pragma once
+#include "evd.h"

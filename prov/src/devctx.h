@@ -1,0 +1,68 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Device contexts: one owner per ibv_context that librdmacm opened, shared by
+// every domain of the process on that device. The owner reads the context's
+// async fd (one reader, serialized) and dispatches each event through
+// async.cpp's translation table to the object registered for it.
+// Owned by the foundation (devctx.cpp); routing data is consumed by async.cpp.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "evd.h"
+
+namespace evd {
+
+struct eq;
+
+// What an async event about one rdma-core object is delivered to.
+struct async_target {
+    struct fid* fid = nullptr;   // the evd object's fid (ep, cq, srx, domain)
+    void* context = nullptr;     // that fid's user context
+    // The EQ to deliver to, resolved at dispatch time (e.g. the EP's bound EQ,
+    // else its domain's EQ). May return nullptr: the event is then counted as
+    // undeliverable and logged.
+    eq* (*route)(void* owner) = nullptr;
+    void* owner = nullptr;       // the evd object, passed to route()
+    // Optional consequence hook run after delivery (e.g. disable an EP on a
+    // fatal QP event). Runs with the registry lock held: must not block.
+    void (*consequence)(void* owner, const struct ibv_async_event& ev) = nullptr;
+};
+
+struct devctx {
+    struct ibv_context* verbs = nullptr;  // librdmacm's context; never closed by evd
+    std::string name;                     // ibv_get_device_name()
+    struct ibv_device_attr_ex attr {};
+    std::vector<struct ibv_port_attr> ports;  // index 0 = port 1
+
+    std::mutex reg_mu;  // guards the maps below and the domain list
+    std::unordered_map<const void*, async_target> qps, cqs, srqs, wqs;
+    std::vector<void*> domains;  // evd::domain* on this device (port/device events)
+
+    std::mutex read_mu;  // one reader of the async fd at a time
+    std::atomic<uint64_t> undeliverable{0};
+    std::atomic<uint64_t> delivered{0};
+};
+
+// Finds (or opens the owner for) the device librdmacm knows by this context
+// or name. Contexts live until provider cleanup.
+devctx* devctx_get(struct ibv_context* verbs);
+devctx* devctx_by_name(const char* name);
+std::vector<devctx*> devctx_all();  // every device librdmacm can see
+
+// Reads and dispatches every pending async event (non-blocking). Safe from
+// any thread; concurrent callers skip while another one reads.
+void devctx_poll_async(devctx* d);
+
+// Registration (call before the verbs object may raise events, unregister
+// before destroying it).
+void devctx_register(devctx* d, std::unordered_map<const void*, async_target> devctx::*map,
+                     const void* key, const async_target& t);
+void devctx_unregister(devctx* d, std::unordered_map<const void*, async_target> devctx::*map,
+                       const void* key);
+
+}  // namespace evd

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// The domain object (one RDMA device). Owned by the foundation (domain.cpp).
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <mutex>
+
+#include "devctx.h"
+#include "evd.h"
+#include "fabric.h"
+
+namespace evd {
+
+struct eq;
+
+struct domain {
+    static constexpr kind kTag = kind::domain;
+    struct fid_domain fid;  // first member
+    kind tag = kTag;
+    refcount refs;          // EPs, CQs, MRs, ... opened on it
+    fabric* fab = nullptr;
+    devctx* dev = nullptr;
+    struct ibv_pd* pd = nullptr;
+    struct fi_info* info = nullptr;   // fi_dupinfo of what was opened
+    std::atomic<eq*> eq_bound{nullptr};  // fi_domain_bind(FI_EQ); domain-level events
+    uint64_t eq_flags = 0;               // flags given at fi_domain_bind
+    uint8_t port_num = 1;
+    std::atomic<int> port_state{0};   // last seen ibv_port_state of port_num
+};
+
+int domain_open(struct fid_fabric* fab, struct fi_info* info, struct fid_domain** out,
+                void* context);
+domain* domain_from_fid(struct fid_domain* f);
+
+}  // namespace evd

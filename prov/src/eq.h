@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// The event queue (fi_eq(3)). Owned by the EQ implementation (eq.cpp).
+//
+// CONTRACT used by the rest of the provider (keep these signatures stable):
+//
+//  * Internal producers (rdma_cm translation, async events, endpoints) post
+//    with eq_post()/eq_post_err(). They never fail silently: when the queue is
+//    full the event is counted and an FI_EOVERRUN error is delivered after
+//    every valid event.
+//  * Event sources (an rdma_cm event channel, a device's async fd) are
+//    registered with eq_add_source(): their fd joins the EQ's single wait fd,
+//    and their progress callback runs from fi_eq_read/sread/readerr/trywait
+//    (and whenever the wait fd is found readable). eq_remove_source()
+//    returns only when the callback is not running and never will again.
+//  * Objects bound to the EQ call eq_bind_ref()/eq_bind_unref() so that
+//    fi_close(eq) answers -FI_EBUSY while they are bound.
+#pragma once
+
+#include "evd.h"
+
+namespace evd {
+
+struct eq;
+struct fabric;
+
+struct eq_source {
+    int fd = -1;  // non-blocking; readable => progress() has work
+    // Called without the EQ lock held, serialized per source. May call
+    // eq_post*/eq_post_err on any EQ. `arg` is free for the owner.
+    void (*progress)(eq_source* src) = nullptr;
+    void* arg = nullptr;
+    // --- private to eq.cpp
+    eq_source* next = nullptr;
+    std::atomic<int> busy{0};
+};
+
+int eq_add_source(eq* q, eq_source* src);
+void eq_remove_source(eq* q, eq_source* src);
+
+// entry: an fi_eq_entry (FI_NOTIFY, FI_MR_COMPLETE, ...) or fi_eq_cm_entry
+// followed by its data, len bytes in all. Returns 0 or -FI_EOVERRUN.
+int eq_post(eq* q, uint32_t event, const void* entry, size_t len);
+// err.err_data/err_data_size are ignored: err_data/len are copied instead.
+int eq_post_err(eq* q, const struct fi_eq_err_entry& err, const void* err_data,
+                size_t err_data_len);
+
+void eq_bind_ref(eq* q);
+void eq_bind_unref(eq* q);
+eq* eq_from_fid(struct fid_eq* f);   // nullptr when f is not an evd EQ
+eq* eq_from_fid(struct fid* f);
+struct fid_eq* eq_fid(eq* q);
+
+// fabric op (fi_eq_open)
+int eq_open(struct fid_fabric* fab, struct fi_eq_attr* attr, struct fid_eq** out,
+            void* context);
+
+}  // namespace evd

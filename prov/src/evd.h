@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// evd: private header shared by every file of the provider.
+//
+// Conventions (see DEVELOPERS.md):
+//  * every libfabric entry point is a small static function at the bottom of
+//    its object's .cpp, wrapped in evd::guard() so no exception escapes;
+//  * every object embeds its libfabric fid first and carries an evd::kind tag,
+//    checked by from_fid<T>() before a fid handed in by the user is trusted;
+//  * objects count the children bound to them (refs) so fi_close() can answer
+//    -FI_EBUSY while anything still points at them.
+#pragma once
+
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <utility>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+
+#include "rdma/fi_ext_evd.h"
+
+namespace evd {
+
+// ------------------------------------------------------------------ identity
+inline constexpr const char* kProvName = "evd";
+// The libfabric API evd implements, and evd's own version (major.minor).
+inline constexpr uint32_t kFiVersion = FI_VERSION(1, 17);
+inline constexpr uint32_t kProvVersion = FI_VERSION(0, 1);
+
+extern struct fi_provider g_prov;  // prov.cpp
+
+// ------------------------------------------------------------------ logging
+#define EVD_WARN(subsys, ...) FI_WARN(&::evd::g_prov, subsys, __VA_ARGS__)
+#define EVD_INFO(subsys, ...) FI_INFO(&::evd::g_prov, subsys, __VA_ARGS__)
+#define EVD_DBG(subsys, ...) FI_LOG(&::evd::g_prov, FI_LOG_DEBUG, subsys, __VA_ARGS__)
+
+// ------------------------------------------------------------------ tunables
+// Read once at fi_prov_ini (prov.cpp); each is an FI_EVD_* variable shown by
+// `fi_info -e`.
+struct params {
+    size_t eq_size = 1024;          // FI_EVD_EQ_SIZE: default EQ depth when attr.size == 0
+    size_t eq_max_write = 4096;     // FI_EVD_EQ_MAX_WRITE: largest fi_eq_write payload (bytes)
+    int cm_timeout_ms = 2000;       // FI_EVD_CM_TIMEOUT: address/route resolution timeout
+    size_t cq_size = 4096;          // FI_EVD_CQ_SIZE: default CQ depth when attr.size == 0
+    size_t inject_size = 0;         // FI_EVD_INJECT_SIZE: 0 = device's max_inline_data
+    int iface_filter = 0;           // reserved
+};
+const params& get_params();
+
+// ------------------------------------------------------------------ object tags
+enum class kind : uint32_t {
+    fabric = 0x65766430u,  // "evd0"
+    domain,
+    eq,
+    cq,
+    mr,
+    pep,
+    ep,
+    wait,
+    poll,
+    srx,
+    cntr,
+};
+
+// Every evd object starts with this so a fid can be validated before use.
+// T must be standard-layout with its fid_* member first and a `kind tag` member.
+template <class T, class Fid>
+inline T* from_fid(Fid* f) noexcept {
+    if (!f) return nullptr;
+    T* obj = reinterpret_cast<T*>(f);
+    if (obj->tag != T::kTag) return nullptr;
+    return obj;
+}
+
+// ------------------------------------------------------------------ entry guard
+// Runs an entry point body; an exception never crosses into libfabric.
+template <class F>
+inline auto guard(F&& f) noexcept -> decltype(f()) {
+    try {
+        return f();
+    } catch (const std::bad_alloc&) {
+        return static_cast<decltype(f())>(-FI_ENOMEM);
+    } catch (...) {
+        return static_cast<decltype(f())>(-FI_EOTHER);
+    }
+}
+
+// Converts a negative/positive errno from rdma-core into a negative FI_E* code.
+inline int fi_err(int e) noexcept { return e > 0 ? -e : (e < 0 ? e : -FI_EOTHER); }
+
+// ------------------------------------------------------------------ refs
+// Counts children bound to an object; fi_close answers -FI_EBUSY while > 0.
+struct refcount {
+    std::atomic<int> n{0};
+    void get() noexcept { n.fetch_add(1, std::memory_order_relaxed); }
+    void put() noexcept { n.fetch_sub(1, std::memory_order_acq_rel); }
+    bool busy() const noexcept { return n.load(std::memory_order_acquire) > 0; }
+};
+
+// Default no-op / unsupported ops used to fill ops tables.
+int op_no_control(struct fid*, int, void*);
+int op_no_bind(struct fid*, struct fid*, uint64_t);
+int op_no_ops_open(struct fid*, const char*, uint64_t, void**, void*);
+
+}  // namespace evd

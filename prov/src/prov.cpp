@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Provider entry: fi_prov_ini, tunables, cleanup.
+#include "evd.h"
+#include "fabric.h"
+#include "info.h"
+
+namespace evd {
+
+namespace {
+params g_params;
+
+void read_params() {
+    fi_param_define(&g_prov, "eq_size", FI_PARAM_SIZE_T,
+                    "Default EQ depth when fi_eq_attr.size is 0 (default: %zu)", g_params.eq_size);
+    fi_param_define(&g_prov, "eq_max_write", FI_PARAM_SIZE_T,
+                    "Largest fi_eq_write payload in bytes (default: %zu)", g_params.eq_max_write);
+    fi_param_define(&g_prov, "cm_timeout", FI_PARAM_INT,
+                    "rdma_cm address and route resolution timeout in ms (default: %d)",
+                    g_params.cm_timeout_ms);
+    fi_param_define(&g_prov, "cq_size", FI_PARAM_SIZE_T,
+                    "Default CQ depth when fi_cq_attr.size is 0 (default: %zu)", g_params.cq_size);
+    fi_param_define(&g_prov, "inject_size", FI_PARAM_SIZE_T,
+                    "Largest FI_INJECT payload; 0 uses the device's max_inline_data (default: 0)");
+
+    size_t sz;
+    int i;
+    if (fi_param_get_size_t(&g_prov, "eq_size", &sz) == FI_SUCCESS && sz > 0) g_params.eq_size = sz;
+    if (fi_param_get_size_t(&g_prov, "eq_max_write", &sz) == FI_SUCCESS && sz > 0)
+        g_params.eq_max_write = sz;
+    if (fi_param_get_int(&g_prov, "cm_timeout", &i) == FI_SUCCESS && i > 0) g_params.cm_timeout_ms = i;
+    if (fi_param_get_size_t(&g_prov, "cq_size", &sz) == FI_SUCCESS && sz > 0) g_params.cq_size = sz;
+    if (fi_param_get_size_t(&g_prov, "inject_size", &sz) == FI_SUCCESS) g_params.inject_size = sz;
+}
+
+void cleanup() noexcept { info_cleanup(); }
+
+}  // namespace
+
+const params& get_params() { return g_params; }
+
+int op_no_control(struct fid*, int, void*) { return -FI_ENOSYS; }
+int op_no_bind(struct fid*, struct fid*, uint64_t) { return -FI_ENOSYS; }
+int op_no_ops_open(struct fid*, const char*, uint64_t, void**, void*) { return -FI_ENOSYS; }
+
+struct fi_provider g_prov = {
+    .version = kProvVersion,
+    .fi_version = kFiVersion,
+    .context = {},
+    .name = kProvName,
+    .getinfo = getinfo,
+    .fabric = fabric_open,
+    .cleanup = cleanup,
+};
+
+}  // namespace evd
+
+extern "C" FI_EXT_INI {
+    evd::read_params();
+    return &evd::g_prov;
+}
