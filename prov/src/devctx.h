@@ -58,6 +58,12 @@ std::vector<devctx*> devctx_all();  // every device librdmacm can see
 // any thread; concurrent callers skip while another one reads.
 void devctx_poll_async(devctx* d);
 
+// Makes `q` read this device's async fd: the fd joins q's wait fd and q's
+// progress drains it (refcounted per (device, EQ) pair). Domains call it on
+// fi_domain_bind(EQ); endpoints/CQs bound to another EQ call it for theirs.
+int devctx_attach_eq(devctx* d, eq* q);
+void devctx_detach_eq(devctx* d, eq* q);
+
 // Registration (call before the verbs object may raise events, unregister
 // before destroying it).
 void devctx_register(devctx* d, std::unordered_map<const void*, async_target> devctx::*map,
