@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# The project's test command: installs what is missing, builds evd three ways
+# (plain, ASan+UBSan, TSan), runs the unit tests of each, then the integration
+# tests on Soft-RoCE inside the project's VM. Its last line is
+# "N passed, N failed" (what CI reads). Exit status 0 only when nothing failed.
+#
+#   bash test/run-all.sh            everything
+#   EVD_SKIP_VM=1 bash test/run-all.sh      no VM tier (quick local loop; CI never sets it)
+#   EVD_SKIP_SAN=1 bash test/run-all.sh     no sanitizer builds (quick local loop)
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+results="$top/test-results"
+rm -rf "$results"
+mkdir -p "$results"
+jobs=$(nproc 2>/dev/null || echo 2)
+total_pass=0
+total_fail=0
+
+# step NAME TIMEOUT_S CMD...: runs one step, counts its tests, shows failures.
+step() {
+    local name=$1 tmo=$2
+    shift 2
+    local log="$results/$name.log"
+    local t0=$SECONDS
+    echo "=== $name"
+    timeout --kill-after=30 "$tmo" "$@" >"$log" 2>&1 </dev/null
+    local rc=$?
+    [ $rc -eq 124 ] && echo "$name: timed out after ${tmo}s" >>"$log"
+    local counts p f
+    counts=$(python3 "$top/test/count-gtest.py" "$log" "$rc" "$name" 2>>"$log")
+    read -r p f <<<"$counts"
+    total_pass=$((total_pass + p))
+    total_fail=$((total_fail + f))
+    echo "--- $name: $p passed, $f failed (exit $rc, $((SECONDS - t0)) s, log $log)"
+    if [ "$f" -gt 0 ]; then
+        grep -E '^\[  FAILED  \]|^not ok|ERROR: (Address|Leak|Thread)Sanitizer|runtime error:|WARNING: ThreadSanitizer|timed out' "$log" | head -40
+        echo "    ... last lines of $log:"
+        tail -n 40 "$log" | sed 's/^/    /'
+    fi
+    return 0
+}
+
+# build DIR [configure args]: one build tree; counts as one test (passes when it builds).
+build() {
+    local dir=$1
+    shift
+    mkdir -p "$dir"
+    (
+        set -e
+        cd "$dir"
+        [ -f Makefile ] || "$top/configure" -q "$@"
+        make -j"$jobs" >/dev/null
+        make -j"$jobs" check TESTS= >/dev/null
+        make -j"$jobs" bench >/dev/null
+        echo "ok - build $(basename "$dir")"
+    )
+}
+
+step install-deps 1800 bash "$top/test/install-deps.sh"
+step autoreconf 600 bash -c "cd '$top' && autoreconf -fi && echo 'ok - autoreconf'"
+
+# ------------------------------------------------------------ unit tier
+step build 1800 build "$top/build"
+step unit-api 600 "$top/build/evd_unit_api"
+step unit-internal 600 "$top/build/evd_unit_internal"
+# the plugin is visible to stock libfabric tools
+step fi-info-lists-evd 120 bash -c "FI_PROVIDER_PATH='$top/build/.libs' fi_info -l | grep -q '^evd:' && echo 'ok - fi_info -l lists evd'"
+
+if [ -z "${EVD_SKIP_SAN:-}" ]; then
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
+    export LSAN_OPTIONS=suppressions=$top/test/lsan.supp:print_suppressions=0
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    step build-asan 2400 build "$top/build-asan" --enable-sanitizers=address,undefined
+    step unit-api-asan 900 "$top/build-asan/evd_unit_api"
+    step unit-internal-asan 900 "$top/build-asan/evd_unit_internal"
+    unset ASAN_OPTIONS LSAN_OPTIONS
+    export TSAN_OPTIONS=halt_on_error=0:second_deadlock_stack=1
+    step build-tsan 2400 build "$top/build-tsan" --enable-sanitizers=thread
+    # the threaded suites (naming convention: *Thread* in the suite name)
+    step unit-api-tsan 900 "$top/build-tsan/evd_unit_api" --gtest_filter='*Thread*'
+    step unit-internal-tsan 900 "$top/build-tsan/evd_unit_internal" --gtest_filter='*Thread*'
+    unset TSAN_OPTIONS UBSAN_OPTIONS
+fi
+
+# ------------------------------------------------------------ VM tier (rxe)
+if [ -z "${EVD_SKIP_VM:-}" ]; then
+    step vm-integration 3000 "$top/test/vm/run-in-vm" -- bash "$top/test/integration/run-in-guest.sh" "$top/build"
+fi
+
+echo
+echo "results in $results"
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]
