@@ -1,15 +1,55 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// Completion queues and counters. Owned by the data-path implementation.
+// Completion queues, shared receive contexts and counters. Owned by the
+// data-path implementation (cq.cpp, srx.cpp, cntr.cpp).
+//
+// CONTRACT with the endpoint code (ep_msg.cpp / cm.cpp):
+//  * fi_ep_bind(ep, cq_fid, flags): resolve with cq_from_fid(); the ibv_cq to
+//    hand to rdma_create_qp() is cq_ibv(). Hold cq_bind_ref() while bound.
+//  * fi_ep_bind(ep, srx_fid, 0): resolve with srx_ibv(); pass the SRQ in
+//    ibv_qp_init_attr::srq at QP creation. Hold srx_bind_ref() while bound.
+//  * After rdma_create_qp() succeeded, call cq_attach_qp() on each bound CQ so
+//    that a fatal completion error read from that CQ can be turned into the
+//    endpoint's terminal event (ep_terminal_error()); call cq_detach_qp()
+//    before the QP is destroyed. Do NOT hold the endpoint's own lock while
+//    calling cq_detach_qp(): a CQ reader may be inside ep_terminal_error() for
+//    that endpoint and is waited for.
 #pragma once
+
+#include <infiniband/verbs.h>
 
 #include "evd.h"
 
 namespace evd {
+
+struct cq;
+struct ep;
 
 int cq_open(struct fid_domain* dom, struct fi_cq_attr* attr, struct fid_cq** cq, void* context);
 int cntr_open(struct fid_domain* dom, struct fi_cntr_attr* attr, struct fid_cntr** cntr,
               void* context);
 int srx_open(struct fid_domain* dom, struct fi_rx_attr* attr, struct fid_ep** rx_ep,
              void* context);
+
+// nullptr when f is not an evd CQ.
+cq* cq_from_fid(struct fid* f);
+// The verbs CQ that completions of a bound QP go to (send_cq / recv_cq).
+struct ibv_cq* cq_ibv(cq* c);
+// The domain the CQ was opened on (an EP may only bind CQs of its domain).
+struct fid_domain* cq_domain(cq* c);
+// Keep fi_close(cq) answering -FI_EBUSY while an endpoint is bound to it.
+void cq_bind_ref(cq* c);
+void cq_bind_unref(cq* c);
+// Route fatal completion errors of QP `qp_num` to `owner` (see above).
+int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner);
+void cq_detach_qp(cq* c, uint32_t qp_num);
+// fi_trywait support: arms the CQ's completion channel and answers 0 when the
+// wait fd may be waited on, -FI_EAGAIN when completions are already pending,
+// -FI_EINVAL when the CQ has no wait fd.
+int cq_trywait(cq* c);
+
+// Shared receive context (fi_srx_context): nullptr when f is not an evd SRX.
+struct ibv_srq* srx_ibv(struct fid* f);
+void srx_bind_ref(struct fid* f);
+void srx_bind_unref(struct fid* f);
 
 }  // namespace evd
