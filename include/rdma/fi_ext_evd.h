@@ -27,7 +27,109 @@ extern "C" {
 /* ===================================================================== */
 /* Section 2: hardware async events (issue 5).                           */
 /* ===================================================================== */
-/* @@ASYNC-EXT@@ (owned by the async-event implementation) */
+/*
+ * Hardware async events (ibv_get_async_event) become EQ records:
+ *  - errors, read with fi_eq_readerr(): err is a positive FI_E* code,
+ *    prov_errno is the enum ibv_event_type value, err_data points at a
+ *    struct fi_evd_async_err (err_data_size == sizeof(struct fi_evd_async_err));
+ *  - notifications, read with fi_eq_read() as FI_NOTIFY records (struct
+ *    fi_eq_entry) whose data is encoded as described by FI_EVD_NOTIFY_*.
+ * The full table (event -> record, err, target fid) is in fi_evd(7).
+ */
+
+/* Bind flag (provider-specific range, bits 60-63 of fabric.h) given to
+ * fi_domain_bind(domain, eq, flags) or fi_ep_bind(ep, eq, flags): deliver
+ * async notifications (PORT_ACTIVE, LID_CHANGE, COMM_EST, ...) as FI_NOTIFY
+ * records. Without it only error records are delivered, so applications
+ * that do not expect FI_NOTIFY keep working unchanged. */
+#define FI_EVD_NOTIFY_ASYNC (1ULL << 61)
+
+/* What an async event is about (fi_evd_async_err.object). */
+enum fi_evd_async_object {
+	FI_EVD_ASYNC_QP = 1,     /* a queue pair: the endpoint's fid */
+	FI_EVD_ASYNC_CQ = 2,     /* a completion queue: the CQ's fid */
+	FI_EVD_ASYNC_SRQ = 3,    /* a shared receive queue: the shared rx context's fid */
+	FI_EVD_ASYNC_WQ = 4,     /* a work queue (RSS): its owner's fid */
+	FI_EVD_ASYNC_PORT = 5,   /* a port: the domain's fid */
+	FI_EVD_ASYNC_DEVICE = 6, /* the whole device: the domain's fid */
+};
+
+#define FI_EVD_ASYNC_MAGIC 0x41445645u /* "EVDA" in memory order */
+#define FI_EVD_ASYNC_VERSION 1
+#define FI_EVD_DEVNAME_MAX 64
+
+/* err_data of every async error record. Fields that do not apply to the
+ * event's object are 0 (port_num for QP/CQ/SRQ events, qp_num for port
+ * events, ...). */
+struct fi_evd_async_err {
+	uint32_t magic;        /* FI_EVD_ASYNC_MAGIC */
+	uint16_t version;      /* FI_EVD_ASYNC_VERSION */
+	uint16_t size;         /* sizeof(struct fi_evd_async_err) */
+	int32_t event_type;    /* enum ibv_event_type, same as prov_errno */
+	uint32_t object;       /* enum fi_evd_async_object */
+	char device[FI_EVD_DEVNAME_MAX]; /* ibv_get_device_name(), NUL-terminated */
+	uint32_t port_num;     /* port events: the port (1-based) */
+	uint32_t qp_num;       /* QP events: ibv_qp.qp_num */
+	uint32_t cq_handle;    /* CQ events: ibv_cq.handle (kernel identity) */
+	uint32_t srq_handle;   /* SRQ events: ibv_srq.handle (kernel identity) */
+	uint32_t wq_num;       /* WQ events: ibv_wq.wq_num */
+	uint32_t terminal;     /* 1 if this record ends its endpoint (no FI_SHUTDOWN follows) */
+	struct fid *fid;       /* the fid the record is about (same as entry.fid) */
+	uint64_t timestamp_ns; /* CLOCK_MONOTONIC when evd read the event from the device */
+	uint64_t seq;          /* per-device sequence number of the event (1, 2, ...) */
+};
+
+/* FI_NOTIFY data of an async notification:
+ *   bits  0..15  enum ibv_event_type
+ *   bits 16..23  FI_EVD_NOTIFY_TAG (marks the record as an async notification)
+ *   bits 24..31  port number (port events), else 0
+ *   bits 32..63  QP number (QP events), SRQ handle (SRQ events),
+ *                WQ number (WQ events), else 0 */
+#define FI_EVD_NOTIFY_TAG 0xa5u
+#define FI_EVD_NOTIFY_DATA(type, port, num)                                      \
+	((uint64_t)((uint32_t)(type) & 0xffffu) | ((uint64_t)FI_EVD_NOTIFY_TAG << 16) | \
+	 ((uint64_t)((port) & 0xffu) << 24) | ((uint64_t)(uint32_t)(num) << 32))
+#define FI_EVD_NOTIFY_IS_ASYNC(data) ((((data) >> 16) & 0xffu) == FI_EVD_NOTIFY_TAG)
+#define FI_EVD_NOTIFY_EVENT(data) ((int)((data) & 0xffffu))
+#define FI_EVD_NOTIFY_PORT(data) ((unsigned)(((data) >> 24) & 0xffu))
+#define FI_EVD_NOTIFY_NUM(data) ((uint32_t)((data) >> 32))
+
+/* Snapshot of a domain's port, kept up to date from PORT_ERR/PORT_ACTIVE/... */
+struct fi_evd_port_state {
+	char device[FI_EVD_DEVNAME_MAX];
+	uint32_t port_num;      /* the domain's port (1-based) */
+	int32_t state;          /* enum ibv_port_state (IBV_PORT_ACTIVE, IBV_PORT_DOWN, ...) */
+	int32_t last_event;     /* last port event seen (enum ibv_event_type), -1 if none */
+	uint32_t reserved;
+	uint64_t changes;       /* port events seen for this port since the domain opened */
+	uint64_t last_change_ns;/* CLOCK_MONOTONIC of the last port event, 0 if none */
+};
+
+/* Async counters of the domain's device (shared by every domain on it). */
+struct fi_evd_async_counters {
+	uint64_t events;        /* async events read from the device */
+	uint64_t delivered;     /* records posted to an EQ */
+	uint64_t undeliverable; /* events with nowhere to go (logged with FI_WARN) */
+	uint64_t suppressed;    /* notifications not requested (no FI_EVD_NOTIFY_ASYNC) */
+};
+
+/* fi_open_ops(&domain->fid, FI_EVD_ASYNC_OPS, 0, (void **)&ops, NULL) */
+#define FI_EVD_ASYNC_OPS "evd_async_ops_v1"
+struct fi_evd_async_ops {
+	size_t size; /* sizeof(struct fi_evd_async_ops) */
+	/* Fills *state with the domain's port snapshot. */
+	int (*port_state)(struct fid_domain *domain, struct fi_evd_port_state *state);
+	/* Fills *c with the counters of the domain's device. */
+	int (*counters)(struct fid_domain *domain, struct fi_evd_async_counters *c);
+	/* Arms the shared receive context `srx` (from fi_srx_context on this
+	 * domain): when fewer than `limit` receives remain posted, one
+	 * IBV_EVENT_SRQ_LIMIT_REACHED FI_NOTIFY record is delivered on the domain's
+	 * EQ with fid = srx (also without FI_EVD_NOTIFY_ASYNC: arming is the
+	 * request). The limit disarms when it fires; arm again to re-request.
+	 * limit 0 disarms. Returns 0, -FI_EINVAL (not an evd srx of this domain),
+	 * -FI_ENOSYS (device without SRQ limit support) or another -FI_E*. */
+	int (*srq_arm)(struct fid_domain *domain, struct fid_ep *srx, size_t limit);
+};
 
 /* ===================================================================== */
 /* Section 3: connection management (issue 4).                           */
