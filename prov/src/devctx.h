@@ -31,6 +31,13 @@ struct async_target {
     // Optional consequence hook run after delivery (e.g. disable an EP on a
     // fatal QP event). Runs with the registry lock held: must not block.
     void (*consequence)(void* owner, const struct ibv_async_event& ev) = nullptr;
+    // Endpoints only (async.cpp, one-terminal-event rule): called under the
+    // registry lock before a terminal async record (QP_FATAL, QP_REQ_ERR,
+    // QP_ACCESS_ERR, DEVICE_FATAL) is posted. Atomically marks the endpoint as
+    // having had its one terminal event and returns true; returns false if it
+    // already had one (FI_SHUTDOWN, a fatal completion, DEVICE_REMOVAL...), and
+    // then async posts nothing for it. nullptr: no terminal semantics.
+    bool (*claim_terminal)(void* owner) = nullptr;
 };
 
 struct devctx {
@@ -46,6 +53,8 @@ struct devctx {
     std::mutex read_mu;  // one reader of the async fd at a time
     std::atomic<uint64_t> undeliverable{0};
     std::atomic<uint64_t> delivered{0};
+    std::atomic<uint64_t> async_events{0};      // events read (async.cpp; also the err_data seq)
+    std::atomic<uint64_t> async_suppressed{0};  // notifications nobody opted in to (async.cpp)
 };
 
 // Finds (or opens the owner for) the device librdmacm knows by this context

@@ -27,6 +27,10 @@ struct domain {
     uint64_t eq_flags = 0;               // flags given at fi_domain_bind
     uint8_t port_num = 1;
     std::atomic<int> port_state{0};   // last seen ibv_port_state of port_num
+    // Port snapshot kept by async.cpp from port events (fi_evd_port_state).
+    std::atomic<int> port_last_event{-1};
+    std::atomic<uint64_t> port_changes{0};
+    std::atomic<uint64_t> port_change_ns{0};
 };
 
 int domain_open(struct fid_fabric* fab, struct fi_info* info, struct fid_domain** out,
