@@ -65,6 +65,7 @@ step build 1800 build "$top/build"
 step unit-api 600 "$top/build/evd_unit_api"
 step unit-internal 600 "$top/build/evd_unit_internal"
 # the plugin is visible to stock libfabric tools
+step man-page 60 bash "$top/man/assemble.sh" --check
 step fi-info-lists-evd 120 bash -c "FI_PROVIDER_PATH='$top/build/.libs' fi_info -l | grep -q '^evd:' && echo 'ok - fi_info -l lists evd'"
 
 if [ -z "${EVD_SKIP_SAN:-}" ]; then
