@@ -38,6 +38,10 @@ struct async_target {
     // already had one (FI_SHUTDOWN, a fatal completion, DEVICE_REMOVAL...), and
     // then async posts nothing for it. nullptr: no terminal semantics.
     bool (*claim_terminal)(void* owner) = nullptr;
+    // Flags of the EQ binding the record goes to (fi_ep_bind(ep, eq, flags)):
+    // FI_EVD_NOTIFY_ASYNC opts in to async FI_NOTIFY records. When the routed
+    // EQ is a domain's EQ, that domain's eq_flags count too (async.cpp).
+    uint64_t eq_flags = 0;
 };
 
 struct devctx {
