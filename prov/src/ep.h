@@ -2,15 +2,152 @@
 // Passive and active MSG endpoints. Owned by the connection-management
 // implementation (ep_msg.cpp, pep.cpp, cm.cpp); the data-path ops tables of an
 // active endpoint live in ep_data.cpp (owned by the data-path implementation).
+//
+// CONTRACT between the CM half (ep_msg.cpp) and the data path (ep_data.cpp):
+//  * ep_open() allocates the ep, sets fid.fid.ops / fid.ops / fid.cm itself
+//    and calls ep_data_init(ep) once, which sets fid.msg, fid.rma (and
+//    fid.tagged/atomic if ever needed) and may use ep->data_priv.
+//  * fi_ep_bind: the CM half handles FI_CLASS_EQ, FI_CLASS_CQ (cq.h contract:
+//    fills tx_cq/rx_cq/tx_flags/rx_flags, holds cq_bind_ref) and
+//    FI_CLASS_SRX_CTX (srx_fid, srx_bind_ref); FI_CLASS_CNTR is handed to
+//    ep_data_bind(), which validates the counter, fills the *_cntr fields and
+//    takes its refs; ep_data_close() drops them at fi_close.
+//  * The CM half creates the QP (rdma_create_qp on the cm_id, the domain's PD)
+//    at fi_enable (or fi_connect/fi_accept when the device is only known
+//    then), with send_cq = cq_ibv(tx_cq), recv_cq = cq_ibv(rx_cq),
+//    srq = srx_ibv(srx_fid). Once ep->qp is non-null (release store on qp_ready)
+//    the data path may post to it. The CM half destroys it at fi_close after
+//    calling ep_data_close(ep), which drops the data path's refs.
+//  * Terminal-event rule: each ep delivers at most one terminal event
+//    (FI_SHUTDOWN or a terminal error). Anyone that sees the end (a fatal
+//    completion, an async QP event, rdma_cm) calls ep_terminal_error() (or
+//    ep_claim_terminal() and posts itself only when it returns true).
 #pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include <mutex>
 
 #include "evd.h"
 
 namespace evd {
 
+struct domain;
+struct eq;
+struct cq;    // data path (cq.cpp), opaque here
+struct cntr;  // data path (cntr.cpp), opaque here
+struct cm_chan;
+
+// What an rdma_cm_id's context points at (cm.cpp dispatches on it).
+enum class cm_owner_kind : uint32_t { pep = 1, connreq, ep };
+struct cm_owner {
+    cm_owner_kind okind;
+};
+
+// Connection state of an active endpoint.
+enum class ep_state : int {
+    idle = 0,      // opened, maybe bound/enabled, not connecting
+    resolving,     // fi_connect: address/route resolution in progress
+    connecting,    // rdma_connect sent, waiting for ESTABLISHED/REJECTED
+    accepting,     // fi_accept called, waiting for ESTABLISHED
+    connected,     // FI_CONNECTED delivered
+    shutdown,      // terminal FI_SHUTDOWN delivered (or fi_shutdown in flight)
+    error,         // terminal error delivered
+};
+
+struct pep {
+    static constexpr kind kTag = kind::pep;
+    struct fid_pep fid;  // first member
+    kind tag = kTag;
+    cm_owner owner{cm_owner_kind::pep};
+    struct fabric* fab = nullptr;
+    struct fi_info* info = nullptr;       // fi_dupinfo of what was opened
+    struct rdma_cm_id* id = nullptr;      // created at bind (on the EQ's channel)
+    eq* eq_bound = nullptr;
+    cm_chan* chan = nullptr;
+    int backlog = 0;                      // fi_control(FI_BACKLOG)
+    bool listening = false;
+    std::atomic<bool> dead{false};        // DEVICE_REMOVAL seen: nothing more
+    std::mutex mu;
+};
+
+// The handle of an FI_CONNREQ: wraps the incoming rdma_cm_id until the app
+// accepts (fi_endpoint adopts the id) or rejects it.
+struct connreq {
+    struct fid fid;  // fclass FI_CLASS_CONNREQ; first member
+    cm_owner owner{cm_owner_kind::connreq};
+    struct rdma_cm_id* id = nullptr;
+    cm_chan* chan = nullptr;
+    eq* eq_bound = nullptr;               // the pep's EQ (holds an eq_bind_ref)
+    std::atomic<bool> gone{false};        // peer went away before accept
+};
+
+struct ep {
+    static constexpr kind kTag = kind::ep;
+    struct fid_ep fid;  // first member
+    kind tag = kTag;
+    cm_owner owner{cm_owner_kind::ep};
+    refcount refs;
+    domain* dom = nullptr;
+    struct fi_info* info = nullptr;       // fi_dupinfo of what was opened (handle cleared)
+
+    // --- connection management (ep_msg.cpp / cm.cpp)
+    struct rdma_cm_id* id = nullptr;
+    connreq* creq = nullptr;              // adopted FI_CONNREQ handle (passive side)
+    std::atomic<eq*> eq_bound{nullptr};
+    cm_chan* chan = nullptr;              // the channel `id` lives on
+    std::atomic<int> state{static_cast<int>(ep_state::idle)};
+    std::atomic<bool> terminal{false};    // one terminal event already posted
+    std::atomic<uint64_t> suppressed{0};  // later terminal causes, dropped
+    bool enabled = false;
+    uint8_t conn_data[256];               // header + user data for rdma_connect
+    size_t conn_data_len = 0;
+    std::mutex mu;                        // serializes CM calls on this ep
+
+    // --- QP (created by the CM half, used by the data path)
+    struct ibv_qp* qp = nullptr;
+    std::atomic<bool> qp_ready{false};
+
+    // --- bindings (CQ/SRX by ep_msg.cpp, counters by ep_data_bind)
+    cq* tx_cq = nullptr;
+    cq* rx_cq = nullptr;
+    uint64_t tx_flags = 0;                // bind flags, e.g. FI_SELECTIVE_COMPLETION
+    uint64_t rx_flags = 0;
+    struct fid* srx_fid = nullptr;        // bound fi_srx_context (srx_ibv(srx_fid))
+    cntr* send_cntr = nullptr;
+    cntr* recv_cntr = nullptr;
+    cntr* read_cntr = nullptr;
+    cntr* write_cntr = nullptr;
+    cntr* rem_read_cntr = nullptr;
+    cntr* rem_write_cntr = nullptr;
+    uint64_t op_flags_tx = 0;             // fi_control(FI_SETOPSFLAG) on FI_TRANSMIT
+    uint64_t op_flags_rx = 0;             // ... on FI_RECV
+    void* data_priv = nullptr;            // free for ep_data.cpp
+};
+
 // fabric op fi_passive_ep
 int pep_open(struct fid_fabric* fab, struct fi_info* info, struct fid_pep** pep, void* context);
 // domain op fi_endpoint
 int ep_open(struct fid_domain* dom, struct fi_info* info, struct fid_ep** ep, void* context);
+
+ep* ep_from_fid(struct fid* f);  // nullptr unless f is an evd active ep
+
+// ---- provided by ep_data.cpp (data path)
+void ep_data_init(ep* e);                                   // set fid.msg, fid.rma, ...
+int ep_data_bind(ep* e, struct fid* bfid, uint64_t flags);  // FI_CLASS_CNTR
+void ep_data_close(ep* e);                                  // drop refs taken by ep_data_bind
+
+// ---- provided by ep_msg.cpp (CM half), callable from anywhere
+// Posts the endpoint's one terminal error (err = positive FI_E* code) to its
+// EQ unless a terminal event was already delivered; later calls are counted
+// and logged at debug. Never blocks; safe from any thread.
+void ep_terminal_error(ep* e, int err, int prov_errno, const char* why);
+// True exactly once per ep: the caller then owns posting the terminal event.
+bool ep_claim_terminal(ep* e);
+// Same, in the shape of async_target::claim_terminal (owner = the ep).
+bool ep_claim_terminal_cb(void* owner);
+// The EQ an ep's events go to: its bound EQ, else its domain's EQ.
+eq* ep_route_eq(void* owner);
 
 }  // namespace evd
