@@ -22,7 +22,91 @@ extern "C" {
 /* ===================================================================== */
 /* Section 1: event queue extensions (issue 3).                          */
 /* ===================================================================== */
-/* @@EQ-EXT@@ (owned by the EQ implementation) */
+/*
+ * evd EQ extensions (fi_evd(7), section EVENT QUEUE).
+ *
+ * Obtained with
+ *   struct fi_evd_eq_ops *ops;
+ *   fi_open_ops(&eq->fid, FI_EVD_EQ_OPS_V1, 0, (void **)&ops, NULL);
+ * on any evd EQ. Check ops->size before using members added later.
+ */
+#define FI_EVD_EQ_OPS_V1 "evd_eq_ops_v1"
+
+/* Snapshot of an EQ's state (DAT's nmore and more). */
+struct fi_evd_eq_depth {
+	size_t   events;        /* entries queued: normal events + errors */
+	size_t   errors;        /* of which error entries (fi_eq_readerr) */
+	size_t   capacity;      /* entries fi_eq_write may fill (attr.size) */
+	size_t   reserve;       /* extra entries kept for provider events */
+	uint64_t lost;          /* provider events lost since the overrun */
+	int      overrun;       /* 1 once the EQ has overrun (fatal) */
+	uint32_t next_event;    /* event of the entry fi_eq_read would return */
+	size_t   next_len;      /* bytes fi_eq_read needs for it (0 if none) */
+};
+
+struct fi_evd_eq_ops {
+	size_t size;            /* sizeof(struct fi_evd_eq_ops) of the provider */
+	/*
+	 * Blocks until at least `threshold` entries are queued (or an error
+	 * entry is ready, or the EQ overran), then reads one event exactly like
+	 * fi_eq_read (FI_PEEK honoured). *nmore (optional) receives the number
+	 * of entries left after the read, or queued at timeout.
+	 * Returns bytes read, -FI_EAVAIL (error ready: use fi_eq_readerr),
+	 * -FI_EAGAIN (timeout; nothing dequeued), -FI_EINTR (woken by wake()),
+	 * -FI_ECANCELED (EQ closed meanwhile), -FI_EINVAL (threshold 0 or larger
+	 * than the EQ, or an EQ with FI_WAIT_NONE / FI_WAIT_SET).
+	 * timeout is in milliseconds, negative means infinite.
+	 */
+	ssize_t (*wait_n)(struct fid_eq *eq, size_t threshold, int timeout,
+			  uint32_t *event, void *buf, size_t len,
+			  size_t *nmore, uint64_t flags);
+	/* Fills *depth with a consistent snapshot. Returns 0. */
+	int (*depth)(struct fid_eq *eq, struct fi_evd_eq_depth *depth);
+	/*
+	 * Wakes every thread blocked in fi_eq_sread (which returns -FI_EAGAIN
+	 * if nothing is queued) or wait_n (-FI_EINTR) on this EQ at the time
+	 * of the call. Not sticky: later waits block normally. Returns the
+	 * number of threads that were blocked.
+	 */
+	int (*wake)(struct fid_eq *eq);
+	/*
+	 * Inserts an error entry (needs FI_WRITE like fi_eq_write). err->err
+	 * must be > 0; err->err_data/err_data_size (up to the fi_eq_write
+	 * maximum) are copied. Returns sizeof(struct fi_eq_err_entry) or a
+	 * negative fabric errno (-FI_EOVERRUN when full).
+	 */
+	ssize_t (*write_err)(struct fid_eq *eq, const struct fi_eq_err_entry *err,
+			     uint64_t flags);
+};
+
+/*
+ * fi_control commands on an evd EQ (besides FI_GETWAIT and FI_GETWAITOBJ).
+ * FI_EVD_EQ_GETDEPTH: arg is a struct fi_evd_eq_depth *.
+ * FI_EVD_EQ_WAKE: arg is ignored; same as ops->wake.
+ */
+#define FI_EVD_EQ_GETDEPTH 0x65764501
+#define FI_EVD_EQ_WAKE     0x65764502
+
+/*
+ * Provider error codes (prov_errno of struct fi_eq_err_entry) carry a class
+ * in bits 24..30 and a class specific code in bits 0..23, so
+ * fi_eq_strerror can name what they mean. Class 0 is a plain errno value.
+ */
+#define FI_EVD_PERR(cls, code) ((int)((((unsigned)(cls) & 0x7f) << 24) | \
+				      ((unsigned)(code) & 0xffffff)))
+#define FI_EVD_PERR_CLASS(e)   (((unsigned)(e) >> 24) & 0x7f)
+#define FI_EVD_PERR_CODE(e)    ((int)((unsigned)(e) & 0xffffff))
+enum fi_evd_perr_class {
+	FI_EVD_PERR_ERRNO = 0,  /* code: an errno value (EIO, ...) */
+	FI_EVD_PERR_EQ    = 1,  /* code: enum fi_evd_eq_perr */
+	FI_EVD_PERR_ASYNC = 2,  /* code: enum ibv_event_type */
+	FI_EVD_PERR_CM    = 3,  /* code: enum rdma_cm_event_type */
+	FI_EVD_PERR_WC    = 4,  /* code: enum ibv_wc_status */
+	FI_EVD_PERR_USER  = 5,  /* code: application defined (write_err) */
+};
+enum fi_evd_eq_perr {
+	FI_EVD_EQ_PERR_OVERRUN = 1,  /* provider events were lost: EQ overran */
+};
 
 /* ===================================================================== */
 /* Section 2: hardware async events (issue 5).                           */
