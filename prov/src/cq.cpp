@@ -1,15 +1,684 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Completion queues (fi_cq(3)) over one ibv_cq each.
+//
+// fi_cq_read polls the ibv_cq straight into the user's format. A work
+// completion in error stops the read: it and whatever was polled after it in
+// the same batch wait in a small ring (raw ibv_wc, fixed size) so ordering is
+// kept; read answers -FI_EAVAIL while an error is at the head, readerr pops it.
+// The ring only fills when it is empty, so it never holds more than one batch.
 #include "cq.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "domain.h"
+#include "ep.h"
+#include "eq.h"
+
 namespace evd {
-// placeholders until the data path lands (real implementation follows)
-int cq_open(struct fid_domain*, struct fi_cq_attr*, struct fid_cq**, void*) { return -FI_ENOSYS; }
-cq* cq_from_fid(struct fid*) { return nullptr; }
-struct ibv_cq* cq_ibv(cq*) { return nullptr; }
-struct fid_domain* cq_domain(cq*) { return nullptr; }
-void cq_bind_ref(cq*) {}
-void cq_bind_unref(cq*) {}
-int cq_attach_qp(cq*, uint32_t, ep*) { return -FI_ENOSYS; }
-void cq_detach_qp(cq*, uint32_t) {}
-int cq_trywait(cq*) { return -FI_ENOSYS; }
+
+const uint8_t wr_suppressed = 0;
+
+// ---------------------------------------------------------------- the table
+// clang-format off
+const wc_row wc_table[] = {
+    {IBV_WC_SUCCESS,            "IBV_WC_SUCCESS",            0,               false, "the operation completed"},
+    {IBV_WC_LOC_LEN_ERR,        "IBV_WC_LOC_LEN_ERR",        FI_ETRUNC,       true,  "the message did not fit the posted receive buffer (or the send exceeded the port's message size)"},
+    {IBV_WC_LOC_QP_OP_ERR,      "IBV_WC_LOC_QP_OP_ERR",      FI_EIO,          true,  "the local queue pair rejected the work request (internal consistency error)"},
+    {IBV_WC_LOC_EEC_OP_ERR,     "IBV_WC_LOC_EEC_OP_ERR",     FI_EIO,          true,  "local end-to-end context error (not used by RC queue pairs)"},
+    {IBV_WC_LOC_PROT_ERR,       "IBV_WC_LOC_PROT_ERR",       FI_EACCES,       true,  "a local buffer is not covered by the memory registration given as its descriptor"},
+    {IBV_WC_WR_FLUSH_ERR,       "IBV_WC_WR_FLUSH_ERR",       FI_ECANCELED,    false, "the operation was flushed because the endpoint is disconnected or in error"},
+    {IBV_WC_MW_BIND_ERR,        "IBV_WC_MW_BIND_ERR",        FI_EACCES,       true,  "memory window bind failed"},
+    {IBV_WC_BAD_RESP_ERR,       "IBV_WC_BAD_RESP_ERR",       FI_EIO,          true,  "the peer sent an unexpected transport response"},
+    {IBV_WC_LOC_ACCESS_ERR,     "IBV_WC_LOC_ACCESS_ERR",     FI_EACCES,       true,  "the local registration does not allow the access an incoming operation needed"},
+    {IBV_WC_REM_INV_REQ_ERR,    "IBV_WC_REM_INV_REQ_ERR",    FI_EREMOTEIO,    true,  "the peer found the request invalid (e.g. message larger than its receive buffer, or RMA not enabled)"},
+    {IBV_WC_REM_ACCESS_ERR,     "IBV_WC_REM_ACCESS_ERR",     FI_EACCES,       true,  "the peer refused the RMA access: bad key, address range or access rights"},
+    {IBV_WC_REM_OP_ERR,         "IBV_WC_REM_OP_ERR",         FI_EREMOTEIO,    true,  "the peer could not complete the operation"},
+    {IBV_WC_RETRY_EXC_ERR,      "IBV_WC_RETRY_EXC_ERR",      FI_ETIMEDOUT,    true,  "transport retries exhausted: the peer does not answer"},
+    {IBV_WC_RNR_RETRY_EXC_ERR,  "IBV_WC_RNR_RETRY_EXC_ERR",  FI_ENORX,        true,  "receiver-not-ready retries exhausted: the peer had no receive posted"},
+    {IBV_WC_LOC_RDD_VIOL_ERR,   "IBV_WC_LOC_RDD_VIOL_ERR",   FI_EIO,          true,  "local reliable datagram domain violation (not used by RC queue pairs)"},
+    {IBV_WC_REM_INV_RD_REQ_ERR, "IBV_WC_REM_INV_RD_REQ_ERR", FI_EREMOTEIO,    true,  "the peer found the read request invalid"},
+    {IBV_WC_REM_ABORT_ERR,      "IBV_WC_REM_ABORT_ERR",      FI_ECONNABORTED, true,  "the peer aborted the operation"},
+    {IBV_WC_INV_EECN_ERR,       "IBV_WC_INV_EECN_ERR",       FI_EIO,          true,  "invalid end-to-end context number (not used by RC queue pairs)"},
+    {IBV_WC_INV_EEC_STATE_ERR,  "IBV_WC_INV_EEC_STATE_ERR",  FI_EIO,          true,  "invalid end-to-end context state (not used by RC queue pairs)"},
+    {IBV_WC_FATAL_ERR,          "IBV_WC_FATAL_ERR",          FI_EIO,          true,  "fatal device error"},
+    {IBV_WC_RESP_TIMEOUT_ERR,   "IBV_WC_RESP_TIMEOUT_ERR",   FI_ETIMEDOUT,    true,  "the peer's response timed out"},
+    {IBV_WC_GENERAL_ERR,        "IBV_WC_GENERAL_ERR",        FI_EOTHER,       true,  "unspecified transport error"},
+    {IBV_WC_TM_ERR,             "IBV_WC_TM_ERR",             FI_EOTHER,       true,  "tag matching error (tag matching is not used by evd)"},
+    {IBV_WC_TM_RNDV_INCOMPLETE, "IBV_WC_TM_RNDV_INCOMPLETE", FI_EOTHER,       true,  "tag matching rendezvous incomplete (not used by evd)"},
+};
+// clang-format on
+const size_t wc_table_len = sizeof(wc_table) / sizeof(wc_table[0]);
+
+const wc_row* wc_lookup(int status) noexcept {
+    // rows are in enum order; fall back to a scan if that ever changes
+    if (status >= 0 && static_cast<size_t>(status) < wc_table_len && wc_table[status].status == status)
+        return &wc_table[status];
+    for (size_t i = 0; i < wc_table_len; ++i)
+        if (wc_table[i].status == status) return &wc_table[i];
+    return nullptr;
+}
+
+int wc_fi_errno(int status) noexcept {
+    const wc_row* r = wc_lookup(status);
+    return r ? r->fi_errno : FI_EOTHER;
+}
+
+uint64_t wc_flags(const struct ibv_wc& wc) noexcept {
+    switch (wc.opcode) {
+    case IBV_WC_SEND: return FI_SEND | FI_MSG;
+    case IBV_WC_RDMA_WRITE: return FI_RMA | FI_WRITE;
+    case IBV_WC_RDMA_READ: return FI_RMA | FI_READ;
+    case IBV_WC_RECV:
+        return FI_RECV | FI_MSG | ((wc.wc_flags & IBV_WC_WITH_IMM) ? FI_REMOTE_CQ_DATA : 0);
+    case IBV_WC_RECV_RDMA_WITH_IMM: return FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+    default: return 0;
+    }
+}
+
+// ---------------------------------------------------------------- the object
+namespace {
+
+constexpr size_t kBatch = 32;  // ibv_wc polled per ibv_poll_cq call (stack array)
+
+struct chan_del {
+    void operator()(struct ibv_comp_channel* c) const noexcept {
+        if (c && ibv_destroy_comp_channel(c))
+            EVD_WARN(FI_LOG_CQ, "ibv_destroy_comp_channel: %s\n", strerror(errno));
+    }
+};
+struct fd_owner {
+    int fd = -1;
+    fd_owner() = default;
+    explicit fd_owner(int f) : fd(f) {}
+    fd_owner(const fd_owner&) = delete;
+    fd_owner& operator=(const fd_owner&) = delete;
+    ~fd_owner() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+}  // namespace
+
+struct cq {
+    static constexpr kind kTag = kind::cq;
+    struct fid_cq fid;  // first member
+    kind tag = kTag;
+    refcount refs;      // endpoints bound
+    domain* dom = nullptr;
+    enum fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
+    size_t entry_size = sizeof(struct fi_cq_entry);
+    enum fi_wait_obj wait_obj = FI_WAIT_NONE;
+    bool err_data_size_field = true;  // api >= 1.5: fi_cq_err_entry has err_data_size
+
+    std::unique_ptr<struct ibv_comp_channel, chan_del> chan;
+    struct ibv_cq* ibcq = nullptr;  // destroyed in cq_close after the async unregister
+    fd_owner signal_fd;             // eventfd written by fi_cq_signal
+    fd_owner wait_fd;               // epoll over chan->fd and signal_fd (FI_GETWAIT)
+    std::mutex chan_mu;                // serializes draining the comp channel
+
+    std::mutex mu;  // the one lock of the read path: ring + ibv_poll_cq
+    struct ibv_wc ring[kBatch];
+    size_t ring_head = 0, ring_count = 0;
+
+    std::mutex reg_mu;  // QP number -> endpoint, for terminal errors
+    std::vector<std::pair<uint32_t, ep*>> qps;
+};
+
+namespace {
+
+cq* cq_of(struct fid_cq* f) {
+    if (!f || f->fid.fclass != FI_CLASS_CQ) return nullptr;
+    return from_fid<cq>(f);
+}
+
+void* wc_context(uint64_t wr_id) {
+    return wr_id == wr_id_suppressed() ? nullptr : reinterpret_cast<void*>(wr_id);
+}
+
+// Writes one successful completion in the CQ's format at out.
+void emit(const cq* c, const struct ibv_wc& wc, char* out) {
+    void* ctx = reinterpret_cast<void*>(wc.wr_id);
+    switch (c->format) {
+    case FI_CQ_FORMAT_CONTEXT: {
+        auto* e = reinterpret_cast<struct fi_cq_entry*>(out);
+        e->op_context = ctx;
+        break;
+    }
+    case FI_CQ_FORMAT_MSG: {
+        auto* e = reinterpret_cast<struct fi_cq_msg_entry*>(out);
+        e->op_context = ctx;
+        e->flags = wc_flags(wc);
+        e->len = (wc.opcode & IBV_WC_RECV) ? wc.byte_len : 0;
+        break;
+    }
+    default: {  // FI_CQ_FORMAT_DATA
+        auto* e = reinterpret_cast<struct fi_cq_data_entry*>(out);
+        e->op_context = ctx;
+        e->flags = wc_flags(wc);
+        e->len = (wc.opcode & IBV_WC_RECV) ? wc.byte_len : 0;
+        e->buf = nullptr;
+        e->data = (wc.wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc.imm_data) : 0;
+        break;
+    }
+    }
+}
+
+void ring_push(cq* c, const struct ibv_wc& wc) {
+    // never overflows: the ring is only refilled when empty, from one batch
+    c->ring[(c->ring_head + c->ring_count) % kBatch] = wc;
+    ++c->ring_count;
+}
+
+struct fatal_note {
+    uint32_t qp_num;
+    int status;
+};
+
+// Polls one batch of at most `want` completions. Successes go to out (up to
+// `want`), the first error and everything after it to the ring. Fatal errors
+// are noted for the terminal event (delivered after the read lock is dropped).
+// Returns completions written, or -errno from ibv_poll_cq. *more is set when
+// the batch was full (there may be more to poll).
+int poll_batch(cq* c, char*& out, size_t want, fatal_note* notes, size_t& nnotes, bool& more) {
+    struct ibv_wc wcs[kBatch];
+    int got = ibv_poll_cq(c->ibcq, static_cast<int>(std::min(want, kBatch)), wcs);
+    more = false;
+    if (got < 0) return got;
+    more = static_cast<size_t>(got) == std::min(want, kBatch);
+    int written = 0;
+    bool stashing = false;
+    for (int i = 0; i < got; ++i) {
+        const struct ibv_wc& wc = wcs[i];
+        if (wc.status != IBV_WC_SUCCESS) {
+            // flushed internal work requests are nobody's business
+            if (wc.wr_id == wr_id_suppressed() && wc.status == IBV_WC_WR_FLUSH_ERR) continue;
+            const wc_row* r = wc_lookup(wc.status);
+            if ((!r || r->qp_fatal) && nnotes < kBatch) notes[nnotes++] = {wc.qp_num, wc.status};
+            stashing = true;
+        }
+        if (stashing) {
+            ring_push(c, wc);
+            continue;
+        }
+        if (wc.wr_id == wr_id_suppressed()) continue;
+        emit(c, wc, out);
+        out += c->entry_size;
+        ++written;
+    }
+    if (stashing) more = false;
+    return written;
+}
+
+void deliver_fatal(cq* c, const fatal_note* notes, size_t n) {
+    if (!n) return;
+    std::lock_guard<std::mutex> g(c->reg_mu);
+    for (size_t i = 0; i < n; ++i) {
+        for (auto& [qpn, owner] : c->qps) {
+            if (qpn != notes[i].qp_num) continue;
+            const wc_row* r = wc_lookup(notes[i].status);
+            ep_terminal_error(owner, r ? r->fi_errno : FI_EOTHER, notes[i].status,
+                              r ? r->name : "unknown ibv_wc_status");
+        }
+    }
+}
+
+ssize_t do_read(cq* c, void* buf, size_t count, fi_addr_t* src_addr) {
+    if (count == 0) return 0;
+    if (!buf) {
+        EVD_WARN(FI_LOG_CQ, "fi_cq_read: buf is NULL with count %zu\n", count);
+        return -FI_EINVAL;
+    }
+    char* out = static_cast<char*>(buf);
+    size_t n = 0;
+    fatal_note notes[kBatch];
+    size_t nnotes = 0;
+    ssize_t ret = 0;
+    {
+        std::lock_guard<std::mutex> g(c->mu);
+        while (n < count && c->ring_count) {
+            const struct ibv_wc& wc = c->ring[c->ring_head];
+            if (wc.status != IBV_WC_SUCCESS) break;
+            if (wc.wr_id != wr_id_suppressed()) {
+                emit(c, wc, out);
+                out += c->entry_size;
+                ++n;
+            }
+            c->ring_head = (c->ring_head + 1) % kBatch;
+            --c->ring_count;
+        }
+        if (!c->ring_count) {
+            bool more = true;
+            while (n < count && more) {
+                int w = poll_batch(c, out, count - n, notes, nnotes, more);
+                if (w < 0) {
+                    EVD_WARN(FI_LOG_CQ, "ibv_poll_cq: %s\n", strerror(-w));
+                    if (!n) ret = -FI_EIO;
+                    break;
+                }
+                n += static_cast<size_t>(w);
+            }
+        }
+        if (n == 0 && ret == 0) ret = c->ring_count ? -FI_EAVAIL : -FI_EAGAIN;
+    }
+    deliver_fatal(c, notes, nnotes);
+    if (n && src_addr)
+        for (size_t i = 0; i < n; ++i) src_addr[i] = FI_ADDR_NOTAVAIL;
+    return n ? static_cast<ssize_t>(n) : ret;
+}
+
+ssize_t cq_read(struct fid_cq* f, void* buf, size_t count) {
+    return guard([&]() -> ssize_t {
+        cq* c = cq_of(f);
+        if (!c) return -FI_EINVAL;
+        return do_read(c, buf, count, nullptr);
+    });
+}
+
+ssize_t cq_readfrom(struct fid_cq* f, void* buf, size_t count, fi_addr_t* src_addr) {
+    return guard([&]() -> ssize_t {
+        cq* c = cq_of(f);
+        if (!c) return -FI_EINVAL;
+        return do_read(c, buf, count, src_addr);
+    });
+}
+
+ssize_t cq_readerr(struct fid_cq* f, struct fi_cq_err_entry* buf, uint64_t flags) {
+    return guard([&]() -> ssize_t {
+        cq* c = cq_of(f);
+        if (!c || !buf) {
+            EVD_WARN(FI_LOG_CQ, "fi_cq_readerr: invalid CQ or NULL buffer\n");
+            return -FI_EINVAL;
+        }
+        fatal_note notes[kBatch];
+        size_t nnotes = 0;
+        struct ibv_wc wc {};
+        bool have = false;
+        {
+            std::lock_guard<std::mutex> g(c->mu);
+            if (!c->ring_count) {
+                // look for an error the user has not been told about yet
+                struct ibv_wc wcs[kBatch];
+                int got = ibv_poll_cq(c->ibcq, static_cast<int>(kBatch), wcs);
+                for (int i = 0; i < got; ++i) {
+                    if (wcs[i].status != IBV_WC_SUCCESS) {
+                        if (wcs[i].wr_id == wr_id_suppressed() &&
+                            wcs[i].status == IBV_WC_WR_FLUSH_ERR)
+                            continue;
+                        const wc_row* r = wc_lookup(wcs[i].status);
+                        if ((!r || r->qp_fatal) && nnotes < kBatch)
+                            notes[nnotes++] = {wcs[i].qp_num, wcs[i].status};
+                    } else if (wcs[i].wr_id == wr_id_suppressed()) {
+                        continue;
+                    }
+                    ring_push(c, wcs[i]);
+                }
+            }
+            if (c->ring_count && c->ring[c->ring_head].status != IBV_WC_SUCCESS) {
+                wc = c->ring[c->ring_head];
+                c->ring_head = (c->ring_head + 1) % kBatch;
+                --c->ring_count;
+                have = true;
+            }
+        }
+        deliver_fatal(c, notes, nnotes);
+        if (!have) return -FI_EAGAIN;
+        buf->op_context = wc_context(wc.wr_id);
+        buf->flags = 0;  // the opcode of an error completion is undefined
+        buf->len = 0;
+        buf->buf = nullptr;
+        buf->data = 0;
+        buf->tag = 0;
+        buf->olen = 0;
+        buf->err = wc_fi_errno(wc.status);
+        buf->prov_errno = wc.status;
+        buf->err_data = nullptr;
+        if (c->err_data_size_field) buf->err_data_size = 0;
+        return 1;
+    });
+}
+
+// Non-blocking: consume every pending completion-channel event.
+void drain_channel(cq* c) {
+    if (!c->chan) return;
+    std::lock_guard<std::mutex> g(c->chan_mu);
+    struct ibv_cq* ev_cq;
+    void* ev_ctx;
+    unsigned n = 0;
+    while (ibv_get_cq_event(c->chan.get(), &ev_cq, &ev_ctx) == 0) ++n;
+    if (n) ibv_ack_cq_events(c->ibcq, n);
+}
+
+bool drain_signal(cq* c) {
+    uint64_t v;
+    return ::read(c->signal_fd.fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v);
+}
+
+ssize_t do_sread(cq* c, void* buf, size_t count, fi_addr_t* src_addr, int timeout) {
+    if (c->wait_obj == FI_WAIT_NONE) {
+        EVD_WARN(FI_LOG_CQ, "fi_cq_sread: the CQ was opened with FI_WAIT_NONE\n");
+        return -FI_ENOSYS;
+    }
+    using clock = std::chrono::steady_clock;
+    const auto deadline = clock::now() + std::chrono::milliseconds(timeout < 0 ? 0 : timeout);
+    for (;;) {
+        ssize_t n = do_read(c, buf, count, src_addr);
+        if (n != -FI_EAGAIN) return n;
+        drain_channel(c);
+        if (ibv_req_notify_cq(c->ibcq, 0)) {
+            EVD_WARN(FI_LOG_CQ, "ibv_req_notify_cq: %s\n", strerror(errno));
+            return -FI_EIO;
+        }
+        n = do_read(c, buf, count, src_addr);  // completions that raced the arm
+        if (n != -FI_EAGAIN) return n;
+        int wait_ms = -1;
+        if (timeout >= 0) {
+            auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now())
+                            .count();
+            if (left <= 0) return -FI_EAGAIN;
+            wait_ms = static_cast<int>(left);
+        }
+        struct pollfd pfd[2] = {{c->chan->fd, POLLIN, 0}, {c->signal_fd.fd, POLLIN, 0}};
+        int r = ::poll(pfd, 2, wait_ms);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (pfd[1].revents & POLLIN) {
+            drain_signal(c);
+            return -FI_EAGAIN;  // woken by fi_cq_signal
+        }
+        if (r == 0 && timeout >= 0 && clock::now() >= deadline) return -FI_EAGAIN;
+    }
+}
+
+ssize_t cq_sread(struct fid_cq* f, void* buf, size_t count, const void* cond, int timeout) {
+    return guard([&]() -> ssize_t {
+        cq* c = cq_of(f);
+        if (!c) return -FI_EINVAL;
+        return do_sread(c, buf, count, nullptr, timeout);
+    });
+}
+
+ssize_t cq_sreadfrom(struct fid_cq* f, void* buf, size_t count, fi_addr_t* src_addr,
+                     const void* cond, int timeout) {
+    return guard([&]() -> ssize_t {
+        cq* c = cq_of(f);
+        if (!c) return -FI_EINVAL;
+        return do_sread(c, buf, count, src_addr, timeout);
+    });
+}
+
+int cq_signal(struct fid_cq* f) {
+    return guard([&] {
+        cq* c = cq_of(f);
+        if (!c) return -FI_EINVAL;
+        if (c->signal_fd.fd < 0) {
+            EVD_WARN(FI_LOG_CQ, "fi_cq_signal: the CQ was opened with FI_WAIT_NONE\n");
+            return -FI_ENOSYS;
+        }
+        uint64_t one = 1;
+        if (::write(c->signal_fd.fd, &one, sizeof one) != static_cast<ssize_t>(sizeof one))
+            return -errno;
+        return 0;
+    });
+}
+
+const char* cq_strerror(struct fid_cq* f, int prov_errno, const void* err_data, char* buf,
+                        size_t len) {
+    const wc_row* r = wc_lookup(prov_errno);
+    static thread_local char tls[256];
+    char* out = (buf && len) ? buf : tls;
+    size_t outlen = (buf && len) ? len : sizeof tls;
+    if (!r)
+        snprintf(out, outlen, "unknown completion status %d", prov_errno);
+    else
+        snprintf(out, outlen, "%s (%s): %s; reported as %s", ibv_wc_status_str(
+                     static_cast<enum ibv_wc_status>(prov_errno)), r->name, r->meaning,
+                 r->fi_errno ? fi_strerror(r->fi_errno) : "success");
+    return out;
+}
+
+eq* cq_route(void* owner) { return static_cast<cq*>(owner)->dom->eq_bound.load(); }
+
+async_target cq_target(cq* c) {
+    async_target t;
+    t.fid = &c->fid.fid;
+    t.context = c->fid.fid.context;
+    t.route = cq_route;
+    t.owner = c;
+    return t;
+}
+
+int cq_close(struct fid* f) {
+    return guard([&] {
+        cq* c = cq_of(reinterpret_cast<struct fid_cq*>(f));
+        if (!c) return -FI_EINVAL;
+        if (c->refs.busy()) {
+            EVD_WARN(FI_LOG_CQ, "fi_close(cq): %d endpoints still bound\n", c->refs.n.load());
+            return -FI_EBUSY;
+        }
+        devctx_unregister(c->dom->dev, &devctx::cqs, c->ibcq);
+        drain_channel(c);
+        if (int e = ibv_destroy_cq(c->ibcq)) {
+            EVD_WARN(FI_LOG_CQ, "ibv_destroy_cq: %s\n", strerror(e));
+            devctx_register(c->dom->dev, &devctx::cqs, c->ibcq, cq_target(c));
+            return fi_err(e);
+        }
+        domain* dom = c->dom;
+        c->tag = kind{0};
+        delete c;
+        dom->refs.put();
+        return 0;
+    });
+}
+
+int cq_control(struct fid* f, int command, void* arg) {
+    return guard([&] {
+        cq* c = cq_of(reinterpret_cast<struct fid_cq*>(f));
+        if (!c) return -FI_EINVAL;
+        switch (command) {
+        case FI_GETWAIT:
+            if (c->wait_fd.fd < 0 || !arg) return c->wait_fd.fd < 0 ? -FI_ENODATA : -FI_EINVAL;
+            *static_cast<int*>(arg) = c->wait_fd.fd;
+            return 0;
+        case FI_GETWAITOBJ:
+            if (!arg) return -FI_EINVAL;
+            *static_cast<enum fi_wait_obj*>(arg) = c->wait_obj;
+            return 0;
+        default:
+            return -FI_ENOSYS;
+        }
+    });
+}
+
+struct fi_ops cq_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = cq_close,
+    .bind = op_no_bind,
+    .control = cq_control,
+    .ops_open = op_no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_cq cq_ops = {
+    .size = sizeof(struct fi_ops_cq),
+    .read = cq_read,
+    .readfrom = cq_readfrom,
+    .readerr = cq_readerr,
+    .sread = cq_sread,
+    .sreadfrom = cq_sreadfrom,
+    .signal = cq_signal,
+    .strerror = cq_strerror,
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------- contract
+cq* cq_from_fid(struct fid* f) {
+    if (!f || f->fclass != FI_CLASS_CQ) return nullptr;
+    return from_fid<cq>(reinterpret_cast<struct fid_cq*>(f));
+}
+struct ibv_cq* cq_ibv(cq* c) { return c ? c->ibcq : nullptr; }
+struct fid_domain* cq_domain(cq* c) { return c ? &c->dom->fid : nullptr; }
+void cq_bind_ref(cq* c) { c->refs.get(); }
+void cq_bind_unref(cq* c) { c->refs.put(); }
+
+int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
+    return guard([&] {
+        std::lock_guard<std::mutex> g(c->reg_mu);
+        c->qps.emplace_back(qp_num, owner);
+        return 0;
+    });
+}
+
+void cq_detach_qp(cq* c, uint32_t qp_num) {
+    std::lock_guard<std::mutex> g(c->reg_mu);
+    std::erase_if(c->qps, [&](const auto& p) { return p.first == qp_num; });
+}
+
+int cq_trywait(cq* c) {
+    if (!c || !c->chan) return -FI_EINVAL;
+    drain_channel(c);
+    drain_signal(c);
+    if (ibv_req_notify_cq(c->ibcq, 0)) return -FI_EIO;
+    std::lock_guard<std::mutex> g(c->mu);
+    if (c->ring_count) return -FI_EAGAIN;
+    // peek: anything polled now waits in the ring for the next read
+    struct ibv_wc wcs[kBatch];
+    int got = ibv_poll_cq(c->ibcq, static_cast<int>(kBatch), wcs);
+    int kept = 0;
+    for (int i = 0; i < got; ++i) {
+        if (wcs[i].wr_id == wr_id_suppressed() &&
+            (wcs[i].status == IBV_WC_SUCCESS || wcs[i].status == IBV_WC_WR_FLUSH_ERR))
+            continue;
+        ring_push(c, wcs[i]);
+        ++kept;
+    }
+    return kept ? -FI_EAGAIN : 0;
+}
+
+int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq** out,
+            void* context) {
+    return guard([&] {
+        domain* dom = domain_from_fid(dom_fid);
+        if (!dom || !attr || !out) {
+            EVD_WARN(FI_LOG_CQ, "fi_cq_open: invalid domain, or NULL attr/cq\n");
+            return -FI_EINVAL;
+        }
+        auto c = std::make_unique<cq>();
+        switch (attr->format) {
+        case FI_CQ_FORMAT_UNSPEC:
+        case FI_CQ_FORMAT_CONTEXT:
+            c->format = FI_CQ_FORMAT_CONTEXT;
+            c->entry_size = sizeof(struct fi_cq_entry);
+            break;
+        case FI_CQ_FORMAT_MSG:
+            c->format = FI_CQ_FORMAT_MSG;
+            c->entry_size = sizeof(struct fi_cq_msg_entry);
+            break;
+        case FI_CQ_FORMAT_DATA:
+            c->format = FI_CQ_FORMAT_DATA;
+            c->entry_size = sizeof(struct fi_cq_data_entry);
+            break;
+        default:
+            EVD_WARN(FI_LOG_CQ, "fi_cq_open: format %d not supported (CONTEXT, MSG, DATA; "
+                                "evd has no tagged messages)\n", attr->format);
+            return -FI_ENOSYS;
+        }
+        switch (attr->wait_obj) {
+        case FI_WAIT_NONE:
+            c->wait_obj = FI_WAIT_NONE;
+            break;
+        case FI_WAIT_UNSPEC:
+        case FI_WAIT_FD:
+            c->wait_obj = FI_WAIT_FD;
+            break;
+        default:
+            EVD_WARN(FI_LOG_CQ, "fi_cq_open: wait object %d not supported (NONE, UNSPEC, FD)\n",
+                     attr->wait_obj);
+            return -FI_ENOSYS;
+        }
+        if (attr->wait_cond != FI_CQ_COND_NONE && attr->wait_cond != FI_CQ_COND_THRESHOLD) {
+            EVD_WARN(FI_LOG_CQ, "fi_cq_open: wait_cond %d not supported\n", attr->wait_cond);
+            return -FI_ENOSYS;
+        }
+        if (attr->flags & ~static_cast<uint64_t>(FI_AFFINITY)) {
+            EVD_WARN(FI_LOG_CQ, "fi_cq_open: unsupported flags 0x%llx\n",
+                     static_cast<unsigned long long>(attr->flags));
+            return -FI_EBADFLAGS;
+        }
+        struct ibv_context* verbs = dom->dev->verbs;
+        size_t max_cqe = static_cast<size_t>(dom->dev->attr.orig_attr.max_cqe);
+        size_t size = attr->size ? attr->size : get_params().cq_size;
+        if (max_cqe && size > max_cqe) {
+            EVD_INFO(FI_LOG_CQ, "fi_cq_open: size %zu clamped to the device's %zu\n", size, max_cqe);
+            size = max_cqe;
+        }
+        int vector = 0;
+        if ((attr->flags & FI_AFFINITY) && attr->signaling_vector >= 0 &&
+            attr->signaling_vector < verbs->num_comp_vectors)
+            vector = attr->signaling_vector;
+
+        if (c->wait_obj == FI_WAIT_FD) {
+            c->chan.reset(ibv_create_comp_channel(verbs));
+            if (!c->chan) {
+                int e = errno;
+                EVD_WARN(FI_LOG_CQ, "ibv_create_comp_channel: %s\n", strerror(e));
+                return fi_err(e);
+            }
+            int fl = fcntl(c->chan->fd, F_GETFL);
+            if (fl < 0 || fcntl(c->chan->fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
+            c->signal_fd.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+            if (c->signal_fd.fd < 0) return -errno;
+            c->wait_fd.fd = epoll_create1(EPOLL_CLOEXEC);
+            if (c->wait_fd.fd < 0) return -errno;
+            struct epoll_event ev {};
+            ev.events = EPOLLIN;
+            for (int fd : {c->chan->fd, c->signal_fd.fd}) {
+                ev.data.fd = fd;
+                if (epoll_ctl(c->wait_fd.fd, EPOLL_CTL_ADD, fd, &ev)) return -errno;
+            }
+        }
+        c->ibcq = ibv_create_cq(verbs, static_cast<int>(size), c.get(), c->chan.get(), vector);
+        if (!c->ibcq) {
+            int e = errno;
+            EVD_WARN(FI_LOG_CQ, "ibv_create_cq(%zu entries): %s\n", size, strerror(e));
+            return fi_err(e);
+        }
+        c->dom = dom;
+        if (dom->info && dom->info->fabric_attr)
+            c->err_data_size_field = FI_VERSION_GE(dom->info->fabric_attr->api_version,
+                                                   FI_VERSION(1, 5)) ||
+                                     dom->info->fabric_attr->api_version == 0;
+        c->fid.fid.fclass = FI_CLASS_CQ;
+        c->fid.fid.context = context;
+        c->fid.fid.ops = &cq_fi_ops;
+        c->fid.ops = &cq_ops;
+        attr->size = static_cast<size_t>(c->ibcq->cqe);
+        try {
+            devctx_register(dom->dev, &devctx::cqs, c->ibcq, cq_target(c.get()));
+        } catch (...) {
+            ibv_destroy_cq(c->ibcq);
+            throw;
+        }
+        dom->refs.get();
+        *out = &c.release()->fid;
+        return 0;
+    });
+}
+
 }  // namespace evd

@@ -47,6 +47,30 @@ void cq_detach_qp(cq* c, uint32_t qp_num);
 // -FI_EINVAL when the CQ has no wait fd.
 int cq_trywait(cq* c);
 
+// ------------------------------------------------------------ completion ids
+// wr_id of work requests whose successful completion must not reach the user
+// (the periodic signaled send of selective completion, fi_inject*). Its
+// address is private to the provider, so it never equals a user context.
+extern const uint8_t wr_suppressed;
+inline uint64_t wr_id_suppressed() noexcept { return reinterpret_cast<uintptr_t>(&wr_suppressed); }
+
+// ------------------------------------------------------------ ibv_wc_status
+// The translation ibv_wc_status -> fi errno: DATA, one row per status, in
+// cq.cpp. Covered by test/unit/wc_table.cpp and printed in fi_evd(7).
+struct wc_row {
+    int status;            // enum ibv_wc_status
+    const char* name;      // "IBV_WC_REM_ACCESS_ERR"
+    int fi_errno;          // positive FI_E* reported in fi_cq_err_entry::err
+    bool qp_fatal;         // the QP is in error: the endpoint's terminal event
+    const char* meaning;   // what fi_cq_strerror adds to ibv_wc_status_str()
+};
+extern const wc_row wc_table[];
+extern const size_t wc_table_len;
+const wc_row* wc_lookup(int status) noexcept;  // nullptr for unknown statuses
+int wc_fi_errno(int status) noexcept;          // FI_EOTHER for unknown statuses
+// Completion flags (FI_SEND|FI_MSG, ...) of a successful work completion.
+uint64_t wc_flags(const struct ibv_wc& wc) noexcept;
+
 // Shared receive context (fi_srx_context): nullptr when f is not an evd SRX.
 struct ibv_srq* srx_ibv(struct fid* f);
 void srx_bind_ref(struct fid* f);

@@ -1,9 +1,410 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Data path of an active MSG endpoint: fi_send*/fi_recv* (fi_msg(3)) and
+// fi_read*/fi_write* (fi_rma(3)) as ibv_post_send/ibv_post_recv on ep->qp.
+//
+// Every work request is built on the stack; nothing is allocated and no lock
+// is taken (ibv_post_* on one QP is thread safe in rdma-core providers).
+// wr_id is the user's context; work requests whose success must not be
+// reported (fi_inject*, the periodic signaled send of selective completion)
+// carry wr_id_suppressed() (cq.h) and are dropped by the CQ reader.
+//
+// Limits taken from the endpoint's fi_info (the CM half creates the QP with
+// them): tx_attr->inject_size = ibv_qp_cap.max_inline_data,
+// tx_attr->size = max_send_wr, tx/rx iov_limit = max_send_sge/max_recv_sge.
+#include <arpa/inet.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cq.h"
 #include "ep.h"
+#include "mr.h"
 
 namespace evd {
-// placeholders until the data path lands (ep.h contract; owned by the data path)
-void ep_data_init(ep*) {}
-int ep_data_bind(ep*, struct fid*, uint64_t) { return -FI_ENOSYS; }
-void ep_data_close(ep*) {}
+
+namespace {
+
+constexpr size_t kMaxIov = 32;  // stack SGE array; the QP enforces its own limit
+
+// Per-endpoint data-path state (ep->data_priv).
+struct ep_dp {
+    size_t max_inline = 0;
+    uint32_t signal_every = 1;  // unsignaled sends between forced signals
+    std::atomic<uint32_t> unsignaled{0};
+};
+
+ep* ep_of(struct fid_ep* f) {
+    // hot path: only the tag is checked
+    return from_fid<ep>(f);
+}
+
+ep_dp* dp_of(ep* e) { return static_cast<ep_dp*>(e->data_priv); }
+
+// Decides signaling and wr_id for a send-queue work request.
+//  comp:   the user asked for a completion (FI_COMPLETION or no selective)
+//  no_ctx: never report success (fi_inject*)
+void set_completion(ep* e, struct ibv_send_wr& wr, bool comp, bool no_ctx, void* context) {
+    if (comp && !no_ctx) {
+        wr.send_flags |= IBV_SEND_SIGNALED;
+        wr.wr_id = reinterpret_cast<uintptr_t>(context);
+        return;
+    }
+    // Unsignaled send-queue slots are only reclaimed when a later signaled
+    // request completes: signal one in every signal_every, and hide it.
+    wr.wr_id = no_ctx ? wr_id_suppressed() : reinterpret_cast<uintptr_t>(context);
+    ep_dp* d = dp_of(e);
+    uint32_t every = d ? d->signal_every : 1;
+    uint32_t n = d ? d->unsignaled.fetch_add(1, std::memory_order_relaxed) + 1 : 1;
+    if (n % every == 0) {
+        wr.send_flags |= IBV_SEND_SIGNALED;
+        wr.wr_id = wr_id_suppressed();
+    }
+}
+
+bool tx_wants_completion(ep* e, uint64_t flags) {
+    if (!(e->tx_flags & FI_SELECTIVE_COMPLETION)) return true;
+    return flags & FI_COMPLETION;
+}
+
+ssize_t post_send(ep* e, struct ibv_send_wr& wr) {
+    if (!e->qp_ready.load(std::memory_order_acquire)) {
+        EVD_WARN(FI_LOG_EP_DATA, "post: endpoint has no queue pair yet (fi_enable/fi_connect first)\n");
+        return -FI_EOPBADSTATE;
+    }
+    struct ibv_send_wr* bad = nullptr;
+    int r = ibv_post_send(e->qp, &wr, &bad);
+    if (r == 0) return 0;
+    if (r == ENOMEM || r == EAGAIN) return -FI_EAGAIN;  // send queue full
+    EVD_WARN(FI_LOG_EP_DATA, "ibv_post_send: %s\n", strerror(r));
+    return fi_err(r);
+}
+
+// Fills sge[] from iov/desc. Zero-length entries are skipped. `inl`: the data
+// is copied inline, descriptors are not needed.
+ssize_t fill_sges(const struct iovec* iov, void* const* desc, size_t count, bool inl,
+                  struct ibv_sge* sge, int& nsge, size_t& total) {
+    if (count > kMaxIov || (count && !iov)) {
+        EVD_WARN(FI_LOG_EP_DATA, "post: %zu iovs (at most %zu, non-NULL)\n", count, kMaxIov);
+        return -FI_EINVAL;
+    }
+    nsge = 0;
+    total = 0;
+    for (size_t i = 0; i < count; ++i) {
+        if (!iov[i].iov_len) continue;
+        uint32_t lkey = 0;
+        if (!inl) {
+            if (!desc || !desc[i]) {
+                EVD_WARN(FI_LOG_EP_DATA, "post: iov %zu has no memory descriptor (FI_MR_LOCAL: "
+                                         "pass fi_mr_desc() of a registration covering it)\n", i);
+                return -FI_EINVAL;
+            }
+            lkey = mr_desc_lkey(desc[i]);
+        }
+        sge[nsge].addr = reinterpret_cast<uintptr_t>(iov[i].iov_base);
+        sge[nsge].length = static_cast<uint32_t>(iov[i].iov_len);
+        sge[nsge].lkey = lkey;
+        ++nsge;
+        total += iov[i].iov_len;
+    }
+    return 0;
+}
+
+size_t iov_total(const struct iovec* iov, size_t count) {
+    size_t t = 0;
+    for (size_t i = 0; i < count && iov; ++i) t += iov[i].iov_len;
+    return t;
+}
+
+size_t max_inline(ep* e) {
+    ep_dp* d = dp_of(e);
+    return d ? d->max_inline : 0;
+}
+
+int imm_of(uint64_t data, uint32_t& imm) {
+    if (data > UINT32_MAX) {
+        EVD_WARN(FI_LOG_EP_DATA, "remote CQ data 0x%llx exceeds cq_data_size (4 bytes)\n",
+                 static_cast<unsigned long long>(data));
+        return -FI_EINVAL;
+    }
+    imm = htonl(static_cast<uint32_t>(data));
+    return 0;
+}
+
+// One send-queue operation: SEND/WRITE/READ, with or without immediate data.
+//  inject: FI_INJECT semantics (inline copy, must fit); no_ctx: fi_inject*.
+ssize_t do_sq(ep* e, enum ibv_wr_opcode op, const struct iovec* iov, void* const* desc,
+              size_t count, uint64_t raddr, uint64_t rkey, bool has_imm, uint64_t data,
+              void* context, uint64_t flags, bool no_ctx) {
+    struct ibv_send_wr wr {};
+    struct ibv_sge sge[kMaxIov];
+    size_t total = iov_total(iov, count);
+    size_t inl_max = max_inline(e);
+    bool inject = flags & FI_INJECT;
+    if (inject && (total > inl_max || op == IBV_WR_RDMA_READ)) {
+        EVD_WARN(FI_LOG_EP_DATA, "inject of %zu bytes: the endpoint's inject size is %zu\n", total,
+                 inl_max);
+        return -FI_EINVAL;
+    }
+    // small transfers go inline even without FI_INJECT: no lkey lookup on
+    // the device, lower latency
+    bool inl = op != IBV_WR_RDMA_READ && total && total <= inl_max;
+    int nsge = 0;
+    size_t t = 0;
+    if (ssize_t r = fill_sges(iov, desc, count, inl, sge, nsge, t)) return r;
+    wr.sg_list = nsge ? sge : nullptr;
+    wr.num_sge = nsge;
+    if (inl) wr.send_flags |= IBV_SEND_INLINE;
+    if (flags & FI_FENCE) wr.send_flags |= IBV_SEND_FENCE;
+    if (op == IBV_WR_SEND && has_imm) op = IBV_WR_SEND_WITH_IMM;
+    if (op == IBV_WR_RDMA_WRITE && has_imm) op = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.opcode = op;
+    if (has_imm)
+        if (int r = imm_of(data, wr.imm_data)) return r;
+    if (op != IBV_WR_SEND && op != IBV_WR_SEND_WITH_IMM) {
+        if (rkey > UINT32_MAX) {
+            EVD_WARN(FI_LOG_EP_DATA, "RMA key 0x%llx is not an evd key (keys are 32-bit rkeys)\n",
+                     static_cast<unsigned long long>(rkey));
+            return -FI_EINVAL;
+        }
+        wr.wr.rdma.remote_addr = raddr;
+        wr.wr.rdma.rkey = static_cast<uint32_t>(rkey);
+    }
+    set_completion(e, wr, !no_ctx && tx_wants_completion(e, flags), no_ctx, context);
+    return post_send(e, wr);
+}
+
+ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, void* context,
+              uint64_t flags) {
+    if (e->srx_fid) {
+        EVD_WARN(FI_LOG_EP_DATA, "fi_recv on an endpoint bound to a shared receive context: "
+                                 "post to the fi_srx_context instead\n");
+        return -FI_EOPBADSTATE;
+    }
+    if (!e->qp_ready.load(std::memory_order_acquire)) {
+        EVD_WARN(FI_LOG_EP_DATA, "fi_recv: endpoint has no queue pair yet (fi_enable first)\n");
+        return -FI_EOPBADSTATE;
+    }
+    struct ibv_recv_wr wr {};
+    struct ibv_sge sge[kMaxIov];
+    int nsge = 0;
+    size_t t = 0;
+    if (ssize_t r = fill_sges(iov, desc, count, false, sge, nsge, t)) return r;
+    wr.sg_list = nsge ? sge : nullptr;
+    wr.num_sge = nsge;
+    bool comp = !(e->rx_flags & FI_SELECTIVE_COMPLETION) || (flags & FI_COMPLETION);
+    wr.wr_id = comp ? reinterpret_cast<uintptr_t>(context) : wr_id_suppressed();
+    struct ibv_recv_wr* bad = nullptr;
+    int r = ibv_post_recv(e->qp, &wr, &bad);
+    if (r == 0) return 0;
+    if (r == ENOMEM || r == EAGAIN) return -FI_EAGAIN;
+    EVD_WARN(FI_LOG_EP_DATA, "ibv_post_recv: %s\n", strerror(r));
+    return fi_err(r);
+}
+
+// ---------------------------------------------------------------- fi_msg
+ssize_t ep_recv(struct fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t, void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {buf, len};
+    return do_rq(e, &iov, &desc, 1, context, e->op_flags_rx);
+}
+
+ssize_t ep_recvv(struct fid_ep* f, const struct iovec* iov, void** desc, size_t count, fi_addr_t,
+                 void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    return do_rq(e, iov, desc, count, context, e->op_flags_rx);
+}
+
+ssize_t ep_recvmsg(struct fid_ep* f, const struct fi_msg* msg, uint64_t flags) {
+    ep* e = ep_of(f);
+    if (!e || !msg) return -FI_EINVAL;
+    return do_rq(e, msg->msg_iov, msg->desc, msg->iov_count, msg->context, flags);
+}
+
+ssize_t ep_send(struct fid_ep* f, const void* buf, size_t len, void* desc, fi_addr_t,
+                void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return do_sq(e, IBV_WR_SEND, &iov, &desc, 1, 0, 0, false, 0, context, e->op_flags_tx, false);
+}
+
+ssize_t ep_sendv(struct fid_ep* f, const struct iovec* iov, void** desc, size_t count, fi_addr_t,
+                 void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    return do_sq(e, IBV_WR_SEND, iov, desc, count, 0, 0, false, 0, context, e->op_flags_tx, false);
+}
+
+ssize_t ep_sendmsg(struct fid_ep* f, const struct fi_msg* msg, uint64_t flags) {
+    ep* e = ep_of(f);
+    if (!e || !msg) return -FI_EINVAL;
+    return do_sq(e, IBV_WR_SEND, msg->msg_iov, msg->desc, msg->iov_count, 0, 0,
+                 flags & FI_REMOTE_CQ_DATA, msg->data, msg->context, flags, false);
+}
+
+ssize_t ep_inject(struct fid_ep* f, const void* buf, size_t len, fi_addr_t) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return do_sq(e, IBV_WR_SEND, &iov, nullptr, 1, 0, 0, false, 0, nullptr, FI_INJECT, true);
+}
+
+ssize_t ep_senddata(struct fid_ep* f, const void* buf, size_t len, void* desc, uint64_t data,
+                    fi_addr_t, void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return do_sq(e, IBV_WR_SEND, &iov, &desc, 1, 0, 0, true, data, context, e->op_flags_tx, false);
+}
+
+ssize_t ep_injectdata(struct fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return do_sq(e, IBV_WR_SEND, &iov, nullptr, 1, 0, 0, true, data, nullptr, FI_INJECT, true);
+}
+
+// ---------------------------------------------------------------- fi_rma
+ssize_t ep_read(struct fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t, uint64_t addr,
+                uint64_t key, void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {buf, len};
+    return do_sq(e, IBV_WR_RDMA_READ, &iov, &desc, 1, addr, key, false, 0, context,
+                 e->op_flags_tx, false);
+}
+
+ssize_t ep_readv(struct fid_ep* f, const struct iovec* iov, void** desc, size_t count, fi_addr_t,
+                 uint64_t addr, uint64_t key, void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    return do_sq(e, IBV_WR_RDMA_READ, iov, desc, count, addr, key, false, 0, context,
+                 e->op_flags_tx, false);
+}
+
+int check_rma_msg(const struct fi_msg_rma* msg) {
+    if (!msg || msg->rma_iov_count != 1 || !msg->rma_iov) {
+        EVD_WARN(FI_LOG_EP_DATA, "fi_readmsg/fi_writemsg: exactly one rma_iov is supported\n");
+        return -FI_EINVAL;
+    }
+    return 0;
+}
+
+ssize_t ep_readmsg(struct fid_ep* f, const struct fi_msg_rma* msg, uint64_t flags) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    if (int r = check_rma_msg(msg)) return r;
+    return do_sq(e, IBV_WR_RDMA_READ, msg->msg_iov, msg->desc, msg->iov_count, msg->rma_iov[0].addr,
+                 msg->rma_iov[0].key, false, 0, msg->context, flags, false);
+}
+
+ssize_t ep_write(struct fid_ep* f, const void* buf, size_t len, void* desc, fi_addr_t,
+                 uint64_t addr, uint64_t key, void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return do_sq(e, IBV_WR_RDMA_WRITE, &iov, &desc, 1, addr, key, false, 0, context,
+                 e->op_flags_tx, false);
+}
+
+ssize_t ep_writev(struct fid_ep* f, const struct iovec* iov, void** desc, size_t count, fi_addr_t,
+                  uint64_t addr, uint64_t key, void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    return do_sq(e, IBV_WR_RDMA_WRITE, iov, desc, count, addr, key, false, 0, context,
+                 e->op_flags_tx, false);
+}
+
+ssize_t ep_writemsg(struct fid_ep* f, const struct fi_msg_rma* msg, uint64_t flags) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    if (int r = check_rma_msg(msg)) return r;
+    return do_sq(e, IBV_WR_RDMA_WRITE, msg->msg_iov, msg->desc, msg->iov_count,
+                 msg->rma_iov[0].addr, msg->rma_iov[0].key, flags & FI_REMOTE_CQ_DATA, msg->data,
+                 msg->context, flags, false);
+}
+
+ssize_t ep_inject_write(struct fid_ep* f, const void* buf, size_t len, fi_addr_t, uint64_t addr,
+                        uint64_t key) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return do_sq(e, IBV_WR_RDMA_WRITE, &iov, nullptr, 1, addr, key, false, 0, nullptr, FI_INJECT,
+                 true);
+}
+
+ssize_t ep_writedata(struct fid_ep* f, const void* buf, size_t len, void* desc, uint64_t data,
+                     fi_addr_t, uint64_t addr, uint64_t key, void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return do_sq(e, IBV_WR_RDMA_WRITE, &iov, &desc, 1, addr, key, true, data, context,
+                 e->op_flags_tx, false);
+}
+
+ssize_t ep_inject_writedata(struct fid_ep* f, const void* buf, size_t len, uint64_t data,
+                            fi_addr_t, uint64_t addr, uint64_t key) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return do_sq(e, IBV_WR_RDMA_WRITE, &iov, nullptr, 1, addr, key, true, data, nullptr, FI_INJECT,
+                 true);
+}
+
+struct fi_ops_msg ep_msg_ops = {
+    .size = sizeof(struct fi_ops_msg),
+    .recv = ep_recv,
+    .recvv = ep_recvv,
+    .recvmsg = ep_recvmsg,
+    .send = ep_send,
+    .sendv = ep_sendv,
+    .sendmsg = ep_sendmsg,
+    .inject = ep_inject,
+    .senddata = ep_senddata,
+    .injectdata = ep_injectdata,
+};
+
+struct fi_ops_rma ep_rma_ops = {
+    .size = sizeof(struct fi_ops_rma),
+    .read = ep_read,
+    .readv = ep_readv,
+    .readmsg = ep_readmsg,
+    .write = ep_write,
+    .writev = ep_writev,
+    .writemsg = ep_writemsg,
+    .inject = ep_inject_write,
+    .writedata = ep_writedata,
+    .injectdata = ep_inject_writedata,
+};
+
+}  // namespace
+
+void ep_data_init(ep* e) {
+    e->fid.msg = &ep_msg_ops;
+    e->fid.rma = &ep_rma_ops;
+    auto* d = new (std::nothrow) ep_dp;
+    if (d && e->info && e->info->tx_attr) {
+        size_t inj = e->info->tx_attr->inject_size;
+        d->max_inline = inj;
+        size_t depth = e->info->tx_attr->size;
+        d->signal_every = static_cast<uint32_t>(std::max<size_t>(1, depth / 2));
+    }
+    // without state every unsignaled send is signaled (and hidden): correct,
+    // only slower
+    e->data_priv = d;
+}
+
+int ep_data_bind(ep* e, struct fid* bfid, uint64_t flags) {
+    EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: counters are not supported by evd\n");
+    return -FI_ENOSYS;
+}
+
+void ep_data_close(ep* e) {
+    delete static_cast<ep_dp*>(e->data_priv);
+    e->data_priv = nullptr;
+}
+
 }  // namespace evd

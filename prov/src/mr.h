@@ -1,10 +1,34 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 // Memory registration. Owned by the data-path implementation (mr.cpp).
+//
+// mr_mode (as advertised): FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+// FI_MR_PROV_KEY. fi_mr_key() is the ibv_mr rkey, fi_mr_desc() is the evd
+// mr object itself (the post paths read its lkey); RMA addresses are virtual
+// addresses.
 #pragma once
+
+#include <infiniband/verbs.h>
 
 #include "evd.h"
 
 namespace evd {
+
+struct domain;
+
+struct mr {
+    static constexpr kind kTag = kind::mr;
+    struct fid_mr fid;  // first member; fid.mem_desc == this
+    kind tag = kTag;
+    uint32_t lkey = 0;  // copy of ibmr->lkey for the post paths
+    domain* dom = nullptr;
+    struct ibv_mr* ibmr = nullptr;
+};
+
+// lkey of a descriptor returned by fi_mr_desc() (hot path, not validated).
+inline uint32_t mr_desc_lkey(void* desc) noexcept { return static_cast<const mr*>(desc)->lkey; }
+
+// fi_mr access flags -> ibv_access_flags (exposed for tests).
+int mr_ibv_access(uint64_t fi_access) noexcept;
 
 extern struct fi_ops_mr mr_ops;  // the domain's fid_domain::mr table
 
