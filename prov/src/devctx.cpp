@@ -1,2 +1,279 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-#include "evd.h"
+// Device contexts: the process-wide table of librdmacm's ibv_contexts, one
+// owner each, and the single serialized reader of each context's async fd.
+//
+// Why one reader: the async fd of a context is shared by every domain of the
+// process on that device. Two threads calling ibv_get_async_event on it at
+// once each get some of the events (and a blocking read can hang a thread
+// that lost the race; libfabric issues #10913, #12181). Here the fd is made
+// non-blocking once, readers try_lock read_mu and leave when another thread
+// is already draining, and every event read is dispatched to its owner
+// (async.cpp) before it is acknowledged.
+#include "config.h"
+#include "devctx.h"
+
+#include <fcntl.h>
+#include <rdma/rdma_cma.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "async.h"
+#include "eq.h"
+
+namespace evd {
+
+namespace {
+
+std::mutex g_mu;  // guards the table
+std::vector<std::unique_ptr<devctx>> g_devs;
+struct ibv_context** g_list = nullptr;  // rdma_get_devices(), freed at cleanup
+
+std::unique_ptr<devctx> make_devctx(struct ibv_context* verbs) {
+    auto d = std::make_unique<devctx>();
+    d->verbs = verbs;
+    d->name = ibv_get_device_name(verbs->device);
+    if (ibv_query_device_ex(verbs, nullptr, &d->attr)) {
+        d->attr = {};
+        if (ibv_query_device(verbs, &d->attr.orig_attr)) {
+            EVD_WARN(FI_LOG_DOMAIN, "ibv_query_device(%s) failed: %d\n", d->name.c_str(), errno);
+            return nullptr;
+        }
+    }
+    d->ports.resize(d->attr.orig_attr.phys_port_cnt);
+    for (size_t p = 0; p < d->ports.size(); ++p)
+        if (ibv_query_port(verbs, static_cast<uint8_t>(p + 1), &d->ports[p])) d->ports[p] = {};
+    return d;
+}
+
+// Opens the table once devices exist. Holding g_mu.
+void init_locked() {
+    if (g_list) return;
+    // Ask libibverbs first: librdmacm complains on stderr when there is no
+    // device, and a host without RDMA must stay quiet.
+    int n = 0;
+    struct ibv_device** devs = ibv_get_device_list(&n);
+    if (devs) ibv_free_device_list(devs);
+    if (n <= 0) return;
+    int num = 0;
+    struct ibv_context** list = rdma_get_devices(&num);
+    if (!list) return;
+    g_devs.reserve(static_cast<size_t>(num));
+    for (int i = 0; i < num; ++i) {
+        if (!list[i]) continue;
+        if (auto d = make_devctx(list[i])) g_devs.push_back(std::move(d));
+    }
+    g_list = list;
+}
+
+void source_progress(eq_source* src) { devctx_poll_async(static_cast<devctx*>(src->arg)); }
+
+void set_nonblock(devctx* d) {
+    std::call_once(d->nonblock_once, [d] {
+        int fd = d->verbs->async_fd;
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+            EVD_WARN(FI_LOG_DOMAIN, "%s: cannot make the async fd non-blocking: %d\n",
+                     d->name.c_str(), errno);
+    });
+}
+
+// Keeps ports[] current on port events (the domains' port snapshots are
+// updated by async.cpp when it routes the event).
+void note_port_event(devctx* d, const struct ibv_async_event& ev) {
+    int port = ev.element.port_num;
+    if (port < 1) return;
+    struct ibv_port_attr pa {};
+    if (ibv_query_port(d->verbs, static_cast<uint8_t>(port), &pa) != 0) return;
+    std::lock_guard<std::mutex> lk(d->port_mu);
+    if (static_cast<size_t>(port) <= d->ports.size()) d->ports[port - 1] = pa;
+}
+
+}  // namespace
+
+std::vector<devctx*> devctx_all() {
+    std::lock_guard<std::mutex> lk(g_mu);
+    init_locked();
+    std::vector<devctx*> out;
+    out.reserve(g_devs.size());
+    for (auto& d : g_devs) out.push_back(d.get());
+    return out;
+}
+
+devctx* devctx_get(struct ibv_context* verbs) {
+    if (!verbs) return nullptr;
+    std::lock_guard<std::mutex> lk(g_mu);
+    init_locked();
+    for (auto& d : g_devs)
+        if (d->verbs == verbs) return d.get();
+    // A context librdmacm opened after our table was built (hot-plugged device).
+    auto d = make_devctx(verbs);
+    if (!d) return nullptr;
+    g_devs.push_back(std::move(d));
+    return g_devs.back().get();
+}
+
+devctx* devctx_by_name(const char* name) {
+    if (!name) return nullptr;
+    std::lock_guard<std::mutex> lk(g_mu);
+    init_locked();
+    for (auto& d : g_devs)
+        if (d->name == name) return d.get();
+    return nullptr;
+}
+
+void devctx_cleanup() noexcept {
+    std::lock_guard<std::mutex> lk(g_mu);
+    for (auto& d : g_devs)
+        if (!d->attached.empty() || !d->domains.empty())
+            EVD_WARN(FI_LOG_DOMAIN, "%s: provider cleanup with objects still open\n", d->name.c_str());
+    g_devs.clear();
+    if (g_list) rdma_free_devices(g_list);
+    g_list = nullptr;
+}
+
+std::vector<struct ibv_port_attr> devctx_refresh_ports(devctx* d) {
+    std::lock_guard<std::mutex> lk(d->port_mu);
+    for (size_t p = 0; p < d->ports.size(); ++p) {
+        struct ibv_port_attr pa {};
+        if (ibv_query_port(d->verbs, static_cast<uint8_t>(p + 1), &pa) == 0) d->ports[p] = pa;
+    }
+    return d->ports;
+}
+
+uint32_t devctx_max_inline(devctx* d) {
+    std::call_once(d->inline_once, [d] {
+        // ibv_query_device does not report the inline limit: find the largest
+        // max_inline_data an RC QP is created with (binary search, ~17 QPs,
+        // once per device and process).
+        struct pd_del {
+            void operator()(ibv_pd* p) const noexcept { ibv_dealloc_pd(p); }
+        };
+        struct cq_del {
+            void operator()(ibv_cq* c) const noexcept { ibv_destroy_cq(c); }
+        };
+        std::unique_ptr<ibv_pd, pd_del> pd(ibv_alloc_pd(d->verbs));
+        if (!pd) return;
+        std::unique_ptr<ibv_cq, cq_del> cq(ibv_create_cq(d->verbs, 2, nullptr, nullptr, 0));
+        if (!cq) return;
+        auto accepts = [&](uint32_t v, uint32_t* got) {
+            struct ibv_qp_init_attr ia {};
+            ia.send_cq = cq.get();
+            ia.recv_cq = cq.get();
+            ia.qp_type = IBV_QPT_RC;
+            ia.cap.max_send_wr = 1;
+            ia.cap.max_recv_wr = 1;
+            ia.cap.max_send_sge = 1;
+            ia.cap.max_recv_sge = 1;
+            ia.cap.max_inline_data = v;
+            struct ibv_qp* qp = ibv_create_qp(pd.get(), &ia);
+            if (!qp) return false;
+            *got = std::max(v, ia.cap.max_inline_data);
+            ibv_destroy_qp(qp);
+            return true;
+        };
+        uint32_t got = 0, lo = 0, hi = 1u << 16;  // lo: accepted (or 0), hi: first refused
+        if (accepts(hi, &got)) {
+            d->max_inline = got;
+            return;
+        }
+        if (!accepts(0, &got)) return;
+        d->max_inline = got;
+        while (hi - lo > 1) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            uint32_t g = 0;
+            if (accepts(mid, &g)) {
+                lo = mid;
+                d->max_inline = std::max(d->max_inline, g);
+            } else {
+                hi = mid;
+            }
+        }
+        EVD_INFO(FI_LOG_DOMAIN, "%s: max_inline_data %u\n", d->name.c_str(), d->max_inline);
+    });
+    return d->max_inline;
+}
+
+void devctx_poll_async(devctx* d) {
+    if (!d) return;
+    set_nonblock(d);
+    std::unique_lock<std::mutex> lk(d->read_mu, std::try_to_lock);
+    if (!lk.owns_lock()) return;  // another thread is draining this fd
+    for (;;) {
+        struct ibv_async_event ev;
+        if (ibv_get_async_event(d->verbs, &ev)) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+                EVD_WARN(FI_LOG_DOMAIN, "%s: ibv_get_async_event: %d\n", d->name.c_str(), errno);
+            break;
+        }
+        switch (ev.event_type) {
+        case IBV_EVENT_PORT_ACTIVE:
+        case IBV_EVENT_PORT_ERR:
+        case IBV_EVENT_LID_CHANGE:
+        case IBV_EVENT_PKEY_CHANGE:
+        case IBV_EVENT_SM_CHANGE:
+        case IBV_EVENT_CLIENT_REREGISTER:
+#if HAVE_DECL_IBV_EVENT_GID_CHANGE
+        case IBV_EVENT_GID_CHANGE:
+#endif
+            note_port_event(d, ev);
+            break;
+        default:
+            break;
+        }
+        async_dispatch(d, ev);
+        ibv_ack_async_event(&ev);
+    }
+}
+
+int devctx_attach_eq(devctx* d, eq* q) {
+    return guard([&]() -> int {
+        if (!d || !q) return -FI_EINVAL;
+        set_nonblock(d);
+        std::lock_guard<std::mutex> lk(d->attach_mu);
+        for (auto& a : d->attached) {
+            if (a.q == q) {
+                ++a.count;
+                return 0;
+            }
+        }
+        devctx::attachment a;
+        a.q = q;
+        a.count = 1;
+        a.src = std::make_unique<eq_source>();
+        a.src->fd = d->verbs->async_fd;
+        a.src->progress = source_progress;
+        a.src->arg = d;
+        d->attached.reserve(d->attached.size() + 1);  // no throw after eq_add_source
+        if (int rc = eq_add_source(q, a.src.get())) return rc;
+        d->attached.push_back(std::move(a));
+        return 0;
+    });
+}
+
+void devctx_detach_eq(devctx* d, eq* q) {
+    if (!d || !q) return;
+    std::lock_guard<std::mutex> lk(d->attach_mu);
+    for (auto it = d->attached.begin(); it != d->attached.end(); ++it) {
+        if (it->q != q) continue;
+        if (--it->count == 0) {
+            eq_remove_source(q, it->src.get());
+            d->attached.erase(it);
+        }
+        return;
+    }
+}
+
+void devctx_register(devctx* d, std::unordered_map<const void*, async_target> devctx::*map,
+                     const void* key, const async_target& t) {
+    std::lock_guard<std::mutex> lk(d->reg_mu);
+    (d->*map)[key] = t;
+}
+
+void devctx_unregister(devctx* d, std::unordered_map<const void*, async_target> devctx::*map,
+                       const void* key) {
+    std::lock_guard<std::mutex> lk(d->reg_mu);
+    (d->*map).erase(key);
+}
+
+}  // namespace evd

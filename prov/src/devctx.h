@@ -8,16 +8,19 @@
 
 #include <infiniband/verbs.h>
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "eq.h"
 #include "evd.h"
 
 namespace evd {
 
 struct eq;
+struct eq_source;
 
 // What an async event about one rdma-core object is delivered to.
 struct async_target {
@@ -59,6 +62,19 @@ struct devctx {
     std::atomic<uint64_t> delivered{0};
     std::atomic<uint64_t> async_events{0};      // events read (async.cpp; also the err_data seq)
     std::atomic<uint64_t> async_suppressed{0};  // notifications nobody opted in to (async.cpp)
+
+    // --- private to devctx.cpp
+    std::mutex port_mu;            // guards `ports` refreshes
+    std::once_flag inline_once;    // max_inline is probed once
+    uint32_t max_inline = 0;
+    std::once_flag nonblock_once;  // async fd made O_NONBLOCK once
+    struct attachment {            // one per EQ reading this device's async fd
+        eq* q = nullptr;
+        int count = 0;
+        std::unique_ptr<eq_source> src;
+    };
+    std::mutex attach_mu;
+    std::vector<attachment> attached;
 };
 
 // Finds (or opens the owner for) the device librdmacm knows by this context
@@ -66,6 +82,13 @@ struct devctx {
 devctx* devctx_get(struct ibv_context* verbs);
 devctx* devctx_by_name(const char* name);
 std::vector<devctx*> devctx_all();  // every device librdmacm can see
+void devctx_cleanup() noexcept;     // provider cleanup: frees the table
+
+// Re-reads every port (ibv_query_port) and returns a copy of the result.
+std::vector<struct ibv_port_attr> devctx_refresh_ports(devctx* d);
+// Largest max_inline_data an RC QP accepts on this device (probed once by
+// creating QPs; 0 when the device inlines nothing).
+uint32_t devctx_max_inline(devctx* d);
 
 // Reads and dispatches every pending async event (non-blocking). Safe from
 // any thread; concurrent callers skip while another one reads.

@@ -1,6 +1,227 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// The domain: one RDMA device (its librdmacm context) and one protection
+// domain; parent of CQs, endpoints, MRs, counters, poll sets, shared rx
+// contexts. Domain-level asynchronous events (port and device events) go to
+// the EQ bound with fi_domain_bind.
 #include "domain.h"
 
+#include <cstring>
+#include <memory>
+
+#include "cq.h"
+#include "ep.h"
+#include "eq.h"
+#include "mr.h"
+#include "wait.h"
+
 namespace evd {
-int domain_open(struct fid_fabric*, struct fi_info*, struct fid_domain**, void*) { return -FI_ENOSYS; }
+
+namespace {
+
+struct pd_deleter {
+    void operator()(ibv_pd* p) const noexcept {
+        if (int rc = ibv_dealloc_pd(p))
+            EVD_WARN(FI_LOG_DOMAIN, "ibv_dealloc_pd: %d (a child object still uses it?)\n", rc);
+    }
+};
+struct info_deleter {
+    void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }
+};
+
+uint8_t first_active_port(devctx* d) {
+    std::vector<ibv_port_attr> ports = devctx_refresh_ports(d);
+    for (size_t p = 0; p < ports.size(); ++p)
+        if (ports[p].state == IBV_PORT_ACTIVE) return static_cast<uint8_t>(p + 1);
+    return 1;
+}
+
+void unbind_eq(domain* dom) {
+    eq* q = dom->eq_bound.exchange(nullptr);
+    if (!q) return;
+    devctx_detach_eq(dom->dev, q);
+    eq_bind_unref(q);
+}
+
+int domain_close(struct fid* f) {
+    return guard([&] {
+        domain* dom = domain_from_fid(reinterpret_cast<struct fid_domain*>(f));
+        if (!dom) return -FI_EINVAL;
+        if (dom->refs.busy()) {
+            EVD_WARN(FI_LOG_DOMAIN, "fi_close(domain %s): %d objects still open on it\n",
+                     dom->dev->name.c_str(), dom->refs.n.load());
+            return -FI_EBUSY;
+        }
+        {
+            std::lock_guard<std::mutex> lk(dom->dev->reg_mu);
+            auto& v = dom->dev->domains;
+            for (auto it = v.begin(); it != v.end(); ++it)
+                if (*it == dom) {
+                    v.erase(it);
+                    break;
+                }
+        }
+        unbind_eq(dom);
+        if (dom->pd) pd_deleter{}(dom->pd);
+        fi_freeinfo(dom->info);
+        dom->fab->refs.put();
+        dom->tag = kind{0};
+        delete dom;
+        return 0;
+    });
+}
+
+int domain_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
+    return guard([&] {
+        domain* dom = domain_from_fid(reinterpret_cast<struct fid_domain*>(f));
+        if (!dom || !bfid) {
+            EVD_WARN(FI_LOG_DOMAIN, "fi_domain_bind: %s is not an evd object\n",
+                     dom ? "the bound fid" : "the domain");
+            return -FI_EINVAL;
+        }
+        if (bfid->fclass != FI_CLASS_EQ) {
+            EVD_WARN(FI_LOG_DOMAIN, "fi_domain_bind: only an EQ binds to a domain (fclass %zu)\n",
+                     bfid->fclass);
+            return -FI_EINVAL;
+        }
+        if (flags & ~static_cast<uint64_t>(FI_REG_MR)) {
+            EVD_WARN(FI_LOG_DOMAIN, "fi_domain_bind: unknown flags 0x%llx\n",
+                     static_cast<unsigned long long>(flags & ~static_cast<uint64_t>(FI_REG_MR)));
+            return -FI_EINVAL;
+        }
+        eq* q = eq_from_fid(bfid);
+        if (!q) {
+            EVD_WARN(FI_LOG_DOMAIN, "fi_domain_bind: the EQ is not an evd EQ\n");
+            return -FI_EINVAL;
+        }
+        eq* expected = nullptr;
+        eq_bind_ref(q);
+        if (!dom->eq_bound.compare_exchange_strong(expected, q)) {
+            eq_bind_unref(q);
+            EVD_WARN(FI_LOG_DOMAIN, "fi_domain_bind: domain %s already has an EQ\n",
+                     dom->dev->name.c_str());
+            return -FI_EINVAL;
+        }
+        if (int rc = devctx_attach_eq(dom->dev, q)) {
+            dom->eq_bound.store(nullptr);
+            eq_bind_unref(q);
+            EVD_WARN(FI_LOG_DOMAIN, "fi_domain_bind: cannot watch %s's async events: %d\n",
+                     dom->dev->name.c_str(), rc);
+            return rc;
+        }
+        dom->eq_flags = flags;
+        return 0;
+    });
+}
+
+int no_av_open(struct fid_domain*, struct fi_av_attr*, struct fid_av**, void*) {
+    EVD_WARN(FI_LOG_DOMAIN, "fi_av_open: FI_EP_MSG endpoints use no address vector\n");
+    return -FI_ENOSYS;
+}
+int no_scalable_ep(struct fid_domain*, struct fi_info*, struct fid_ep**, void*) {
+    EVD_WARN(FI_LOG_DOMAIN, "fi_scalable_ep: not supported (max_ep_tx_ctx is 1)\n");
+    return -FI_ENOSYS;
+}
+int no_stx_ctx(struct fid_domain*, struct fi_tx_attr*, struct fid_stx**, void*) {
+    EVD_WARN(FI_LOG_DOMAIN, "fi_stx_context: not supported (max_ep_stx_ctx is 0)\n");
+    return -FI_ENOSYS;
+}
+int no_query_atomic(struct fid_domain*, enum fi_datatype, enum fi_op, struct fi_atomic_attr*,
+                    uint64_t) {
+    return -FI_ENOSYS;
+}
+int no_query_collective(struct fid_domain*, enum fi_collective_op, struct fi_collective_attr*,
+                        uint64_t) {
+    return -FI_ENOSYS;
+}
+
+struct fi_ops domain_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = domain_close,
+    .bind = domain_bind,
+    .control = op_no_control,
+    .ops_open = op_no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_domain domain_ops = {
+    .size = sizeof(struct fi_ops_domain),
+    .av_open = no_av_open,
+    .cq_open = cq_open,
+    .endpoint = ep_open,
+    .scalable_ep = no_scalable_ep,
+    .cntr_open = cntr_open,
+    .poll_open = poll_open,
+    .stx_ctx = no_stx_ctx,
+    .srx_ctx = srx_open,
+    .query_atomic = no_query_atomic,
+    .query_collective = no_query_collective,
+    .endpoint2 = nullptr,
+};
+
+}  // namespace
+
+domain* domain_from_fid(struct fid_domain* f) {
+    domain* d = from_fid<domain>(f);
+    if (d && d->fid.fid.fclass != FI_CLASS_DOMAIN) return nullptr;
+    return d;
+}
+
+int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_domain** out,
+                void* context) {
+    return guard([&]() -> int {
+        fabric* fab = from_fid<fabric>(fabfid);
+        if (!fab || !info || !out) {
+            EVD_WARN(FI_LOG_DOMAIN, "fi_domain: %s is NULL or not evd's\n",
+                     !fab ? "fabric" : !info ? "info" : "domain");
+            return -FI_EINVAL;
+        }
+        if (!info->domain_attr || !info->domain_attr->name) {
+            EVD_WARN(FI_LOG_DOMAIN, "fi_domain: info->domain_attr->name must name the device\n");
+            return -FI_EINVAL;
+        }
+        if (info->ep_attr && info->ep_attr->type != FI_EP_UNSPEC && info->ep_attr->type != FI_EP_MSG) {
+            EVD_WARN(FI_LOG_DOMAIN, "fi_domain: info->ep_attr->type must be FI_EP_MSG\n");
+            return -FI_EINVAL;
+        }
+        devctx* dev = devctx_by_name(info->domain_attr->name);
+        if (!dev) {
+            EVD_WARN(FI_LOG_DOMAIN, "fi_domain: no RDMA device named '%s'\n",
+                     info->domain_attr->name);
+            return -FI_ENODEV;
+        }
+        std::unique_ptr<fi_info, info_deleter> dup(fi_dupinfo(info));
+        if (!dup) return -FI_ENOMEM;
+        std::unique_ptr<ibv_pd, pd_deleter> pd(ibv_alloc_pd(dev->verbs));
+        if (!pd) {
+            int e = errno;
+            EVD_WARN(FI_LOG_DOMAIN, "fi_domain: ibv_alloc_pd(%s): %d\n", dev->name.c_str(), e);
+            return fi_err(e ? e : ENOMEM);
+        }
+        auto dom = std::make_unique<domain>();
+        dom->fid.fid.fclass = FI_CLASS_DOMAIN;
+        dom->fid.fid.context = context;
+        dom->fid.fid.ops = &domain_fi_ops;
+        dom->fid.ops = &domain_ops;
+        dom->fid.mr = &mr_ops;
+        dom->fab = fab;
+        dom->dev = dev;
+        dom->port_num = first_active_port(dev);
+        {
+            std::lock_guard<std::mutex> lk(dev->port_mu);
+            if (dom->port_num <= dev->ports.size())
+                dom->port_state.store(dev->ports[dom->port_num - 1].state);
+        }
+        {
+            std::lock_guard<std::mutex> lk(dev->reg_mu);
+            dev->domains.push_back(dom.get());  // may throw: nothing to undo yet
+        }
+        dom->pd = pd.release();
+        dom->info = dup.release();
+        fab->refs.get();
+        *out = &dom.release()->fid;
+        return 0;
+    });
+}
+
 }  // namespace evd

@@ -1,9 +1,838 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// fi_getinfo: describe every usable RDMA device as an FI_EP_MSG fi_info and
+// filter the descriptions with the application's hints (fi_getinfo(3)).
+//
+// Layout: (1) the pure part (check_static_hints, build_infos) works on
+// dev_desc values and is unit-tested with fabricated devices; (2) the
+// rdma-core part (describe, resolve) fills dev_desc/addr_query from the
+// devices and librdmacm; getinfo() glues them.
 #include "info.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <infiniband/ib.h>
+#include <infiniband/verbs.h>
+#include <net/if.h>
+#include <rdma/rdma_cma.h>
+#include <strings.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "devctx.h"
+
 namespace evd {
-int getinfo(uint32_t, const char*, const char*, uint64_t, const struct fi_info*, struct fi_info**) {
-    return -FI_ENODATA;  // placeholder until device enumeration lands
+
+// ====================================================================== helpers
+
+bool sockaddr_any::set(const struct sockaddr* a, size_t n) noexcept {
+    len = 0;
+    if (!a || n < sizeof(sa_family_t)) return false;
+    size_t need = 0;
+    switch (a->sa_family) {
+    case AF_INET: need = sizeof(struct sockaddr_in); break;
+    case AF_INET6: need = sizeof(struct sockaddr_in6); break;
+    case AF_IB: need = sizeof(struct sockaddr_ib); break;
+    default: return false;
+    }
+    if (n < need || need > sizeof(ss)) return false;
+    std::memset(&ss, 0, sizeof(ss));
+    std::memcpy(&ss, a, need);
+    len = static_cast<socklen_t>(need);
+    return true;
 }
-void info_cleanup() noexcept {}
+
+namespace {
+
+uint32_t format_of_family(int family) {
+    switch (family) {
+    case AF_INET: return FI_SOCKADDR_IN;
+    case AF_INET6: return FI_SOCKADDR_IN6;
+    case AF_IB: return FI_SOCKADDR_IB;
+    default: return FI_FORMAT_UNSPEC;
+    }
+}
+
+// Does an address of `family` satisfy hints->addr_format?
+bool family_fits(uint32_t want, int family) {
+    switch (want) {
+    case FI_FORMAT_UNSPEC: return true;
+    case FI_SOCKADDR: return family == AF_INET || family == AF_INET6 || family == AF_IB;
+    default: return format_of_family(family) == want;
+    }
+}
+
+uint16_t get_port(const sockaddr_any& a) {
+    if (a.family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_port);
+    if (a.family() == AF_INET6)
+        return ntohs(reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_port);
+    return 0;
+}
+
+void set_port(sockaddr_any& a, uint16_t port) {
+    if (a.family() == AF_INET) reinterpret_cast<sockaddr_in*>(&a.ss)->sin_port = htons(port);
+    if (a.family() == AF_INET6) reinterpret_cast<sockaddr_in6*>(&a.ss)->sin6_port = htons(port);
+}
+
+std::string addr_str(const sockaddr_any& a) {
+    char buf[INET6_ADDRSTRLEN + 16] = "?";
+    if (a.family() == AF_INET)
+        inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_addr, buf, sizeof(buf));
+    else if (a.family() == AF_INET6)
+        inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr, buf,
+                  sizeof(buf));
+    else if (a.family() == AF_IB)
+        inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_ib*>(&a.ss)->sib_addr, buf,
+                  sizeof(buf));
+    return buf;
+}
+
+struct info_deleter {
+    void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }
+};
+using info_ptr = std::unique_ptr<fi_info, info_deleter>;
+
+char* dup_or_throw(const std::string& s) {
+    char* p = strdup(s.c_str());
+    if (!p) throw std::bad_alloc();
+    return p;
+}
+
+void* dup_addr(const sockaddr_any& a) {
+    void* p = std::malloc(a.len);
+    if (!p) throw std::bad_alloc();
+    std::memcpy(p, &a.ss, a.len);
+    return p;
+}
+
+// "evd", "evd;ofi_rxm", "ofi_rxm;evd": is evd named?
+bool names_evd(const char* list) {
+    std::string s(list);
+    size_t pos = 0;
+    while (pos <= s.size()) {
+        size_t end = s.find(';', pos);
+        if (end == std::string::npos) end = s.size();
+        if (strcasecmp(s.substr(pos, end - pos).c_str(), kProvName) == 0) return true;
+        pos = end + 1;
+    }
+    return false;
+}
+
+// What the hints ask for beyond plain filtering (computed once per call).
+struct wants {
+    uint64_t caps = kCaps;
+    uint64_t mode = 0;
+    int mr_mode = kMrMode;
+    bool cq_data = true;
+};
+
+#define REJECT(code, ...)                                       \
+    do {                                                        \
+        EVD_WARN(FI_LOG_CORE, "fi_getinfo: " __VA_ARGS__);      \
+        return (code);                                          \
+    } while (0)
+
+// Computes what the returned fi_info must carry, or rejects the hints.
+int static_check(uint32_t version, const fi_info* h, wants* w) {
+    *w = wants{};
+    if (!h) return 0;
+
+    if (h->fabric_attr && h->fabric_attr->prov_name && !names_evd(h->fabric_attr->prov_name)) {
+        // The core routinely offers every provider the user's hints: not an error.
+        EVD_INFO(FI_LOG_CORE, "fi_getinfo: hints ask for provider '%s', not evd\n",
+                 h->fabric_attr->prov_name);
+        return -FI_ENODATA;
+    }
+    if (h->ep_attr && h->ep_attr->type != FI_EP_UNSPEC && h->ep_attr->type != FI_EP_MSG) {
+        EVD_INFO(FI_LOG_CORE, "fi_getinfo: hints->ep_attr->type %s: evd offers FI_EP_MSG only\n",
+                 fi_tostr(&h->ep_attr->type, FI_TYPE_EP_TYPE));
+        return -FI_ENODATA;
+    }
+
+    // Addresses: malformed input is -FI_EINVAL.
+    if (h->src_addr && !h->src_addrlen)
+        REJECT(-FI_EINVAL, "hints->src_addr is set but hints->src_addrlen is 0\n");
+    if (h->dest_addr && !h->dest_addrlen)
+        REJECT(-FI_EINVAL, "hints->dest_addr is set but hints->dest_addrlen is 0\n");
+    switch (h->addr_format) {
+    case FI_FORMAT_UNSPEC:
+    case FI_SOCKADDR:
+    case FI_SOCKADDR_IN:
+    case FI_SOCKADDR_IN6:
+    case FI_SOCKADDR_IB:
+        break;
+    default:
+        REJECT(-FI_ENODATA,
+               "hints->addr_format %u: evd supports FI_SOCKADDR, FI_SOCKADDR_IN, "
+               "FI_SOCKADDR_IN6, FI_SOCKADDR_IB\n",
+               h->addr_format);
+    }
+    for (int k = 0; k < 2; ++k) {
+        const void* a = k ? h->dest_addr : h->src_addr;
+        size_t n = k ? h->dest_addrlen : h->src_addrlen;
+        if (!a) continue;
+        sockaddr_any any;
+        if (!any.set(static_cast<const sockaddr*>(a), n))
+            REJECT(-FI_EINVAL, "hints->%s is not a complete sockaddr_in/in6/ib (family %d, %zu bytes)\n",
+                   k ? "dest_addr" : "src_addr", n >= sizeof(sa_family_t)
+                       ? static_cast<const sockaddr*>(a)->sa_family : -1, n);
+        if (!family_fits(h->addr_format, any.family()))
+            REJECT(-FI_EINVAL, "hints->%s has family %d, which contradicts hints->addr_format %s\n",
+                   k ? "dest_addr" : "src_addr", any.family(),
+                   fi_tostr(&h->addr_format, FI_TYPE_ADDR_FORMAT));
+    }
+
+    // Capabilities.
+    if (h->caps & ~kCaps) {
+        uint64_t extra = h->caps & ~kCaps;
+        REJECT(-FI_ENODATA, "hints->caps asks for unsupported capabilities: %s\n",
+               fi_tostr(&extra, FI_TYPE_CAPS));
+    }
+    if (h->caps) w->caps = h->caps;
+    // FI_LOCAL_COMM/FI_REMOTE_COMM are implied when not given (fi_getinfo(3)).
+    if (h->caps && !(h->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM))) w->caps |= kDomainCaps;
+    if (h->tx_attr && (h->tx_attr->caps & ~kCaps)) {
+        uint64_t extra = h->tx_attr->caps & ~kCaps;
+        REJECT(-FI_ENODATA, "hints->tx_attr->caps asks for unsupported capabilities: %s\n",
+               fi_tostr(&extra, FI_TYPE_CAPS));
+    }
+    if (h->rx_attr && (h->rx_attr->caps & ~kCaps)) {
+        uint64_t extra = h->rx_attr->caps & ~kCaps;
+        REJECT(-FI_ENODATA, "hints->rx_attr->caps asks for unsupported capabilities: %s\n",
+               fi_tostr(&extra, FI_TYPE_CAPS));
+    }
+
+    // Immediate data: a write with immediate data consumes a posted receive,
+    // so cq_data_size > 0 requires the application to accept FI_RX_CQ_DATA.
+    bool rx_cq_data = (h->mode & FI_RX_CQ_DATA) || (h->rx_attr && (h->rx_attr->mode & FI_RX_CQ_DATA));
+    w->cq_data = rx_cq_data;
+    if (h->domain_attr && h->domain_attr->cq_data_size) {
+        if (h->domain_attr->cq_data_size > kCqDataSize)
+            REJECT(-FI_ENODATA, "hints->domain_attr->cq_data_size %zu > %zu (immediate data)\n",
+                   h->domain_attr->cq_data_size, kCqDataSize);
+        if (!rx_cq_data)
+            REJECT(-FI_ENODATA,
+                   "hints->domain_attr->cq_data_size %zu requires mode FI_RX_CQ_DATA in hints\n",
+                   h->domain_attr->cq_data_size);
+    }
+
+    // Memory registration mode (fi_domain(3) "Memory Registration Mode").
+    if (h->domain_attr) {
+        int user = h->domain_attr->mr_mode;
+        bool local_ok = (h->mode & FI_LOCAL_MR) || (user & FI_MR_LOCAL);
+        if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
+            if (user != FI_MR_UNSPEC && user != FI_MR_BASIC)
+                REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode 0x%x: API < 1.5 supports only "
+                       "FI_MR_BASIC\n", user);
+            if (!(h->mode & FI_LOCAL_MR))
+                REJECT(-FI_ENODATA, "hints->mode lacks FI_LOCAL_MR (evd needs local buffers registered)\n");
+            w->mr_mode = FI_MR_BASIC;
+            w->mode |= FI_LOCAL_MR;
+        } else if (user & FI_MR_BASIC) {
+            if (user & ~FI_MR_BASIC)
+                REJECT(-FI_EINVAL, "hints->domain_attr->mr_mode: FI_MR_BASIC combined with other bits\n");
+            if (!local_ok)
+                REJECT(-FI_ENODATA, "hints: FI_MR_BASIC without mode FI_LOCAL_MR\n");
+            w->mr_mode = FI_MR_BASIC;
+            w->mode |= FI_LOCAL_MR;
+        } else if (user & FI_MR_SCALABLE) {
+            REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode FI_MR_SCALABLE: evd needs "
+                   "FI_MR_LOCAL|FI_MR_VIRT_ADDR|FI_MR_ALLOCATED|FI_MR_PROV_KEY\n");
+        } else {
+            int need = kMrMode;
+            // Without RMA nobody addresses our memory remotely.
+            if (h->caps && !(h->caps & FI_RMA)) need &= ~(FI_MR_VIRT_ADDR | FI_MR_PROV_KEY);
+            if (!local_ok)
+                REJECT(-FI_ENODATA, "hints: neither domain_attr->mr_mode FI_MR_LOCAL nor mode "
+                       "FI_LOCAL_MR is set; evd needs local buffers registered\n");
+            if (user != FI_MR_UNSPEC && (user & need) != need) {
+                int missing = need & ~user;
+                REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode lacks required bits: %s\n",
+                       fi_tostr(&missing, FI_TYPE_MR_MODE));
+            }
+            w->mr_mode = need;
+            if (h->mode & FI_LOCAL_MR) w->mode |= FI_LOCAL_MR;
+        }
+    }
+    if (w->cq_data) w->mode |= FI_RX_CQ_DATA;
+
+    if (const fi_domain_attr* d = h->domain_attr) {
+        if (d->threading > FI_THREAD_ENDPOINT)
+            REJECT(-FI_EINVAL, "hints->domain_attr->threading %d is not a fi_threading value\n",
+                   d->threading);
+        if (d->control_progress > FI_PROGRESS_MANUAL || d->data_progress > FI_PROGRESS_MANUAL)
+            REJECT(-FI_EINVAL, "hints->domain_attr progress %d/%d is not a fi_progress value\n",
+                   d->control_progress, d->data_progress);
+        if (d->caps & ~kDomainCaps) {
+            uint64_t extra = d->caps & ~kDomainCaps;
+            REJECT(-FI_ENODATA, "hints->domain_attr->caps asks for %s\n", fi_tostr(&extra, FI_TYPE_CAPS));
+        }
+        if (d->mr_key_size > kMrKeySize)
+            REJECT(-FI_ENODATA, "hints->domain_attr->mr_key_size %zu > %zu (verbs rkey)\n",
+                   d->mr_key_size, kMrKeySize);
+        if (d->max_ep_tx_ctx > 1 || d->max_ep_rx_ctx > 1)
+            REJECT(-FI_ENODATA, "hints->domain_attr->max_ep_tx_ctx/max_ep_rx_ctx %zu/%zu > 1 "
+                   "(no scalable endpoints)\n", d->max_ep_tx_ctx, d->max_ep_rx_ctx);
+        if (d->max_ep_stx_ctx)
+            REJECT(-FI_ENODATA, "hints->domain_attr->max_ep_stx_ctx %zu: no shared tx contexts\n",
+                   d->max_ep_stx_ctx);
+        if (d->mr_iov_limit > 1)
+            REJECT(-FI_ENODATA, "hints->domain_attr->mr_iov_limit %zu > 1 (ibv_reg_mr takes one "
+                   "range)\n", d->mr_iov_limit);
+        if (d->auth_key_size || d->auth_key)
+            REJECT(-FI_ENODATA, "hints->domain_attr->auth_key: evd has no authorization keys\n");
+        if (d->max_err_data > kMaxErrData)
+            REJECT(-FI_ENODATA, "hints->domain_attr->max_err_data %zu > %zu\n", d->max_err_data,
+                   kMaxErrData);
+    }
+    if (const fi_ep_attr* e = h->ep_attr) {
+        if (e->protocol != FI_PROTO_UNSPEC && e->protocol != FI_PROTO_RDMA_CM_IB_RC)
+            REJECT(-FI_ENODATA, "hints->ep_attr->protocol %s: evd speaks FI_PROTO_RDMA_CM_IB_RC\n",
+                   fi_tostr(&e->protocol, FI_TYPE_PROTOCOL));
+        if (e->protocol_version > 1)
+            REJECT(-FI_ENODATA, "hints->ep_attr->protocol_version %u > 1\n", e->protocol_version);
+        if (e->tx_ctx_cnt > 1)
+            REJECT(-FI_ENODATA, "hints->ep_attr->tx_ctx_cnt %zd: one tx context, none shared\n",
+                   static_cast<ssize_t>(e->tx_ctx_cnt));
+        if (e->rx_ctx_cnt > 1 && e->rx_ctx_cnt != FI_SHARED_CONTEXT)
+            REJECT(-FI_ENODATA, "hints->ep_attr->rx_ctx_cnt %zu: one rx context (or FI_SHARED_CONTEXT)\n",
+                   e->rx_ctx_cnt);
+        if (e->auth_key_size || e->auth_key)
+            REJECT(-FI_ENODATA, "hints->ep_attr->auth_key: evd has no authorization keys\n");
+        if (e->msg_prefix_size)
+            REJECT(-FI_ENODATA, "hints->ep_attr->msg_prefix_size %zu: evd uses no prefix\n",
+                   e->msg_prefix_size);
+        if (e->max_order_war_size)
+            REJECT(-FI_ENODATA, "hints->ep_attr->max_order_war_size %zu: RC gives no "
+                   "write-after-read order\n", e->max_order_war_size);
+    }
+    if (const fi_tx_attr* t = h->tx_attr) {
+        if (t->mode)
+            EVD_DBG(FI_LOG_CORE, "hints->tx_attr->mode 0x%llx: evd needs none\n",
+                    static_cast<unsigned long long>(t->mode));
+        if (t->op_flags & ~kTxOpFlags) {
+            uint64_t extra = t->op_flags & ~kTxOpFlags;
+            REJECT(-FI_ENODATA, "hints->tx_attr->op_flags asks for %s\n", fi_tostr(&extra, FI_TYPE_OP_FLAGS));
+        }
+        if (t->msg_order & ~kMsgOrder) {
+            uint64_t extra = t->msg_order & ~kMsgOrder;
+            REJECT(-FI_ENODATA, "hints->tx_attr->msg_order asks for %s\n", fi_tostr(&extra, FI_TYPE_MSG_ORDER));
+        }
+        if (t->comp_order & ~FI_ORDER_STRICT)
+            REJECT(-FI_ENODATA, "hints->tx_attr->comp_order 0x%llx: only FI_ORDER_STRICT\n",
+                   static_cast<unsigned long long>(t->comp_order));
+        if (t->rma_iov_limit > 1)
+            REJECT(-FI_ENODATA, "hints->tx_attr->rma_iov_limit %zu > 1 (an RDMA work request "
+                   "names one remote range)\n", t->rma_iov_limit);
+    }
+    if (const fi_rx_attr* r = h->rx_attr) {
+        if (r->op_flags & ~kRxOpFlags) {
+            uint64_t extra = r->op_flags & ~kRxOpFlags;
+            REJECT(-FI_ENODATA, "hints->rx_attr->op_flags asks for %s\n", fi_tostr(&extra, FI_TYPE_OP_FLAGS));
+        }
+        if (r->msg_order & ~kMsgOrder) {
+            uint64_t extra = r->msg_order & ~kMsgOrder;
+            REJECT(-FI_ENODATA, "hints->rx_attr->msg_order asks for %s\n", fi_tostr(&extra, FI_TYPE_MSG_ORDER));
+        }
+        if (r->comp_order & ~(FI_ORDER_STRICT | FI_ORDER_DATA))
+            REJECT(-FI_ENODATA, "hints->rx_attr->comp_order 0x%llx: only FI_ORDER_STRICT|FI_ORDER_DATA\n",
+                   static_cast<unsigned long long>(r->comp_order));
+    }
+    return 0;
+}
+
+// Returns "" when the device satisfies the hints' limits, else the reason.
+std::string device_mismatch(const dev_desc& d, const fi_info* h) {
+    char buf[256];
+    auto over = [&](const char* what, size_t want, size_t have) {
+        std::snprintf(buf, sizeof(buf), "%s %zu exceeds the device's %zu", what, want, have);
+        return std::string(buf);
+    };
+    if (d.port_state != IBV_PORT_ACTIVE) return "no active port";
+    if (!h) return "";
+    if (h->domain_attr) {
+        const fi_domain_attr* a = h->domain_attr;
+        if (a->name && strcasecmp(a->name, d.name.c_str()) != 0)
+            return "hints->domain_attr->name is '" + std::string(a->name) + "'";
+        if (a->cq_cnt > d.max_cq) return over("hints->domain_attr->cq_cnt", a->cq_cnt, d.max_cq);
+        if (a->ep_cnt > d.max_qp) return over("hints->domain_attr->ep_cnt", a->ep_cnt, d.max_qp);
+        if (a->tx_ctx_cnt > d.max_qp)
+            return over("hints->domain_attr->tx_ctx_cnt", a->tx_ctx_cnt, d.max_qp);
+        if (a->rx_ctx_cnt > d.max_qp)
+            return over("hints->domain_attr->rx_ctx_cnt", a->rx_ctx_cnt, d.max_qp);
+        if (a->max_ep_srx_ctx > d.max_srq)
+            return over("hints->domain_attr->max_ep_srx_ctx", a->max_ep_srx_ctx, d.max_srq);
+        if (a->mr_cnt > d.max_mr) return over("hints->domain_attr->mr_cnt", a->mr_cnt, d.max_mr);
+        if (a->cntr_cnt > d.max_cq)
+            return over("hints->domain_attr->cntr_cnt", a->cntr_cnt, d.max_cq);
+    }
+    if (h->fabric_attr && h->fabric_attr->name && fabric_name(d) != h->fabric_attr->name)
+        return "hints->fabric_attr->name is '" + std::string(h->fabric_attr->name) + "', device is on '" +
+               fabric_name(d) + "'";
+    if (h->ep_attr) {
+        const fi_ep_attr* e = h->ep_attr;
+        if (e->max_msg_size > d.max_msg_sz)
+            return over("hints->ep_attr->max_msg_size", e->max_msg_size, d.max_msg_sz);
+        if (e->max_order_raw_size > d.max_msg_sz)
+            return over("hints->ep_attr->max_order_raw_size", e->max_order_raw_size, d.max_msg_sz);
+        if (e->max_order_waw_size > d.max_msg_sz)
+            return over("hints->ep_attr->max_order_waw_size", e->max_order_waw_size, d.max_msg_sz);
+        if (e->rx_ctx_cnt == FI_SHARED_CONTEXT && !d.max_srq)
+            return "hints->ep_attr->rx_ctx_cnt is FI_SHARED_CONTEXT but the device has no SRQ";
+    }
+    if (h->tx_attr) {
+        const fi_tx_attr* t = h->tx_attr;
+        if (t->size > d.max_qp_wr) return over("hints->tx_attr->size", t->size, d.max_qp_wr);
+        if (t->iov_limit > d.max_sge) return over("hints->tx_attr->iov_limit", t->iov_limit, d.max_sge);
+        if (t->inject_size > d.max_inline)
+            return over("hints->tx_attr->inject_size", t->inject_size, d.max_inline);
+    }
+    if (h->rx_attr) {
+        const fi_rx_attr* r = h->rx_attr;
+        if (r->size > d.max_qp_wr) return over("hints->rx_attr->size", r->size, d.max_qp_wr);
+        if (r->iov_limit > d.max_sge) return over("hints->rx_attr->iov_limit", r->iov_limit, d.max_sge);
+    }
+    return "";
+}
+
+// The inject size evd offers on this device: FI_EVD_INJECT_SIZE when set,
+// never above what the device can inline.
+size_t inject_limit(const dev_desc& d) {
+    size_t p = get_params().inject_size;
+    return p && p < d.max_inline ? p : d.max_inline;
+}
+
+// One fi_info for device d with the given addresses.
+info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi_info* h,
+                   const sockaddr_any& src, const sockaddr_any* dest) {
+    info_ptr fi(fi_allocinfo());
+    if (!fi) throw std::bad_alloc();
+    fi_info* i = fi.get();
+
+    i->caps = w.caps;
+    i->mode = w.mode;
+    i->addr_format = format_of_family(src.family());
+    if (src.len) {
+        i->src_addr = dup_addr(src);
+        i->src_addrlen = src.len;
+    }
+    if (dest && dest->len) {
+        i->dest_addr = dup_addr(*dest);
+        i->dest_addrlen = dest->len;
+    }
+    if (h && h->handle && h->handle->fclass == FI_CLASS_PEP) i->handle = h->handle;
+
+    fi_tx_attr* tx = i->tx_attr;
+    tx->caps = w.caps & (kTxCaps | kDomainCaps);
+    if (h && h->tx_attr && h->tx_attr->caps) tx->caps = h->tx_attr->caps & w.caps;
+    tx->mode = 0;
+    tx->op_flags = h && h->tx_attr ? h->tx_attr->op_flags : 0;
+    tx->msg_order = kMsgOrder;
+    tx->comp_order = FI_ORDER_STRICT;
+    tx->inject_size = inject_limit(d);
+    tx->size = d.max_qp_wr;
+    tx->iov_limit = d.max_sge;
+    tx->rma_iov_limit = 1;
+    if (h && h->tx_attr) {
+        if (h->tx_attr->inject_size) tx->inject_size = h->tx_attr->inject_size;
+        if (h->tx_attr->size) tx->size = h->tx_attr->size;
+        if (h->tx_attr->iov_limit) tx->iov_limit = h->tx_attr->iov_limit;
+        if (h->tx_attr->rma_iov_limit) tx->rma_iov_limit = h->tx_attr->rma_iov_limit;
+        tx->tclass = h->tx_attr->tclass;
+    }
+
+    fi_rx_attr* rx = i->rx_attr;
+    rx->caps = w.caps & (kRxCaps | kDomainCaps);
+    if (h && h->rx_attr && h->rx_attr->caps) rx->caps = h->rx_attr->caps & w.caps;
+    rx->mode = w.cq_data ? FI_RX_CQ_DATA : 0;
+    rx->op_flags = h && h->rx_attr ? h->rx_attr->op_flags : 0;
+    rx->msg_order = kMsgOrder;
+    rx->comp_order = FI_ORDER_STRICT | FI_ORDER_DATA;
+    rx->total_buffered_recv = 0;
+    rx->size = d.max_qp_wr;
+    rx->iov_limit = d.max_sge;
+    if (h && h->rx_attr) {
+        if (h->rx_attr->size) rx->size = h->rx_attr->size;
+        if (h->rx_attr->iov_limit) rx->iov_limit = h->rx_attr->iov_limit;
+    }
+
+    fi_ep_attr* ep = i->ep_attr;
+    ep->type = FI_EP_MSG;
+    ep->protocol = FI_PROTO_RDMA_CM_IB_RC;
+    ep->protocol_version = 1;
+    ep->max_msg_size = d.max_msg_sz;
+    ep->msg_prefix_size = 0;
+    ep->max_order_raw_size = d.max_msg_sz;
+    ep->max_order_war_size = 0;
+    ep->max_order_waw_size = d.max_msg_sz;
+    ep->mem_tag_format = 0;
+    ep->tx_ctx_cnt = 1;
+    ep->rx_ctx_cnt = h && h->ep_attr && h->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT ? FI_SHARED_CONTEXT : 1;
+
+    fi_domain_attr* dom = i->domain_attr;
+    dom->name = dup_or_throw(d.name);
+    dom->threading = FI_THREAD_SAFE;
+    dom->control_progress = FI_PROGRESS_AUTO;
+    dom->data_progress = FI_PROGRESS_AUTO;
+    dom->resource_mgmt = FI_RM_ENABLED;
+    dom->av_type = FI_AV_UNSPEC;
+    dom->mr_mode = w.mr_mode;
+    dom->mr_key_size = kMrKeySize;
+    dom->cq_data_size = w.cq_data ? kCqDataSize : 0;
+    dom->cq_cnt = d.max_cq;
+    dom->ep_cnt = d.max_qp;
+    dom->tx_ctx_cnt = d.max_qp;
+    dom->rx_ctx_cnt = d.max_qp;
+    dom->max_ep_tx_ctx = 1;
+    dom->max_ep_rx_ctx = 1;
+    dom->max_ep_stx_ctx = 0;
+    dom->max_ep_srx_ctx = d.max_srq;
+    dom->cntr_cnt = d.max_cq;
+    dom->mr_iov_limit = 1;
+    dom->caps = w.caps & kDomainCaps;
+    dom->mode = 0;
+    dom->max_err_data = kMaxErrData;
+    dom->mr_cnt = d.max_mr;
+    if (h && h->domain_attr) {
+        const fi_domain_attr* a = h->domain_attr;
+        if (a->threading != FI_THREAD_UNSPEC) dom->threading = a->threading;
+        if (a->resource_mgmt == FI_RM_DISABLED) dom->resource_mgmt = FI_RM_DISABLED;
+        if (a->av_type != FI_AV_UNSPEC) dom->av_type = a->av_type;
+        if (a->caps) dom->caps = a->caps & kDomainCaps;
+        dom->tclass = a->tclass;
+    }
+
+    fi_fabric_attr* fab = i->fabric_attr;
+    fab->name = dup_or_throw(fabric_name(d));
+    fab->prov_name = dup_or_throw(kProvName);
+    fab->prov_version = kProvVersion;
+    fab->api_version = version;
+    return fi;
+}
+
+}  // namespace
+
+std::string fabric_name(const dev_desc& d) {
+    if (d.transport == IBV_TRANSPORT_IWARP) return "Ethernet-iWARP";
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "IB-0x%llx", static_cast<unsigned long long>(d.subnet_prefix));
+    return buf;
+}
+
+int check_static_hints(uint32_t version, const struct fi_info* hints) {
+    return guard([&] {
+        wants w;
+        return static_check(version, hints, &w);
+    });
+}
+
+int build_infos(const std::vector<dev_desc>& devs, uint32_t version, const addr_query& q,
+                const struct fi_info* hints, struct fi_info** out) {
+    return guard([&]() -> int {
+        if (!out) return -FI_EINVAL;
+        *out = nullptr;
+        wants w;
+        if (int rc = static_check(version, hints, &w)) return rc;
+        const uint32_t want_fmt = hints ? hints->addr_format : static_cast<uint32_t>(FI_FORMAT_UNSPEC);
+
+        info_ptr head;
+        fi_info* tail = nullptr;
+        auto append = [&](info_ptr fi) {
+            fi_info* raw = fi.release();
+            if (tail) tail->next = raw; else head.reset(raw);
+            tail = raw;
+        };
+        std::string why_not;  // summary for the final warning when nothing matched
+        auto skip = [&](const dev_desc& d, const std::string& reason) {
+            EVD_INFO(FI_LOG_CORE, "fi_getinfo: skipping %s: %s\n", d.name.c_str(), reason.c_str());
+            if (!why_not.empty()) why_not += "; ";
+            why_not += d.name + ": " + reason;
+        };
+
+        for (const dev_desc& d : devs) {
+            if (!q.any_device && d.name != q.device) {
+                skip(d, "the address belongs to " + q.device);
+                continue;
+            }
+            std::string reason = device_mismatch(d, hints);
+            if (!reason.empty()) {
+                skip(d, reason);
+                continue;
+            }
+            const sockaddr_any* dest = q.dest.len ? &q.dest : nullptr;
+            if (q.src.len && !q.src_port_only) {
+                if (!family_fits(want_fmt, q.src.family())) {
+                    skip(d, "source address family does not fit hints->addr_format");
+                    continue;
+                }
+                append(make_info(d, version, w, hints, q.src, dest));
+                continue;
+            }
+            // One fi_info per address of the device (as verbs does), the
+            // service port applied when one was given.
+            size_t n = 0;
+            for (const sockaddr_any& a : d.addrs) {
+                if (!family_fits(want_fmt, a.family())) continue;
+                if (dest && dest->family() != a.family()) continue;
+                sockaddr_any src = a;
+                set_port(src, q.src_port_only ? get_port(q.src) : 0);
+                append(make_info(d, version, w, hints, src, dest));
+                ++n;
+            }
+            // An IB port is addressable without IP (AF_IB) when asked for,
+            // or when the device has no IP address at all.
+            bool ib_link = d.link_layer == IBV_LINK_LAYER_INFINIBAND;
+            if (ib_link && !dest &&
+                (want_fmt == FI_SOCKADDR_IB || (d.addrs.empty() && family_fits(want_fmt, AF_IB)))) {
+                sockaddr_any sib;
+                sockaddr_ib s{};
+                s.sib_family = AF_IB;
+                s.sib_pkey = htons(d.pkey);
+                std::memcpy(&s.sib_addr, d.gid, sizeof(d.gid));
+                s.sib_scope_id = d.port_num;
+                sib.set(reinterpret_cast<const sockaddr*>(&s), sizeof(s));
+                append(make_info(d, version, w, hints, sib, nullptr));
+                ++n;
+            }
+            if (!n)
+                skip(d, d.addrs.empty() ? std::string("no IP address on its network interface")
+                                        : std::string("no address of the family hints->addr_format asks for"));
+        }
+        if (!head) {
+            if (!devs.empty())
+                EVD_WARN(FI_LOG_CORE, "fi_getinfo: no device matches: %s\n", why_not.c_str());
+            return -FI_ENODATA;
+        }
+        *out = head.release();
+        return 0;
+    });
+}
+
+// ====================================================================== rdma-core side
+
+namespace {
+
+struct id_deleter {
+    void operator()(rdma_cm_id* id) const noexcept { rdma_destroy_id(id); }
+};
+using id_ptr = std::unique_ptr<rdma_cm_id, id_deleter>;
+struct rai_deleter {
+    void operator()(rdma_addrinfo* r) const noexcept { rdma_freeaddrinfo(r); }
+};
+using rai_ptr = std::unique_ptr<rdma_addrinfo, rai_deleter>;
+struct ifa_deleter {
+    void operator()(ifaddrs* i) const noexcept { freeifaddrs(i); }
+};
+
+// A synchronous rdma_cm id (no event channel): bind/resolve block and report
+// through their return value.
+id_ptr sync_id(int ps) {
+    rdma_cm_id* id = nullptr;
+    if (rdma_create_id(nullptr, &id, nullptr, static_cast<rdma_port_space>(ps))) return nullptr;
+    return id_ptr(id);
+}
+
+// The device an address is bound to ("" when none: wildcard or not RDMA).
+std::string owner_of(const sockaddr_any& a) {
+    id_ptr id = sync_id(a.family() == AF_IB ? RDMA_PS_IB : RDMA_PS_TCP);
+    if (!id) return "";
+    sockaddr_any tmp = a;
+    if (rdma_bind_addr(id.get(), const_cast<sockaddr*>(tmp.sa()))) return "";
+    return id->verbs ? ibv_get_device_name(id->verbs->device) : "";
+}
+
+bool is_wildcard(const sockaddr_any& a) {
+    if (a.family() == AF_INET)
+        return reinterpret_cast<const sockaddr_in*>(&a.ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+    if (a.family() == AF_INET6)
+        return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(&a.ss)->sin6_addr);
+    return false;
+}
+
+// Fills the device field of q from a source address (bind).
+int own_source(addr_query& q, const char* what) {
+    if (is_wildcard(q.src)) return 0;  // any device, listening on every address
+    std::string dev = owner_of(q.src);
+    if (dev.empty()) {
+        EVD_WARN(FI_LOG_CORE, "fi_getinfo: %s %s is not an address of any RDMA device\n", what,
+                 addr_str(q.src).c_str());
+        return -FI_ENODATA;
+    }
+    q.any_device = false;
+    q.device = dev;
+    return 0;
+}
+
+// Resolves a route to q.dest (from q.src when set): the local device and
+// source address that rdma_cm would use to connect.
+int route_to_dest(addr_query& q) {
+    id_ptr id = sync_id(q.dest.family() == AF_IB ? RDMA_PS_IB : RDMA_PS_TCP);
+    if (!id) return fi_err(errno);
+    sockaddr_any dst = q.dest, src = q.src;
+    if (rdma_resolve_addr(id.get(), src.len ? const_cast<sockaddr*>(src.sa()) : nullptr,
+                          const_cast<sockaddr*>(dst.sa()), get_params().cm_timeout_ms) ||
+        !id->verbs) {
+        EVD_WARN(FI_LOG_CORE, "fi_getinfo: no RDMA device reaches %s (rdma_resolve_addr: %s)\n",
+                 addr_str(q.dest).c_str(), std::strerror(errno));
+        return -FI_ENODATA;
+    }
+    q.any_device = false;
+    q.device = ibv_get_device_name(id->verbs->device);
+    if (!q.src.len) {
+        sockaddr* local = rdma_get_local_addr(id.get());
+        socklen_t n = local->sa_family == AF_INET    ? sizeof(sockaddr_in)
+                      : local->sa_family == AF_INET6 ? sizeof(sockaddr_in6)
+                                                     : sizeof(sockaddr_ib);
+        if (q.src.set(local, n)) set_port(q.src, 0);  // ephemeral port is not reusable
+    }
+    return 0;
+}
+
+int family_for(const fi_info* h) {
+    switch (h ? h->addr_format : static_cast<uint32_t>(FI_FORMAT_UNSPEC)) {
+    case FI_SOCKADDR_IN: return AF_INET;
+    case FI_SOCKADDR_IN6: return AF_INET6;
+    case FI_SOCKADDR_IB: return AF_IB;
+    default: return AF_UNSPEC;
+    }
+}
+
+// node/service/flags/hints -> addr_query (fi_getinfo(3) "node, service").
+int resolve(const char* node, const char* service, uint64_t flags, const fi_info* h,
+            addr_query& q) {
+    const bool source = (flags & FI_SOURCE) || !node;
+    if (node || service) {
+        rdma_addrinfo hints{};
+        hints.ai_flags = (source ? RAI_PASSIVE : 0) | ((flags & FI_NUMERICHOST) ? RAI_NUMERICHOST : 0);
+        hints.ai_family = family_for(h);
+        if (hints.ai_family != AF_UNSPEC) hints.ai_flags |= RAI_FAMILY;
+        hints.ai_port_space = hints.ai_family == AF_IB ? RDMA_PS_IB : RDMA_PS_TCP;
+        hints.ai_qp_type = IBV_QPT_RC;
+        rdma_addrinfo* res = nullptr;
+        if (rdma_getaddrinfo(node, service, &hints, &res) || !res) {
+            EVD_WARN(FI_LOG_CORE, "fi_getinfo: cannot resolve node '%s' service '%s'\n",
+                     node ? node : "(null)", service ? service : "(null)");
+            return -FI_ENODATA;
+        }
+        rai_ptr rai(res);
+        if (source) {
+            if (!q.src.set(rai->ai_src_addr, rai->ai_src_len)) {
+                EVD_WARN(FI_LOG_CORE, "fi_getinfo: '%s' resolved to no usable source address\n",
+                         node ? node : "(null)");
+                return -FI_ENODATA;
+            }
+            if (!node) {
+                q.src_port_only = true;  // the service, on every address of every device
+            } else if (int rc = own_source(q, "node")) {
+                return rc;
+            }
+            if (h && h->dest_addr) q.dest.set(static_cast<const sockaddr*>(h->dest_addr), h->dest_addrlen);
+            return 0;
+        }
+        if (!q.dest.set(rai->ai_dst_addr, rai->ai_dst_len)) {
+            EVD_WARN(FI_LOG_CORE, "fi_getinfo: node '%s' resolved to no usable address\n", node);
+            return -FI_ENODATA;
+        }
+        if (h && h->src_addr) q.src.set(static_cast<const sockaddr*>(h->src_addr), h->src_addrlen);
+        return route_to_dest(q);
+    }
+    // No node, no service: the hints' addresses, if any.
+    if (h && h->src_addr) {
+        q.src.set(static_cast<const sockaddr*>(h->src_addr), h->src_addrlen);
+        if (int rc = own_source(q, "hints->src_addr")) return rc;
+    }
+    if (h && h->dest_addr) {
+        q.dest.set(static_cast<const sockaddr*>(h->dest_addr), h->dest_addrlen);
+        std::string dev = q.device;
+        if (int rc = route_to_dest(q)) return rc;
+        if (!dev.empty() && dev != q.device) {
+            EVD_WARN(FI_LOG_CORE, "fi_getinfo: hints->dest_addr is reached through %s, not through "
+                     "%s which owns hints->src_addr\n", q.device.c_str(), dev.c_str());
+            return -FI_ENODATA;
+        }
+    }
+    return 0;
+}
+
+// The IP addresses of each device's netdevs: every up, non-loopback interface
+// address that an rdma_cm id binds to on that device.
+void collect_addrs(std::vector<dev_desc>& devs) {
+    ifaddrs* raw = nullptr;
+    if (getifaddrs(&raw)) return;
+    std::unique_ptr<ifaddrs, ifa_deleter> ifa(raw);
+    for (ifaddrs* i = raw; i; i = i->ifa_next) {
+        if (!i->ifa_addr || !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) continue;
+        int fam = i->ifa_addr->sa_family;
+        if (fam != AF_INET && fam != AF_INET6) continue;
+        sockaddr_any a;
+        if (!a.set(i->ifa_addr, fam == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6))) continue;
+        std::string dev = owner_of(a);
+        if (dev.empty()) continue;
+        for (dev_desc& d : devs)
+            if (d.name == dev) d.addrs.push_back(a);
+    }
+}
+
+void describe(devctx* c, dev_desc& d) {
+    const ibv_device_attr& a = c->attr.orig_attr;
+    d.name = c->name;
+    d.transport = c->verbs->device->transport_type;
+    d.max_qp = a.max_qp;
+    d.max_qp_wr = a.max_qp_wr;
+    d.max_sge = a.max_sge;
+    d.max_cq = a.max_cq;
+    d.max_cqe = a.max_cqe;
+    d.max_mr = a.max_mr;
+    d.max_srq = a.max_srq;
+    d.max_srq_wr = a.max_srq_wr;
+    d.max_srq_sge = a.max_srq_sge;
+    d.max_mr_size = a.max_mr_size;
+    d.max_inline = devctx_max_inline(c);
+
+    std::vector<ibv_port_attr> ports = devctx_refresh_ports(c);
+    d.port_state = IBV_PORT_DOWN;
+    for (size_t p = 0; p < ports.size(); ++p) {
+        if (ports[p].state != IBV_PORT_ACTIVE) continue;
+        d.port_num = static_cast<uint8_t>(p + 1);
+        d.port_state = IBV_PORT_ACTIVE;
+        d.link_layer = ports[p].link_layer;
+        d.max_msg_sz = ports[p].max_msg_sz;
+        break;
+    }
+    if (d.port_state != IBV_PORT_ACTIVE) return;
+    ibv_gid gid;
+    if (ibv_query_gid(c->verbs, d.port_num, 0, &gid) == 0) {
+        std::memcpy(d.gid, gid.raw, sizeof(d.gid));
+        d.subnet_prefix = be64toh(gid.global.subnet_prefix);
+    }
+    uint16_t pkey;
+    if (ibv_query_pkey(c->verbs, d.port_num, 0, &pkey) == 0) d.pkey = ntohs(pkey);
+}
+
+}  // namespace
+
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+            const struct fi_info* hints, struct fi_info** info) {
+    return guard([&]() -> int {
+        if (!info) return -FI_EINVAL;
+        *info = nullptr;
+        if (int rc = check_static_hints(version, hints)) return rc;
+        std::vector<devctx*> ctxs = devctx_all();
+        if (ctxs.empty()) {
+            EVD_INFO(FI_LOG_CORE, "fi_getinfo: no RDMA device\n");
+            return -FI_ENODATA;
+        }
+        std::vector<dev_desc> devs(ctxs.size());
+        for (size_t k = 0; k < ctxs.size(); ++k) describe(ctxs[k], devs[k]);
+        collect_addrs(devs);
+
+        addr_query q;
+        if (int rc = resolve(node, service, flags, hints, q)) return rc;
+        return build_infos(devs, version, q, hints, info);
+    });
+}
+
+void info_cleanup() noexcept { devctx_cleanup(); }
+
 }  // namespace evd
