@@ -1,2 +1,345 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-#include "evd.h"
+// rdma_cm events -> EQ records: the translation table, evd's private-data
+// header, and the per-EQ rdma_event_channel whose events are read when the
+// application reads or waits on that EQ.
+#include "cm.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+#include <infiniband/ib.h>
+
+#include <cstring>
+#include <unordered_map>
+
+#include "ep.h"
+#include "eq.h"
+
+namespace evd {
+
+// ------------------------------------------------------------------ the table
+namespace {
+
+constexpr cm_row kRows[] = {
+    {RDMA_CM_EVENT_ADDR_RESOLVED, "RDMA_CM_EVENT_ADDR_RESOLVED", cm_outcome::resolve_route, 0, 0,
+     false, "fi_connect continues inside evd: rdma_resolve_route (FI_EVD_CM_TIMEOUT ms)."},
+    {RDMA_CM_EVENT_ADDR_ERROR, "RDMA_CM_EVENT_ADDR_ERROR", cm_outcome::error, 0, FI_EADDRNOTAVAIL,
+     true, "The destination address could not be resolved to an RDMA device and path "
+           "(nobody has it, no ARP/ND answer): error FI_EADDRNOTAVAIL."},
+    {RDMA_CM_EVENT_ROUTE_RESOLVED, "RDMA_CM_EVENT_ROUTE_RESOLVED", cm_outcome::send_connect, 0,
+     0, false, "fi_connect continues inside evd: rdma_connect with the user's data."},
+    {RDMA_CM_EVENT_ROUTE_ERROR, "RDMA_CM_EVENT_ROUTE_ERROR", cm_outcome::error, 0, FI_ENETUNREACH,
+     true, "No route to the resolved address: error FI_ENETUNREACH."},
+    {RDMA_CM_EVENT_CONNECT_REQUEST, "RDMA_CM_EVENT_CONNECT_REQUEST", cm_outcome::connreq,
+     FI_CONNREQ, 0, false,
+     "FI_CONNREQ on the listener's EQ; fid = the passive endpoint, info->handle accepts or "
+     "rejects it, the peer's data follows the record with its exact length. A request "
+     "without a valid evd header is rejected inside evd and counted."},
+    {RDMA_CM_EVENT_CONNECT_RESPONSE, "RDMA_CM_EVENT_CONNECT_RESPONSE", cm_outcome::internal, 0, 0,
+     false, "Not expected: evd always connects with a QP, so rdma_cm completes the "
+            "handshake itself. Logged and dropped."},
+    {RDMA_CM_EVENT_CONNECT_ERROR, "RDMA_CM_EVENT_CONNECT_ERROR", cm_outcome::error, 0,
+     FI_ECONNABORTED, true,
+     "The connection handshake failed after it started: error FI_ECONNABORTED."},
+    {RDMA_CM_EVENT_UNREACHABLE, "RDMA_CM_EVENT_UNREACHABLE", cm_outcome::error, 0,
+     FI_EHOSTUNREACH, true,
+     "The remote CM did not answer (timeout) or cannot be reached: error FI_EHOSTUNREACH."},
+    {RDMA_CM_EVENT_REJECTED, "RDMA_CM_EVENT_REJECTED", cm_outcome::error, 0, FI_ECONNREFUSED,
+     true, "Error FI_ECONNREFUSED; prov_errno is the reject reason: 28 = the peer's fi_reject "
+           "(err_data = its data), 8 = nobody listens on that port."},
+    {RDMA_CM_EVENT_ESTABLISHED, "RDMA_CM_EVENT_ESTABLISHED", cm_outcome::connected, FI_CONNECTED,
+     0, false, "FI_CONNECTED on both sides; the active side gets the accept data after the "
+               "record, the passive side none."},
+    {RDMA_CM_EVENT_DISCONNECTED, "RDMA_CM_EVENT_DISCONNECTED", cm_outcome::shutdown, FI_SHUTDOWN,
+     0, true, "FI_SHUTDOWN on both sides, including the one that called fi_shutdown."},
+    {RDMA_CM_EVENT_DEVICE_REMOVAL, "RDMA_CM_EVENT_DEVICE_REMOVAL", cm_outcome::removal, 0,
+     FI_ENODEV, true, "Error FI_ENODEV on every endpoint and listener of the device, then "
+                      "nothing more from them; the application closes them."},
+    {RDMA_CM_EVENT_MULTICAST_JOIN, "RDMA_CM_EVENT_MULTICAST_JOIN", cm_outcome::internal, 0, 0,
+     false, "Not used (evd joins no multicast group). Logged and dropped."},
+    {RDMA_CM_EVENT_MULTICAST_ERROR, "RDMA_CM_EVENT_MULTICAST_ERROR", cm_outcome::internal, 0, 0,
+     false, "Not used (evd joins no multicast group). Logged and dropped."},
+    {RDMA_CM_EVENT_ADDR_CHANGE, "RDMA_CM_EVENT_ADDR_CHANGE", cm_outcome::internal, 0, 0, false,
+     "The local address moved to another device; logged. Established connections keep "
+     "their QP until it fails."},
+    {RDMA_CM_EVENT_TIMEWAIT_EXIT, "RDMA_CM_EVENT_TIMEWAIT_EXIT", cm_outcome::internal, 0, 0,
+     false, "The QP left time-wait after a disconnect; nothing to report (FI_SHUTDOWN was "
+            "already delivered)."},
+};
+static_assert(sizeof(kRows) / sizeof(kRows[0]) == RDMA_CM_EVENT_TIMEWAIT_EXIT + 1,
+              "one row per rdma_cm_event_type");
+
+constexpr cm_row kUnknown = {static_cast<enum rdma_cm_event_type>(-1), "unknown",
+                             cm_outcome::internal, 0, 0, false,
+                             "An event this build does not know: logged and dropped."};
+
+}  // namespace
+
+const cm_row* cm_table(size_t* n) {
+    if (n) *n = sizeof(kRows) / sizeof(kRows[0]);
+    return kRows;
+}
+
+const cm_row& cm_row_for(int event) {
+    for (const cm_row& r : kRows)
+        if (static_cast<int>(r.event) == event) return r;
+    return kUnknown;
+}
+
+const char* cm_outcome_name(cm_outcome o) {
+    switch (o) {
+        case cm_outcome::connreq: return "FI_CONNREQ";
+        case cm_outcome::connected: return "FI_CONNECTED";
+        case cm_outcome::shutdown: return "FI_SHUTDOWN";
+        case cm_outcome::error: return "error";
+        case cm_outcome::removal: return "error on every ep/pep";
+        case cm_outcome::resolve_route: return "internal: resolve route";
+        case cm_outcome::send_connect: return "internal: connect";
+        case cm_outcome::internal: return "internal";
+    }
+    return "?";
+}
+
+// ------------------------------------------------------------------ private data
+int cm_pack(uint8_t* out, size_t cap, const void* data, size_t len) {
+    if (len > kCmDataMax || cap < kCmHdrLen + len || (len && !data)) return -FI_EINVAL;
+    out[0] = kCmMagic0;
+    out[1] = kCmMagic1;
+    out[2] = kCmVersion;
+    out[3] = static_cast<uint8_t>(len);
+    if (len) std::memcpy(out + kCmHdrLen, data, len);
+    return static_cast<int>(kCmHdrLen + len);
+}
+
+int cm_unpack(const void* pd, size_t pd_len, const uint8_t** data, size_t* len) {
+    *data = nullptr;
+    *len = 0;
+    if (!pd || pd_len < kCmHdrLen) return -FI_EINVAL;
+    const auto* b = static_cast<const uint8_t*>(pd);
+    if (b[0] != kCmMagic0 || b[1] != kCmMagic1 || b[2] != kCmVersion) return -FI_EINVAL;
+    size_t n = b[3];
+    if (n > pd_len - kCmHdrLen) return -FI_EINVAL;
+    *data = n ? b + kCmHdrLen : nullptr;
+    *len = n;
+    return 0;
+}
+
+// ------------------------------------------------------------------ translation
+cm_action cm_translate(const struct rdma_cm_event& ev) {
+    cm_action a;
+    a.row = &cm_row_for(ev.event);
+    a.prov_errno = ev.status;
+    bool carries_data = false;
+    switch (ev.event) {
+        case RDMA_CM_EVENT_CONNECT_REQUEST:
+        case RDMA_CM_EVENT_ESTABLISHED:
+            carries_data = true;
+            break;
+        case RDMA_CM_EVENT_REJECTED:
+            a.peer_reject = ev.status == kRejConsumer;
+            carries_data = a.peer_reject;
+            break;
+        default:
+            break;
+    }
+    if (carries_data) {
+        const void* pd = ev.param.conn.private_data;
+        size_t pd_len = pd ? ev.param.conn.private_data_len : 0;
+        if (ev.event == RDMA_CM_EVENT_ESTABLISHED && pd_len == 0) {
+            // the passive side's ESTABLISHED carries nothing: not an error
+            a.data_ok = true;
+        } else {
+            a.data_ok = cm_unpack(pd, pd_len, &a.data, &a.data_len) == 0;
+        }
+    }
+    return a;
+}
+
+// ------------------------------------------------------------------ addresses
+size_t cm_addrlen(const struct sockaddr* sa) {
+    if (!sa) return 0;
+    switch (sa->sa_family) {
+        case AF_INET: return sizeof(struct sockaddr_in);
+        case AF_INET6: return sizeof(struct sockaddr_in6);
+        case AF_IB: return sizeof(struct sockaddr_ib);
+        default: return 0;
+    }
+}
+
+int cm_copy_addr(const struct sockaddr* sa, void* addr, size_t* addrlen) {
+    if (!addrlen) return -FI_EINVAL;
+    size_t need = cm_addrlen(sa);
+    if (!need) return -FI_EADDRNOTAVAIL;
+    size_t have = *addrlen;
+    *addrlen = need;
+    if (have < need || !addr) {
+        if (addr && have) std::memcpy(addr, sa, have);
+        return -FI_ETOOSMALL;
+    }
+    std::memcpy(addr, sa, need);
+    return 0;
+}
+
+// ------------------------------------------------------------------ channels
+namespace {
+
+std::mutex g_chan_mu;
+std::unordered_map<eq*, cm_chan*>& chan_table() {
+    static auto* t = new std::unordered_map<eq*, cm_chan*>();  // lives to exit
+    return *t;
+}
+
+cm_stats g_stats;
+
+void dispatch(cm_chan* c, struct rdma_cm_event* ev) {
+    g_stats.events.fetch_add(1, std::memory_order_relaxed);
+    cm_action a = cm_translate(*ev);
+    struct rdma_cm_id* destroy = nullptr;
+    {
+        std::lock_guard lk(c->mu);
+        struct rdma_cm_id* owner_id =
+            ev->event == RDMA_CM_EVENT_CONNECT_REQUEST ? ev->listen_id : ev->id;
+        auto* owner = owner_id ? static_cast<cm_owner*>(owner_id->context) : nullptr;
+        if (!owner) {
+            g_stats.orphaned.fetch_add(1, std::memory_order_relaxed);
+            EVD_DBG(FI_LOG_EP_CTRL, "rdma_cm %s for an id nobody owns anymore: dropped\n",
+                    a.row->name);
+            if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+                rdma_reject(ev->id, nullptr, 0);
+                destroy = ev->id;
+            }
+        } else {
+            switch (owner->okind) {
+                case cm_owner_kind::pep:
+                    destroy = pep_cm_event(reinterpret_cast<pep*>(
+                                               reinterpret_cast<char*>(owner) -
+                                               offsetof(pep, owner)),
+                                           ev, a, c);
+                    break;
+                case cm_owner_kind::connreq:
+                    destroy = connreq_cm_event(
+                        reinterpret_cast<connreq*>(reinterpret_cast<char*>(owner) -
+                                                   offsetof(connreq, owner)),
+                        ev, a);
+                    break;
+                case cm_owner_kind::ep:
+                    destroy = ep_cm_event(reinterpret_cast<ep*>(reinterpret_cast<char*>(owner) -
+                                                                offsetof(ep, owner)),
+                                          ev, a);
+                    break;
+            }
+        }
+        rdma_ack_cm_event(ev);
+    }
+    if (destroy) rdma_destroy_id(destroy);
+}
+
+void chan_progress(eq_source* src) {
+    auto* c = static_cast<cm_chan*>(src->arg);
+    for (;;) {
+        struct rdma_cm_event* ev = nullptr;
+        if (rdma_get_cm_event(c->ch, &ev)) break;  // EAGAIN: drained
+        dispatch(c, ev);
+    }
+}
+
+}  // namespace
+
+cm_stats& cm_get_stats() { return g_stats; }
+
+void cm_chan_ref(cm_chan* c) {
+    std::lock_guard lk(g_chan_mu);
+    c->refs++;
+}
+
+int cm_post_err(eq* q, struct fid* f, int err, int prov_errno, const void* data, size_t len) {
+    if (!q) {
+        EVD_WARN(FI_LOG_EP_CTRL, "error %d (%s) for fid %p: no EQ bound, dropped\n", err,
+                 fi_strerror(err), static_cast<void*>(f));
+        return -FI_ENOEQ;
+    }
+    struct fi_eq_err_entry e = {};
+    e.fid = f;
+    e.context = f ? f->context : nullptr;
+    e.err = err;
+    e.prov_errno = prov_errno;
+    return eq_post_err(q, e, data, data ? len : 0);
+}
+
+int cm_post_cm(eq* q, uint32_t event, struct fid* f, struct fi_info* info, const void* data,
+               size_t len) {
+    if (!q) {
+        EVD_WARN(FI_LOG_EP_CTRL, "event %u for fid %p: no EQ bound, dropped\n", event,
+                 static_cast<void*>(f));
+        return -FI_ENOEQ;
+    }
+    alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+    if (len > 256) len = 256;
+    auto* ent = reinterpret_cast<struct fi_eq_cm_entry*>(buf);
+    ent->fid = f;
+    ent->info = info;
+    if (len && data) std::memcpy(ent->data, data, len);
+    else len = 0;
+    return eq_post(q, event, buf, sizeof(struct fi_eq_cm_entry) + len);
+}
+
+cm_chan* cm_chan_get(eq* q, int* err) {
+    std::lock_guard lk(g_chan_mu);
+    auto& t = chan_table();
+    auto it = t.find(q);
+    if (it != t.end()) {
+        it->second->refs++;
+        return it->second;
+    }
+    auto* c = new (std::nothrow) cm_chan();
+    if (!c) {
+        *err = -FI_ENOMEM;
+        return nullptr;
+    }
+    c->ch = rdma_create_event_channel();
+    if (!c->ch) {
+        *err = fi_err(errno);
+        EVD_WARN(FI_LOG_EP_CTRL, "rdma_create_event_channel: %s\n", strerror(errno));
+        delete c;
+        return nullptr;
+    }
+    int fl = fcntl(c->ch->fd, F_GETFL);
+    if (fl < 0 || fcntl(c->ch->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        *err = fi_err(errno);
+        rdma_destroy_event_channel(c->ch);
+        delete c;
+        return nullptr;
+    }
+    c->q = q;
+    c->src.fd = c->ch->fd;
+    c->src.progress = chan_progress;
+    c->src.arg = c;
+    int ret = eq_add_source(q, &c->src);
+    if (ret) {
+        *err = ret;
+        rdma_destroy_event_channel(c->ch);
+        delete c;
+        return nullptr;
+    }
+    c->refs = 1;
+    t.emplace(q, c);
+    return c;
+}
+
+void cm_chan_put(cm_chan* c) {
+    if (!c) return;
+    {
+        std::lock_guard lk(g_chan_mu);
+        if (--c->refs > 0) return;
+        chan_table().erase(c->q);
+    }
+    eq_remove_source(c->q, &c->src);
+    // Every id on the channel is gone (each holds a ref), so this succeeds.
+    // Events still queued for destroyed ids were acked by rdma_destroy_id.
+    struct rdma_cm_event* ev = nullptr;
+    while (!rdma_get_cm_event(c->ch, &ev)) rdma_ack_cm_event(ev);
+    rdma_destroy_event_channel(c->ch);
+    delete c;
+}
+
+}  // namespace evd

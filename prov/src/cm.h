@@ -1,3 +1,143 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Connection management: rdma_cm events to EQ records (cm.cpp).
+//
+//  * The translation rdma_cm event -> EQ outcome is DATA: cm_table(), one row
+//    per enum rdma_cm_event_type, tested by test/unit/cm_table.cpp and
+//    printed in fi_evd(7) (man/parts/cm.7).
+//  * evd prefixes its own 4-byte header to the private data of every
+//    connect/accept/reject so the receiver can tell how many user bytes were
+//    sent (IB CM pads private data) and reject garbage from the network.
+//  * One rdma_event_channel per EQ (cm_chan), created when the first pep/ep
+//    binds to that EQ and registered as an EQ source: rdma_cm events advance
+//    when the application reads or waits on the EQ.
 #pragma once
+
+#include <rdma/rdma_cma.h>
+
+#include <mutex>
+
+#include "eq.h"
 #include "evd.h"
+
+namespace evd {
+
+struct eq;
+struct pep;
+struct ep;
+struct connreq;
+
+// ------------------------------------------------------------------ private data
+// Wire header in front of the user's connection data: magic "ev", version,
+// user length. Everything after it up to `len` is the user's.
+inline constexpr uint8_t kCmMagic0 = 0x65;  // 'e'
+inline constexpr uint8_t kCmMagic1 = 0x76;  // 'v'
+inline constexpr uint8_t kCmVersion = 1;
+inline constexpr size_t kCmHdrLen = 4;
+
+// Private data the transport carries per message for rdma_cm on IB/RoCE RC
+// (IB CM REQ 92 bytes of which rdma_cm takes 36 for its IP header; REP 196;
+// REJ 148). iWARP (MPA) allows more; evd advertises the IB/RoCE numbers.
+inline constexpr size_t kCmReqSpace = 56;
+inline constexpr size_t kCmRepSpace = 196;
+inline constexpr size_t kCmRejSpace = 148;
+// The largest user payload of fi_connect, fi_accept and fi_reject alike
+// (FI_OPT_CM_DATA_SIZE, ep_attr->max_cm_data_size): the smallest message
+// (REQ) minus evd's header. More is -FI_EINVAL.
+inline constexpr size_t kCmDataMax = kCmReqSpace - kCmHdrLen;  // 52
+
+// Writes header + data into out (capacity cap). Returns the byte count, or
+// -FI_EINVAL when len > kCmDataMax (or cap too small).
+int cm_pack(uint8_t* out, size_t cap, const void* data, size_t len);
+// Validates untrusted private data. On success *data/*len give the user
+// bytes (inside pd) and 0 is returned; -FI_EINVAL when there is no valid
+// evd header or its length runs past pd_len.
+int cm_unpack(const void* pd, size_t pd_len, const uint8_t** data, size_t* len);
+
+// ------------------------------------------------------------------ translation table
+enum class cm_outcome : int {
+    connreq,        // FI_CONNREQ on the listener's EQ
+    connected,      // FI_CONNECTED on the endpoint
+    shutdown,       // FI_SHUTDOWN (terminal)
+    error,          // fi_eq_err_entry on the endpoint (terminal)
+    removal,        // error on every ep/pep of the device, then nothing more
+    resolve_route,  // internal: continue fi_connect with rdma_resolve_route
+    send_connect,   // internal: continue fi_connect with rdma_connect
+    internal,       // handled inside evd, no record
+};
+
+struct cm_row {
+    enum rdma_cm_event_type event;
+    const char* name;        // "RDMA_CM_EVENT_..."
+    cm_outcome outcome;
+    uint32_t fi_event;       // FI_CONNREQ / FI_CONNECTED / FI_SHUTDOWN, 0 for errors
+    int fi_err;              // positive FI_E* for error outcomes, else 0
+    bool terminal;           // ends the endpoint (at most one terminal event)
+    const char* doc;         // one line for fi_evd(7)
+};
+
+// Every rdma_cm_event_type of the installed rdma_cma.h, in enum order.
+const cm_row* cm_table(size_t* n);
+// The row for an event; an unknown value gets a synthetic "unknown" row
+// (outcome internal, logged).
+const cm_row& cm_row_for(int event);
+const char* cm_outcome_name(cm_outcome o);
+
+// What one rdma_cm event means to evd (pure: no rdma-core calls).
+struct cm_action {
+    const cm_row* row = nullptr;
+    int prov_errno = 0;            // rdma_cm's status, kept verbatim
+    bool peer_reject = false;      // REJECTED by the peer's fi_reject (not transport)
+    bool data_ok = true;           // private data carried a valid evd header
+    const uint8_t* data = nullptr; // user bytes inside the event's private data
+    size_t data_len = 0;
+};
+// IB CM reject reason rdma_cm reports as status when the peer's
+// application rejected (consumer-defined); 8 = no listener on the port.
+inline constexpr int kRejConsumer = 28;
+inline constexpr int kRejNoListener = 8;
+
+cm_action cm_translate(const struct rdma_cm_event& ev);
+
+// ------------------------------------------------------------------ channels
+struct cm_chan {
+    struct rdma_event_channel* ch = nullptr;
+    eq* q = nullptr;
+    std::mutex mu;  // dispatch vs. owners detaching (order: cm_chan::mu -> ep::mu)
+    int refs = 0;   // guarded by the global channel table lock
+    eq_source src;  // fd = ch->fd, registered with q
+};
+
+// Channel of EQ q (created and registered with q on first use); +1 ref.
+// nullptr with *err set on failure.
+cm_chan* cm_chan_get(eq* q, int* err);
+void cm_chan_put(cm_chan* c);
+void cm_chan_ref(cm_chan* c);  // another id now lives on c
+
+// Posts an error record for fid f (context = f->context) to q.
+int cm_post_err(eq* q, struct fid* f, int err, int prov_errno, const void* data, size_t len);
+// Posts FI_CONNREQ / FI_CONNECTED / FI_SHUTDOWN with data after the record.
+int cm_post_cm(eq* q, uint32_t event, struct fid* f, struct fi_info* info, const void* data,
+               size_t len);
+
+// Counters for tests and fi_evd(7) (debugging).
+struct cm_stats {
+    std::atomic<uint64_t> events{0};       // rdma_cm events read
+    std::atomic<uint64_t> orphaned{0};     // events for an id nobody owns anymore
+    std::atomic<uint64_t> bad_connreq{0};  // requests rejected for malformed data
+};
+cm_stats& cm_get_stats();
+
+// ------------------------------------------------------------------ handlers
+// Called by the channel's progress with cm_chan::mu held; return an id to
+// destroy after the event is acknowledged (or nullptr).
+struct rdma_cm_id* pep_cm_event(pep* p, struct rdma_cm_event* ev, const cm_action& a,
+                                cm_chan* c);
+struct rdma_cm_id* connreq_cm_event(connreq* r, struct rdma_cm_event* ev, const cm_action& a);
+struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a);
+
+// Sockaddr length by family (0 if unknown).
+size_t cm_addrlen(const struct sockaddr* sa);
+// Copies an address out for fi_getname/fi_getpeer (-FI_ETOOSMALL semantics).
+int cm_copy_addr(const struct sockaddr* sa, void* addr, size_t* addrlen);
+
+}  // namespace evd

@@ -95,7 +95,10 @@ struct ep {
     // --- connection management (ep_msg.cpp / cm.cpp)
     struct rdma_cm_id* id = nullptr;
     connreq* creq = nullptr;              // adopted FI_CONNREQ handle (passive side)
+    bool from_connreq = false;            // opened from an FI_CONNREQ info (fi_accept ok)
+    std::atomic<bool> gone{false};        // that request ended before fi_accept
     std::atomic<eq*> eq_bound{nullptr};
+    uint64_t eq_flags = 0;                // flags of fi_ep_bind(ep, eq, flags)
     cm_chan* chan = nullptr;              // the channel `id` lives on
     std::atomic<int> state{static_cast<int>(ep_state::idle)};
     std::atomic<bool> terminal{false};    // one terminal event already posted

@@ -1,6 +1,782 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Active MSG endpoints: lifetime, bindings, QP creation and the connection
+// half (fi_connect, fi_accept, fi_shutdown, names, options) driven by
+// rdma_cm events read on the bound EQ. Data ops: ep_data.cpp.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "cm.h"
+#include "cq.h"
+#include "devctx.h"
+#include "domain.h"
 #include "ep.h"
+#include "eq.h"
 
 namespace evd {
-int ep_open(struct fid_domain*, struct fi_info*, struct fid_ep**, void*) { return -FI_ENOSYS; }
+
+namespace {
+
+ep_state state_of(const ep* e) { return static_cast<ep_state>(e->state.load()); }
+void set_state(ep* e, ep_state s) { e->state.store(static_cast<int>(s)); }
+
+// The source address the kernel would use to reach dst (no packet is sent).
+bool route_source(const struct sockaddr* dst, struct sockaddr_storage* out) {
+    size_t len = cm_addrlen(dst);
+    if (!len || (dst->sa_family != AF_INET && dst->sa_family != AF_INET6)) return false;
+    int s = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return false;
+    struct sockaddr_storage tmp;
+    std::memcpy(&tmp, dst, len);
+    // any port will do for a route lookup
+    if (dst->sa_family == AF_INET)
+        reinterpret_cast<struct sockaddr_in*>(&tmp)->sin_port = htons(9);
+    else
+        reinterpret_cast<struct sockaddr_in6*>(&tmp)->sin6_port = htons(9);
+    bool ok = connect(s, reinterpret_cast<struct sockaddr*>(&tmp), len) == 0;
+    socklen_t ol = sizeof(*out);
+    ok = ok && getsockname(s, reinterpret_cast<struct sockaddr*>(out), &ol) == 0;
+    close(s);
+    if (ok) {
+        if (out->ss_family == AF_INET)
+            reinterpret_cast<struct sockaddr_in*>(out)->sin_port = 0;
+        else
+            reinterpret_cast<struct sockaddr_in6*>(out)->sin6_port = 0;
+    }
+    return ok;
+}
+
+// Binds an active endpoint's id to its source address so that id->verbs is
+// known (and the QP can be created) before any rdma_cm round trip.
+int bind_source(ep* e, const struct sockaddr* dst) {
+    if (e->id->verbs) return 0;
+    struct sockaddr_storage src = {};
+    auto* given = static_cast<const struct sockaddr*>(e->info->src_addr);
+    if (given && cm_addrlen(given)) {
+        std::memcpy(&src, given, cm_addrlen(given));
+        // an active endpoint takes an ephemeral port
+        if (src.ss_family == AF_INET)
+            reinterpret_cast<struct sockaddr_in*>(&src)->sin_port = 0;
+        else if (src.ss_family == AF_INET6)
+            reinterpret_cast<struct sockaddr_in6*>(&src)->sin6_port = 0;
+    } else if (!dst || !route_source(dst, &src)) {
+        return 0;  // the device becomes known at ADDR_RESOLVED
+    }
+    if (rdma_bind_addr(e->id, reinterpret_cast<struct sockaddr*>(&src))) {
+        int err = errno;
+        EVD_WARN(FI_LOG_EP_CTRL, "rdma_bind_addr(source): %s\n", strerror(err));
+        return fi_err(err);
+    }
+    return 0;
+}
+
+uint32_t clamp_u32(size_t v, uint32_t lo, uint32_t hi) {
+    if (v < lo) return lo;
+    if (v > hi) return hi;
+    return static_cast<uint32_t>(v);
+}
+
+// Creates the RC QP on e->id (device known, CQs bound). Caller holds e->mu.
+int create_qp(ep* e) {
+    if (e->qp) return 0;
+    if (!e->id || !e->id->verbs) return -FI_EOPBADSTATE;
+    domain* d = e->dom;
+    if (e->id->verbs != d->dev->verbs) {
+        EVD_WARN(FI_LOG_EP_CTRL,
+                 "endpoint address is on device %s but its domain is %s\n",
+                 ibv_get_device_name(e->id->verbs->device), d->dev->name.c_str());
+        return -FI_EINVAL;
+    }
+    const struct ibv_device_attr& da = d->dev->attr.orig_attr;
+    uint32_t max_wr = da.max_qp_wr > 0 ? static_cast<uint32_t>(da.max_qp_wr) : 1024;
+    uint32_t max_sge = da.max_sge > 0 ? static_cast<uint32_t>(da.max_sge) : 1;
+    struct ibv_qp_init_attr a = {};
+    a.qp_context = e;
+    a.qp_type = IBV_QPT_RC;
+    a.sq_sig_all = 0;
+    a.send_cq = cq_ibv(e->tx_cq);
+    a.recv_cq = cq_ibv(e->rx_cq);
+    a.srq = e->srx_fid ? srx_ibv(e->srx_fid) : nullptr;
+    const fi_tx_attr* tx = e->info->tx_attr;
+    const fi_rx_attr* rx = e->info->rx_attr;
+    a.cap.max_send_wr = clamp_u32(tx && tx->size ? tx->size : 256, 1, max_wr);
+    a.cap.max_send_sge = clamp_u32(tx && tx->iov_limit ? tx->iov_limit : 1, 1, max_sge);
+    a.cap.max_inline_data = tx ? static_cast<uint32_t>(tx->inject_size) : 0;
+    if (!a.srq) {
+        a.cap.max_recv_wr = clamp_u32(rx && rx->size ? rx->size : 256, 1, max_wr);
+        a.cap.max_recv_sge = clamp_u32(rx && rx->iov_limit ? rx->iov_limit : 1, 1, max_sge);
+    }
+    if (!a.send_cq || !a.recv_cq) {
+        EVD_WARN(FI_LOG_EP_CTRL, "endpoint needs a transmit and a receive CQ bound\n");
+        return -FI_ENOCQ;
+    }
+    if (rdma_create_qp(e->id, d->pd, &a)) {
+        int err = errno;
+        EVD_WARN(FI_LOG_EP_CTRL,
+                 "rdma_create_qp(send_wr %u recv_wr %u send_sge %u recv_sge %u inline %u): %s\n",
+                 a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge, a.cap.max_recv_sge,
+                 a.cap.max_inline_data, strerror(err));
+        return fi_err(err);
+    }
+    e->qp = e->id->qp;
+    async_target t;
+    t.fid = &e->fid.fid;
+    t.context = e->fid.fid.context;
+    t.route = ep_route_eq;
+    t.owner = e;
+    t.claim_terminal = ep_claim_terminal_cb;
+    t.eq_flags = e->eq_flags;
+    devctx_register(d->dev, &devctx::qps, e->qp, t);
+    int ret = cq_attach_qp(e->tx_cq, e->qp->qp_num, e);
+    if (!ret && e->rx_cq != e->tx_cq) ret = cq_attach_qp(e->rx_cq, e->qp->qp_num, e);
+    if (ret && ret != -FI_ENOSYS)
+        EVD_WARN(FI_LOG_EP_CTRL, "cq_attach_qp: %d (fatal completions not routed)\n", ret);
+    e->qp_ready.store(true, std::memory_order_release);
+    return 0;
+}
+
+void fill_conn_param(struct rdma_conn_param* p, const uint8_t* data, size_t len) {
+    std::memset(p, 0, sizeof(*p));
+    p->private_data = data;
+    p->private_data_len = static_cast<uint8_t>(len);
+    p->responder_resources = RDMA_MAX_RESP_RES;  // librdmacm: the device maximum
+    p->initiator_depth = RDMA_MAX_INIT_DEPTH;
+    p->flow_control = 1;
+    p->retry_count = 7;
+    p->rnr_retry_count = 7;  // retry receiver-not-ready forever, like other MSG providers
+}
+
+int do_enable(ep* e) {
+    if (e->enabled) return 0;
+    if (!e->eq_bound.load()) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: no EQ bound\n");
+        return -FI_ENOEQ;
+    }
+    if (!e->tx_cq || !e->rx_cq) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: bind a transmit and a receive CQ first\n");
+        return -FI_ENOCQ;
+    }
+    int ret = bind_source(e, static_cast<const struct sockaddr*>(e->info->dest_addr));
+    if (ret) return ret;
+    if (e->id->verbs) {
+        ret = create_qp(e);
+        if (ret) return ret;
+    }
+    e->enabled = true;
+    return 0;
+}
+
+void post_terminal_err(ep* e, int err, int prov_errno, const void* data, size_t len) {
+    set_state(e, ep_state::error);
+    cm_post_err(ep_route_eq(e), &e->fid.fid, err, prov_errno, data, len);
+}
+
+// ------------------------------------------------------------------ entry points
+int ep_close(struct fid* f) {
+    return guard([&] {
+        ep* e = ep_from_fid(f);
+        if (!e) return -FI_EINVAL;
+        if (e->refs.busy()) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_close(ep): %d objects still bound to it\n",
+                     e->refs.n.load());
+            return -FI_EBUSY;
+        }
+        if (e->chan && e->id) {
+            std::lock_guard lk(e->chan->mu);
+            e->id->context = nullptr;  // no more dispatch to e
+        }
+        if (e->qp) {
+            devctx_unregister(e->dom->dev, &devctx::qps, e->qp);
+            cq_detach_qp(e->tx_cq, e->qp->qp_num);
+            if (e->rx_cq != e->tx_cq) cq_detach_qp(e->rx_cq, e->qp->qp_num);
+        }
+        ep_data_close(e);
+        e->qp_ready.store(false);
+        if (e->qp) rdma_destroy_qp(e->id);
+        e->qp = nullptr;
+        if (e->id) rdma_destroy_id(e->id);
+        e->id = nullptr;
+        if (e->chan) cm_chan_put(e->chan);
+        if (e->creq) {
+            if (e->creq->eq_bound) eq_bind_unref(e->creq->eq_bound);
+            e->creq->fid.fclass = 0;
+            delete e->creq;
+        }
+        if (e->tx_cq) cq_bind_unref(e->tx_cq);
+        if (e->rx_cq) cq_bind_unref(e->rx_cq);
+        if (e->srx_fid) srx_bind_unref(e->srx_fid);
+        if (eq* q = e->eq_bound.load()) {
+            devctx_detach_eq(e->dom->dev, q);
+            eq_bind_unref(q);
+        }
+        if (e->suppressed.load())
+            EVD_DBG(FI_LOG_EP_CTRL, "ep %p closed; %lu later terminal causes suppressed\n",
+                    static_cast<void*>(e), static_cast<unsigned long>(e->suppressed.load()));
+        e->dom->refs.put();
+        fi_freeinfo(e->info);
+        e->tag = kind{0};
+        delete e;
+        return 0;
+    });
+}
+
+int bind_eq(ep* e, struct fid* bfid, uint64_t flags) {
+    eq* q = eq_from_fid(bfid);
+    if (!q) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: not an evd EQ\n");
+        return -FI_EINVAL;
+    }
+    if (e->eq_bound.load()) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: an EQ is already bound\n");
+        return -FI_EINVAL;
+    }
+    int err = 0;
+    cm_chan* c = cm_chan_get(q, &err);
+    if (!c) return err;
+    if (e->id && e->chan != c) {
+        // adopted from a connection request on the listener's EQ: move it
+        if (rdma_migrate_id(e->id, c->ch)) {
+            int m = errno;
+            EVD_WARN(FI_LOG_EP_CTRL, "rdma_migrate_id: %s\n", strerror(m));
+            cm_chan_put(c);
+            return fi_err(m);
+        }
+        cm_chan* old = e->chan;
+        e->chan = c;
+        cm_chan_put(old);
+    } else if (e->id) {
+        cm_chan_put(c);  // already on this channel (holds its ref)
+    } else {
+        struct rdma_cm_id* id = nullptr;
+        if (rdma_create_id(c->ch, &id, &e->owner, RDMA_PS_TCP)) {
+            int m = errno;
+            EVD_WARN(FI_LOG_EP_CTRL, "rdma_create_id: %s\n", strerror(m));
+            cm_chan_put(c);
+            return fi_err(m);
+        }
+        e->id = id;
+        e->chan = c;
+    }
+    if (e->creq) {  // the id now lives on e's own binding
+        if (e->creq->eq_bound) eq_bind_unref(e->creq->eq_bound);
+        e->creq->fid.fclass = 0;
+        delete e->creq;
+        e->creq = nullptr;
+    }
+    eq_bind_ref(q);
+    int ret = devctx_attach_eq(e->dom->dev, q);
+    if (ret && ret != -FI_ENOSYS)
+        EVD_INFO(FI_LOG_EP_CTRL, "devctx_attach_eq: %d (async events read elsewhere)\n", ret);
+    e->eq_flags = flags;
+    e->eq_bound.store(q);
+    return 0;
+}
+
+int bind_cq(ep* e, struct fid* bfid, uint64_t flags) {
+    cq* c = cq_from_fid(bfid);
+    if (!c) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: not an evd CQ\n");
+        return -FI_EINVAL;
+    }
+    if (cq_domain(c) != &e->dom->fid) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: the CQ belongs to another domain\n");
+        return -FI_EINVAL;
+    }
+    if (!(flags & (FI_TRANSMIT | FI_RECV))) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind(CQ): flags need FI_TRANSMIT and/or FI_RECV\n");
+        return -FI_EINVAL;
+    }
+    if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind(CQ): unsupported flags 0x%lx\n",
+                 static_cast<unsigned long>(flags));
+        return -FI_EBADFLAGS;
+    }
+    if (((flags & FI_TRANSMIT) && e->tx_cq) || ((flags & FI_RECV) && e->rx_cq)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: a CQ is already bound for that direction\n");
+        return -FI_EINVAL;
+    }
+    if (flags & FI_TRANSMIT) {
+        e->tx_cq = c;
+        e->tx_flags = flags;
+        cq_bind_ref(c);
+    }
+    if (flags & FI_RECV) {
+        e->rx_cq = c;
+        e->rx_flags = flags;
+        cq_bind_ref(c);
+    }
+    return 0;
+}
+
+int ep_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
+    return guard([&] {
+        ep* e = ep_from_fid(f);
+        if (!e || !bfid) return -FI_EINVAL;
+        std::lock_guard lk(e->mu);
+        if (e->enabled && bfid->fclass != FI_CLASS_CNTR) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: endpoint already enabled\n");
+            return -FI_EOPBADSTATE;
+        }
+        switch (bfid->fclass) {
+            case FI_CLASS_EQ:
+                return bind_eq(e, bfid, flags);
+            case FI_CLASS_CQ:
+                return bind_cq(e, bfid, flags);
+            case FI_CLASS_SRX_CTX:
+                if (e->srx_fid || !srx_ibv(bfid)) {
+                    EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: bad or second shared receive context\n");
+                    return -FI_EINVAL;
+                }
+                e->srx_fid = bfid;
+                srx_bind_ref(bfid);
+                return 0;
+            case FI_CLASS_CNTR:
+                return ep_data_bind(e, bfid, flags);
+            default:
+                EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: cannot bind fclass %zu to an endpoint\n",
+                         bfid->fclass);
+                return -FI_EINVAL;
+        }
+    });
+}
+
+int ep_control(struct fid* f, int command, void* arg) {
+    return guard([&] {
+        ep* e = ep_from_fid(f);
+        if (!e) return -FI_EINVAL;
+        std::lock_guard lk(e->mu);
+        switch (command) {
+            case FI_ENABLE:
+                return do_enable(e);
+            case FI_GETOPSFLAG:
+            case FI_SETOPSFLAG: {
+                if (!arg) return -FI_EINVAL;
+                auto* fl = static_cast<uint64_t*>(arg);
+                bool tx = *fl & FI_TRANSMIT, rx = *fl & FI_RECV;
+                if (tx == rx) return -FI_EINVAL;
+                uint64_t& slot = tx ? e->op_flags_tx : e->op_flags_rx;
+                if (command == FI_GETOPSFLAG)
+                    *fl = (*fl & (FI_TRANSMIT | FI_RECV)) | slot;
+                else
+                    slot = *fl & ~(FI_TRANSMIT | FI_RECV);
+                return 0;
+            }
+            default:
+                return -FI_ENOSYS;
+        }
+    });
+}
+
+int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) {
+    return guard([&] {
+        if (!ep_from_fid(f) || !optlen) return -FI_EINVAL;
+        if (level != FI_OPT_ENDPOINT || optname != FI_OPT_CM_DATA_SIZE) return -FI_ENOPROTOOPT;
+        if (*optlen < sizeof(size_t) || !optval) {
+            *optlen = sizeof(size_t);
+            return -FI_ETOOSMALL;
+        }
+        *static_cast<size_t*>(optval) = kCmDataMax;
+        *optlen = sizeof(size_t);
+        return 0;
+    });
+}
+
+int ep_setopt(fid_t f, int level, int optname, const void*, size_t) {
+    if (level == FI_OPT_ENDPOINT && optname == FI_OPT_CM_DATA_SIZE)
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_setopt(FI_OPT_CM_DATA_SIZE): read-only option\n");
+    return -FI_ENOPROTOOPT;
+}
+
+int ep_setname(fid_t f, void* addr, size_t addrlen) {
+    return guard([&] {
+        ep* e = ep_from_fid(f);
+        auto* sa = static_cast<const struct sockaddr*>(addr);
+        size_t n = cm_addrlen(sa);
+        if (!e || !n || addrlen < n) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_setname(ep): bad address or length %zu\n", addrlen);
+            return -FI_EINVAL;
+        }
+        std::lock_guard lk(e->mu);
+        if (e->enabled || (e->id && e->id->verbs)) return -FI_EOPBADSTATE;
+        void* p = std::malloc(n);
+        if (!p) return -FI_ENOMEM;
+        std::memcpy(p, sa, n);
+        std::free(e->info->src_addr);
+        e->info->src_addr = p;
+        e->info->src_addrlen = n;
+        return 0;
+    });
+}
+
+int ep_getname(fid_t f, void* addr, size_t* addrlen) {
+    return guard([&] {
+        ep* e = ep_from_fid(f);
+        if (!e || !addrlen) return -FI_EINVAL;
+        std::lock_guard lk(e->mu);
+        if (e->id && e->id->verbs)
+            return cm_copy_addr(rdma_get_local_addr(e->id), addr, addrlen);
+        return cm_copy_addr(static_cast<const struct sockaddr*>(e->info->src_addr), addr,
+                            addrlen);
+    });
+}
+
+int ep_getpeer(struct fid_ep* f, void* addr, size_t* addrlen) {
+    return guard([&] {
+        ep* e = ep_from_fid(&f->fid);
+        if (!e || !addrlen) return -FI_EINVAL;
+        std::lock_guard lk(e->mu);
+        auto st = state_of(e);
+        if (e->id && (st == ep_state::connected || st == ep_state::accepting ||
+                      st == ep_state::connecting))
+            return cm_copy_addr(rdma_get_peer_addr(e->id), addr, addrlen);
+        return cm_copy_addr(static_cast<const struct sockaddr*>(e->info->dest_addr), addr,
+                            addrlen);
+    });
+}
+
+int ep_connect(struct fid_ep* f, const void* addr, const void* param, size_t paramlen) {
+    return guard([&] {
+        ep* e = ep_from_fid(&f->fid);
+        if (!e) return -FI_EINVAL;
+        if (paramlen > kCmDataMax || (paramlen && !param)) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: %zu bytes of data, at most %zu allowed\n",
+                     paramlen, kCmDataMax);
+            return -FI_EINVAL;
+        }
+        std::lock_guard lk(e->mu);
+        if (e->creq) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_connect on an endpoint made for a connection request\n");
+            return -FI_EOPBADSTATE;
+        }
+        auto* dst = static_cast<const struct sockaddr*>(addr ? addr : e->info->dest_addr);
+        if (!cm_addrlen(dst)) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: no (or unsupported) destination address\n");
+            return -FI_EINVAL;
+        }
+        if (state_of(e) != ep_state::idle || e->terminal.load()) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: endpoint is not idle\n");
+            return -FI_EOPBADSTATE;
+        }
+        if (!e->enabled) {
+            // like other MSG providers, fi_connect enables an endpoint the
+            // application did not enable itself
+            if (!e->info->dest_addr) {
+                size_t n = cm_addrlen(dst);
+                e->info->dest_addr = std::malloc(n);
+                if (!e->info->dest_addr) return -FI_ENOMEM;
+                std::memcpy(e->info->dest_addr, dst, n);
+                e->info->dest_addrlen = n;
+            }
+            int ret = do_enable(e);
+            if (ret) return ret;
+        } else if (!e->id->verbs) {
+            int ret = bind_source(e, dst);
+            if (ret) return ret;
+            if (e->id->verbs && (ret = create_qp(e))) return ret;
+        }
+        int n = cm_pack(e->conn_data, sizeof(e->conn_data), param, paramlen);
+        if (n < 0) return n;
+        e->conn_data_len = static_cast<size_t>(n);
+        set_state(e, ep_state::resolving);
+        if (rdma_resolve_addr(e->id, nullptr, const_cast<struct sockaddr*>(dst),
+                              get_params().cm_timeout_ms)) {
+            int err = errno;
+            set_state(e, ep_state::idle);
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: rdma_resolve_addr: %s\n", strerror(err));
+            return fi_err(err);
+        }
+        return 0;
+    });
+}
+
+int ep_accept(struct fid_ep* f, const void* param, size_t paramlen) {
+    return guard([&] {
+        ep* e = ep_from_fid(&f->fid);
+        if (!e) return -FI_EINVAL;
+        if (paramlen > kCmDataMax || (paramlen && !param)) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: %zu bytes of data, at most %zu allowed\n",
+                     paramlen, kCmDataMax);
+            return -FI_EINVAL;
+        }
+        std::lock_guard lk(e->mu);
+        if (!e->from_connreq) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: endpoint was not opened from an FI_CONNREQ\n");
+            return -FI_EOPBADSTATE;
+        }
+        if (state_of(e) != ep_state::idle || e->terminal.load()) return -FI_EOPBADSTATE;
+        if (e->gone.load()) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: the peer gave up on this request\n");
+            return -FI_ECONNABORTED;
+        }
+        int ret = do_enable(e);
+        if (ret) return ret;
+        uint8_t buf[kCmHdrLen + kCmDataMax];
+        int n = cm_pack(buf, sizeof(buf), param, paramlen);
+        if (n < 0) return n;
+        struct rdma_conn_param cp;
+        fill_conn_param(&cp, buf, static_cast<size_t>(n));
+        set_state(e, ep_state::accepting);
+        if (rdma_accept(e->id, &cp)) {
+            int err = errno;
+            set_state(e, ep_state::idle);
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: rdma_accept: %s\n", strerror(err));
+            return fi_err(err);
+        }
+        return 0;
+    });
+}
+
+int ep_shutdown(struct fid_ep* f, uint64_t flags) {
+    return guard([&] {
+        ep* e = ep_from_fid(&f->fid);
+        if (!e) return -FI_EINVAL;
+        std::lock_guard lk(e->mu);
+        if (e->terminal.load()) return 0;  // already ended: its one event was delivered
+        auto st = state_of(e);
+        if (st == ep_state::idle || !e->id) return -FI_EOPBADSTATE;
+        // FI_SHUTDOWN arrives on both sides from RDMA_CM_EVENT_DISCONNECTED.
+        if (rdma_disconnect(e->id)) {
+            int err = errno;
+            EVD_INFO(FI_LOG_EP_CTRL, "fi_shutdown: rdma_disconnect: %s\n", strerror(err));
+            return fi_err(err);
+        }
+        return 0;
+    });
+}
+
+int ep_no_listen(struct fid_pep*) { return -FI_ENOSYS; }
+int ep_no_reject(struct fid_pep*, fid_t, const void*, size_t) { return -FI_ENOSYS; }
+int ep_no_join(struct fid_ep*, const void*, uint64_t, struct fid_mc**, void*) {
+    return -FI_ENOSYS;
+}
+ssize_t ep_no_cancel(fid_t, void*) { return -FI_ENOSYS; }
+int ep_no_tx_ctx(struct fid_ep*, int, struct fi_tx_attr*, struct fid_ep**, void*) {
+    return -FI_ENOSYS;
+}
+int ep_no_rx_ctx(struct fid_ep*, int, struct fi_rx_attr*, struct fid_ep**, void*) {
+    return -FI_ENOSYS;
+}
+ssize_t ep_no_size_left(struct fid_ep*) { return -FI_ENOSYS; }
+
+struct fi_ops ep_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = ep_close,
+    .bind = ep_bind,
+    .control = ep_control,
+    .ops_open = op_no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_ep ep_ep_ops = {
+    .size = sizeof(struct fi_ops_ep),
+    .cancel = ep_no_cancel,
+    .getopt = ep_getopt,
+    .setopt = ep_setopt,
+    .tx_ctx = ep_no_tx_ctx,
+    .rx_ctx = ep_no_rx_ctx,
+    .rx_size_left = ep_no_size_left,
+    .tx_size_left = ep_no_size_left,
+};
+
+struct fi_ops_cm ep_cm_ops = {
+    .size = sizeof(struct fi_ops_cm),
+    .setname = ep_setname,
+    .getname = ep_getname,
+    .getpeer = ep_getpeer,
+    .connect = ep_connect,
+    .listen = ep_no_listen,
+    .accept = ep_accept,
+    .reject = ep_no_reject,
+    .shutdown = ep_shutdown,
+    .join = ep_no_join,
+};
+
+}  // namespace
+
+// ------------------------------------------------------------------ rdma_cm events
+struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a) {
+    std::lock_guard lk(e->mu);
+    const cm_row& r = *a.row;
+    if (e->terminal.load() && r.outcome != cm_outcome::internal) {
+        e->suppressed.fetch_add(1, std::memory_order_relaxed);
+        EVD_DBG(FI_LOG_EP_CTRL, "ep %p: %s after its terminal event: suppressed\n",
+                static_cast<void*>(e), r.name);
+        return nullptr;
+    }
+    switch (r.outcome) {
+        case cm_outcome::resolve_route: {
+            if (state_of(e) != ep_state::resolving) break;
+            int ret = 0;
+            if (!e->qp) ret = create_qp(e);  // device known only now
+            if (!ret && rdma_resolve_route(e->id, get_params().cm_timeout_ms))
+                ret = fi_err(errno);
+            if (ret && ep_claim_terminal(e)) {
+                EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: after address resolution: %d\n", ret);
+                post_terminal_err(e, -ret, -ret, nullptr, 0);
+            }
+            break;
+        }
+        case cm_outcome::send_connect: {
+            if (state_of(e) != ep_state::resolving) break;
+            struct rdma_conn_param cp;
+            fill_conn_param(&cp, e->conn_data, e->conn_data_len);
+            set_state(e, ep_state::connecting);
+            if (rdma_connect(e->id, &cp)) {
+                int err = errno;
+                EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: rdma_connect: %s\n", strerror(err));
+                if (ep_claim_terminal(e)) post_terminal_err(e, FI_ECONNABORTED, err, nullptr, 0);
+            }
+            break;
+        }
+        case cm_outcome::connected: {
+            auto st = state_of(e);
+            if (st != ep_state::connecting && st != ep_state::accepting) {
+                EVD_WARN(FI_LOG_EP_CTRL, "ep %p: ESTABLISHED in state %d: ignored\n",
+                         static_cast<void*>(e), static_cast<int>(st));
+                break;
+            }
+            set_state(e, ep_state::connected);
+            const void* data = nullptr;
+            size_t len = 0;
+            if (st == ep_state::connecting) {  // the active side gets the accept data
+                if (a.data_ok) {
+                    data = a.data;
+                    len = a.data_len;
+                } else {
+                    EVD_WARN(FI_LOG_EP_CTRL,
+                             "accept data without a valid evd header: delivered as 0 bytes\n");
+                }
+            }
+            cm_post_cm(ep_route_eq(e), FI_CONNECTED, &e->fid.fid, nullptr, data, len);
+            break;
+        }
+        case cm_outcome::shutdown:
+            if (ep_claim_terminal(e)) {
+                set_state(e, ep_state::shutdown);
+                cm_post_cm(ep_route_eq(e), FI_SHUTDOWN, &e->fid.fid, nullptr, nullptr, 0);
+            }
+            break;
+        case cm_outcome::error:
+        case cm_outcome::removal:
+            if (ep_claim_terminal(e)) {
+                const void* data = a.peer_reject && a.data_ok ? a.data : nullptr;
+                EVD_INFO(FI_LOG_EP_CTRL, "ep %p: %s (status %d)\n", static_cast<void*>(e),
+                         r.name, a.prov_errno);
+                post_terminal_err(e, r.fi_err, a.prov_errno, data, data ? a.data_len : 0);
+            }
+            break;
+        case cm_outcome::connreq:
+        case cm_outcome::internal:
+            EVD_DBG(FI_LOG_EP_CTRL, "ep %p: %s (status %d)\n", static_cast<void*>(e), r.name,
+                    a.prov_errno);
+            break;
+    }
+    return nullptr;
+}
+
+// ------------------------------------------------------------------ shared helpers
+ep* ep_from_fid(struct fid* f) {
+    if (!f || f->fclass != FI_CLASS_EP) return nullptr;
+    return from_fid<ep>(reinterpret_cast<struct fid_ep*>(f));
+}
+
+bool ep_claim_terminal(ep* e) { return !e->terminal.exchange(true); }
+
+bool ep_claim_terminal_cb(void* owner) {
+    ep* e = static_cast<ep*>(owner);
+    bool won = ep_claim_terminal(e);
+    if (won)
+        set_state(e, ep_state::error);
+    else
+        e->suppressed.fetch_add(1, std::memory_order_relaxed);
+    return won;
+}
+
+void ep_terminal_error(ep* e, int err, int prov_errno, const char* why) {
+    if (!ep_claim_terminal(e)) {
+        e->suppressed.fetch_add(1, std::memory_order_relaxed);
+        EVD_DBG(FI_LOG_EP_CTRL, "ep %p: %s after its terminal event: suppressed\n",
+                static_cast<void*>(e), why ? why : "error");
+        return;
+    }
+    EVD_INFO(FI_LOG_EP_CTRL, "ep %p: terminal error %d (%s)\n", static_cast<void*>(e), err,
+             why ? why : "");
+    post_terminal_err(e, err, prov_errno, nullptr, 0);
+}
+
+eq* ep_route_eq(void* owner) {
+    ep* e = static_cast<ep*>(owner);
+    if (eq* q = e->eq_bound.load()) return q;
+    return e->dom ? e->dom->eq_bound.load() : nullptr;
+}
+
+// ------------------------------------------------------------------ fi_endpoint
+int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** out,
+            void* context) {
+    return guard([&] {
+        domain* d = domain_from_fid(dom_fid);
+        if (!d || !info || !out) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: domain, info and ep must be valid\n");
+            return -FI_EINVAL;
+        }
+        if (info->ep_attr && info->ep_attr->type != FI_EP_MSG &&
+            info->ep_attr->type != FI_EP_UNSPEC) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: only FI_EP_MSG is supported\n");
+            return -FI_EINVAL;
+        }
+        connreq* r = nullptr;
+        if (info->handle) {
+            if (info->handle->fclass != FI_CLASS_CONNREQ) {
+                EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: info->handle is not an FI_CONNREQ handle\n");
+                return -FI_EINVAL;
+            }
+            r = reinterpret_cast<connreq*>(info->handle);
+            if (!r->id) return -FI_EINVAL;
+            if (r->id->verbs != d->dev->verbs) {
+                EVD_WARN(FI_LOG_EP_CTRL,
+                         "fi_endpoint: the request arrived on %s, the domain is %s\n",
+                         ibv_get_device_name(r->id->verbs->device), d->dev->name.c_str());
+                return -FI_EINVAL;
+            }
+        }
+        auto* e = new ep;
+        e->info = fi_dupinfo(info);
+        if (!e->info) {
+            delete e;
+            return -FI_ENOMEM;
+        }
+        e->info->handle = nullptr;
+        e->fid.fid.fclass = FI_CLASS_EP;
+        e->fid.fid.context = context;
+        e->fid.fid.ops = &ep_fi_ops;
+        e->fid.ops = &ep_ep_ops;
+        e->fid.cm = &ep_cm_ops;
+        e->dom = d;
+        if (r) {
+            // adopt the request's id: its events now go to e
+            {
+                std::lock_guard lk(r->chan->mu);
+                r->id->context = &e->owner;
+                e->id = r->id;
+                r->id = nullptr;
+                e->gone.store(r->gone.load());
+            }
+            e->chan = r->chan;  // the request's channel ref moves to e
+            e->creq = r;        // keeps the listener's EQ bound until e binds its own
+            e->from_connreq = true;
+        }
+        d->refs.get();
+        ep_data_init(e);
+        *out = &e->fid;
+        return 0;
+    });
+}
+
 }  // namespace evd

@@ -1,6 +1,437 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Passive endpoints (fi_passive_ep, fi_listen, fi_reject) and the FI_CONNREQ
+// handle that wraps an incoming rdma_cm_id until it is accepted or rejected.
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "cm.h"
 #include "ep.h"
+#include "eq.h"
+#include "fabric.h"
 
 namespace evd {
-int pep_open(struct fid_fabric*, struct fi_info*, struct fid_pep**, void*) { return -FI_ENOSYS; }
+
+namespace {
+
+pep* pep_of(struct fid* f) {
+    if (!f || f->fclass != FI_CLASS_PEP) return nullptr;
+    return from_fid<pep>(reinterpret_cast<struct fid_pep*>(f));
+}
+
+uint32_t addr_format_of(const struct sockaddr* sa) {
+    switch (sa ? sa->sa_family : 0) {
+        case AF_INET: return FI_SOCKADDR_IN;
+        case AF_INET6: return FI_SOCKADDR_IN6;
+        case AF_IB: return FI_SOCKADDR_IB;
+        default: return FI_FORMAT_UNSPEC;
+    }
+}
+
+int set_addr(void** slot, size_t* slot_len, const struct sockaddr* sa) {
+    size_t n = cm_addrlen(sa);
+    if (!n) return -FI_EINVAL;
+    void* p = std::malloc(n);
+    if (!p) return -FI_ENOMEM;
+    std::memcpy(p, sa, n);
+    std::free(*slot);
+    *slot = p;
+    *slot_len = n;
+    return 0;
+}
+
+// Detaches a connreq's id from dispatch and frees everything it holds.
+// reject: send an (empty) reject first.
+void connreq_destroy(connreq* r, bool reject, const void* data, size_t len) {
+    struct rdma_cm_id* id = nullptr;
+    {
+        std::lock_guard lk(r->chan->mu);
+        id = r->id;
+        r->id = nullptr;
+        if (id) id->context = nullptr;
+    }
+    if (id) {
+        if (reject) {
+            uint8_t buf[kCmHdrLen + kCmDataMax];
+            int n = cm_pack(buf, sizeof(buf), data, len);
+            if (n < 0 || rdma_reject(id, buf, static_cast<uint8_t>(n)))
+                EVD_INFO(FI_LOG_EP_CTRL, "rdma_reject: %s\n", strerror(errno));
+        }
+        rdma_destroy_id(id);
+    }
+    cm_chan_put(r->chan);
+    if (r->eq_bound) eq_bind_unref(r->eq_bound);
+    r->fid.fclass = 0;
+    delete r;
+}
+
+int connreq_close(struct fid* f) {
+    return guard([&] {
+        if (!f || f->fclass != FI_CLASS_CONNREQ) return -FI_EINVAL;
+        // Closing an unanswered request refuses it.
+        connreq_destroy(reinterpret_cast<connreq*>(f), true, nullptr, 0);
+        return 0;
+    });
+}
+
+struct fi_ops connreq_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = connreq_close,
+    .bind = op_no_bind,
+    .control = op_no_control,
+    .ops_open = op_no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+// ------------------------------------------------------------------ entry points
+int pep_close(struct fid* f) {
+    return guard([&] {
+        pep* p = pep_of(f);
+        if (!p) return -FI_EINVAL;
+        if (p->id) {
+            {
+                std::lock_guard lk(p->chan->mu);
+                p->id->context = nullptr;
+            }
+            rdma_destroy_id(p->id);
+            p->id = nullptr;
+        }
+        if (p->chan) cm_chan_put(p->chan);
+        if (p->eq_bound) eq_bind_unref(p->eq_bound);
+        if (p->fab) p->fab->refs.put();
+        fi_freeinfo(p->info);
+        p->tag = kind{0};
+        delete p;
+        return 0;
+    });
+}
+
+int pep_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
+    return guard([&] {
+        pep* p = pep_of(f);
+        if (!p || !bfid) return -FI_EINVAL;
+        if (bfid->fclass != FI_CLASS_EQ) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_pep_bind: only an EQ can be bound (fclass %zu)\n",
+                     bfid->fclass);
+            return -FI_EINVAL;
+        }
+        eq* q = eq_from_fid(bfid);
+        if (!q) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_pep_bind: not an evd EQ\n");
+            return -FI_EINVAL;
+        }
+        std::lock_guard lk(p->mu);
+        if (p->eq_bound) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_pep_bind: an EQ is already bound\n");
+            return -FI_EINVAL;
+        }
+        int err = 0;
+        cm_chan* c = cm_chan_get(q, &err);
+        if (!c) return err;
+        struct rdma_cm_id* id = nullptr;
+        if (rdma_create_id(c->ch, &id, &p->owner, RDMA_PS_TCP)) {
+            int e = errno;
+            EVD_WARN(FI_LOG_EP_CTRL, "rdma_create_id: %s\n", strerror(e));
+            cm_chan_put(c);
+            return fi_err(e);
+        }
+        p->id = id;
+        p->chan = c;
+        p->eq_bound = q;
+        eq_bind_ref(q);
+        return 0;
+    });
+}
+
+int pep_control(struct fid* f, int command, void* arg) {
+    return guard([&] {
+        pep* p = pep_of(f);
+        if (!p) return -FI_EINVAL;
+        if (command == FI_BACKLOG) {
+            if (!arg) return -FI_EINVAL;
+            int b = *static_cast<int*>(arg);
+            if (b < 0) return -FI_EINVAL;
+            std::lock_guard lk(p->mu);
+            p->backlog = b;
+            if (p->listening && rdma_listen(p->id, b)) return fi_err(errno);
+            return 0;
+        }
+        return -FI_ENOSYS;
+    });
+}
+
+int pep_setname(fid_t f, void* addr, size_t addrlen) {
+    return guard([&] {
+        pep* p = pep_of(f);
+        auto* sa = static_cast<const struct sockaddr*>(addr);
+        if (!p || !sa || addrlen < cm_addrlen(sa) || !cm_addrlen(sa)) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_setname(pep): bad address or length %zu\n", addrlen);
+            return -FI_EINVAL;
+        }
+        std::lock_guard lk(p->mu);
+        if (p->listening) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_setname(pep): already listening\n");
+            return -FI_EOPBADSTATE;
+        }
+        int ret = set_addr(&p->info->src_addr, &p->info->src_addrlen, sa);
+        if (!ret) p->info->addr_format = addr_format_of(sa);
+        return ret;
+    });
+}
+
+int pep_getname(fid_t f, void* addr, size_t* addrlen) {
+    return guard([&] {
+        pep* p = pep_of(f);
+        if (!p || !addrlen) return -FI_EINVAL;
+        std::lock_guard lk(p->mu);
+        if (p->listening) return cm_copy_addr(rdma_get_local_addr(p->id), addr, addrlen);
+        return cm_copy_addr(static_cast<const struct sockaddr*>(p->info->src_addr), addr,
+                            addrlen);
+    });
+}
+
+int pep_listen(struct fid_pep* pf) {
+    return guard([&] {
+        pep* p = pep_of(&pf->fid);
+        if (!p) return -FI_EINVAL;
+        std::lock_guard lk(p->mu);
+        if (!p->eq_bound) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_listen: no EQ bound\n");
+            return -FI_ENOEQ;
+        }
+        if (p->listening) return 0;
+        if (p->dead.load()) return -FI_ENODEV;
+        struct sockaddr_in any = {};
+        any.sin_family = AF_INET;
+        auto* src = static_cast<struct sockaddr*>(p->info->src_addr);
+        if (!src) src = reinterpret_cast<struct sockaddr*>(&any);
+        if (rdma_bind_addr(p->id, src)) {
+            int e = errno;
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_listen: rdma_bind_addr: %s\n", strerror(e));
+            return e == EADDRINUSE ? -FI_EADDRINUSE : fi_err(e);
+        }
+        if (rdma_listen(p->id, p->backlog)) {
+            int e = errno;
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_listen: rdma_listen: %s\n", strerror(e));
+            return fi_err(e);
+        }
+        p->listening = true;
+        EVD_INFO(FI_LOG_EP_CTRL, "listening (device %s)\n",
+                 p->id->verbs ? ibv_get_device_name(p->id->verbs->device) : "any");
+        return 0;
+    });
+}
+
+int pep_reject(struct fid_pep* pf, fid_t handle, const void* param, size_t paramlen) {
+    return guard([&] {
+        pep* p = pep_of(&pf->fid);
+        if (!p || !handle || handle->fclass != FI_CLASS_CONNREQ) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_reject: not a connection request handle\n");
+            return -FI_EINVAL;
+        }
+        if (paramlen > kCmDataMax || (paramlen && !param)) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_reject: %zu bytes of data, at most %zu allowed\n",
+                     paramlen, kCmDataMax);
+            return -FI_EINVAL;
+        }
+        connreq_destroy(reinterpret_cast<connreq*>(handle), true, param, paramlen);
+        return 0;
+    });
+}
+
+int pep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) {
+    return guard([&] {
+        if (!pep_of(f) || !optlen) return -FI_EINVAL;
+        if (level != FI_OPT_ENDPOINT || optname != FI_OPT_CM_DATA_SIZE) return -FI_ENOPROTOOPT;
+        if (*optlen < sizeof(size_t) || !optval) {
+            *optlen = sizeof(size_t);
+            return -FI_ETOOSMALL;
+        }
+        *static_cast<size_t*>(optval) = kCmDataMax;
+        *optlen = sizeof(size_t);
+        return 0;
+    });
+}
+
+int pep_setopt(fid_t f, int level, int optname, const void*, size_t) {
+    if (level == FI_OPT_ENDPOINT && optname == FI_OPT_CM_DATA_SIZE)
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_setopt(FI_OPT_CM_DATA_SIZE): read-only option\n");
+    return -FI_ENOPROTOOPT;
+}
+
+int pep_no_connect(struct fid_ep*, const void*, const void*, size_t) { return -FI_ENOSYS; }
+int pep_no_accept(struct fid_ep*, const void*, size_t) { return -FI_ENOSYS; }
+int pep_no_getpeer(struct fid_ep*, void*, size_t*) { return -FI_ENOSYS; }
+int pep_no_shutdown(struct fid_ep*, uint64_t) { return -FI_ENOSYS; }
+int pep_no_join(struct fid_ep*, const void*, uint64_t, struct fid_mc**, void*) {
+    return -FI_ENOSYS;
+}
+ssize_t pep_no_cancel(fid_t, void*) { return -FI_ENOSYS; }
+int pep_no_ctx(struct fid_ep*, int, void*, struct fid_ep**, void*) { return -FI_ENOSYS; }
+ssize_t pep_no_size_left(struct fid_ep*) { return -FI_ENOSYS; }
+
+struct fi_ops pep_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = pep_close,
+    .bind = pep_bind,
+    .control = pep_control,
+    .ops_open = op_no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_ep pep_ep_ops = {
+    .size = sizeof(struct fi_ops_ep),
+    .cancel = pep_no_cancel,
+    .getopt = pep_getopt,
+    .setopt = pep_setopt,
+    .tx_ctx = reinterpret_cast<int (*)(struct fid_ep*, int, struct fi_tx_attr*,
+                                       struct fid_ep**, void*)>(pep_no_ctx),
+    .rx_ctx = reinterpret_cast<int (*)(struct fid_ep*, int, struct fi_rx_attr*,
+                                       struct fid_ep**, void*)>(pep_no_ctx),
+    .rx_size_left = pep_no_size_left,
+    .tx_size_left = pep_no_size_left,
+};
+
+struct fi_ops_cm pep_cm_ops = {
+    .size = sizeof(struct fi_ops_cm),
+    .setname = pep_setname,
+    .getname = pep_getname,
+    .getpeer = pep_no_getpeer,
+    .connect = pep_no_connect,
+    .listen = pep_listen,
+    .accept = pep_no_accept,
+    .reject = pep_reject,
+    .shutdown = pep_no_shutdown,
+    .join = pep_no_join,
+};
+
+}  // namespace
+
+// ------------------------------------------------------------------ rdma_cm events
+struct rdma_cm_id* pep_cm_event(pep* p, struct rdma_cm_event* ev, const cm_action& a,
+                                cm_chan* c) {
+    switch (a.row->outcome) {
+        case cm_outcome::connreq: {
+            if (p->dead.load()) {
+                rdma_reject(ev->id, nullptr, 0);
+                return ev->id;
+            }
+            if (!a.data_ok) {
+                cm_get_stats().bad_connreq.fetch_add(1, std::memory_order_relaxed);
+                EVD_WARN(FI_LOG_EP_CTRL,
+                         "connection request without a valid evd header (%u bytes of private "
+                         "data): rejected\n",
+                         static_cast<unsigned>(ev->param.conn.private_data_len));
+                rdma_reject(ev->id, nullptr, 0);
+                return ev->id;
+            }
+            auto* r = new (std::nothrow) connreq();
+            struct fi_info* info = fi_dupinfo(p->info);
+            char* dom_name = ev->id->verbs ? strdup(ibv_get_device_name(ev->id->verbs->device))
+                                           : nullptr;
+            int ret = (r && info && dom_name && info->domain_attr) ? 0 : -FI_ENOMEM;
+            if (!ret) {
+                std::free(info->domain_attr->name);
+                info->domain_attr->name = dom_name;
+                dom_name = nullptr;
+                auto* src = rdma_get_local_addr(ev->id);
+                auto* dst = rdma_get_peer_addr(ev->id);
+                ret = set_addr(&info->src_addr, &info->src_addrlen, src);
+                if (!ret) ret = set_addr(&info->dest_addr, &info->dest_addrlen, dst);
+                info->addr_format = addr_format_of(src);
+            }
+            if (ret) {
+                EVD_WARN(FI_LOG_EP_CTRL, "connection request: out of memory, rejected\n");
+                std::free(dom_name);
+                fi_freeinfo(info);
+                delete r;
+                rdma_reject(ev->id, nullptr, 0);
+                return ev->id;
+            }
+            r->fid.fclass = FI_CLASS_CONNREQ;
+            r->fid.context = p->fid.fid.context;
+            r->fid.ops = &connreq_fi_ops;
+            r->id = ev->id;
+            r->chan = c;
+            r->eq_bound = p->eq_bound;
+            cm_chan_ref(c);
+            eq_bind_ref(r->eq_bound);
+            ev->id->context = &r->owner;
+            info->handle = &r->fid;
+            ret = cm_post_cm(p->eq_bound, FI_CONNREQ, &p->fid.fid, info, a.data, a.data_len);
+            if (ret) {
+                EVD_WARN(FI_LOG_EP_CTRL, "FI_CONNREQ could not be queued (%d): rejected\n", ret);
+                fi_freeinfo(info);
+                ev->id->context = nullptr;
+                rdma_reject(ev->id, nullptr, 0);
+                r->id = nullptr;
+                eq_bind_unref(r->eq_bound);
+                r->fid.fclass = 0;
+                // The pep still holds a ref on c, so this never frees it.
+                cm_chan_put(c);
+                delete r;
+                return ev->id;
+            }
+            return nullptr;
+        }
+        case cm_outcome::removal:
+            if (!p->dead.exchange(true))
+                cm_post_err(p->eq_bound, &p->fid.fid, a.row->fi_err, a.prov_errno, nullptr, 0);
+            return nullptr;
+        default:
+            EVD_DBG(FI_LOG_EP_CTRL, "listener: %s (status %d) ignored\n", a.row->name,
+                    a.prov_errno);
+            return nullptr;
+    }
+}
+
+struct rdma_cm_id* connreq_cm_event(connreq* r, struct rdma_cm_event*, const cm_action& a) {
+    // Before fi_endpoint adopts the id only the end of the request can arrive.
+    if (a.row->terminal) r->gone.store(true);
+    EVD_DBG(FI_LOG_EP_CTRL, "pending connection request: %s (status %d)\n", a.row->name,
+            a.prov_errno);
+    return nullptr;
+}
+
+// ------------------------------------------------------------------ fi_passive_ep
+int pep_open(struct fid_fabric* fab_fid, struct fi_info* info, struct fid_pep** out,
+             void* context) {
+    return guard([&] {
+        auto* fab = from_fid<fabric>(fab_fid);
+        if (!fab || !info || !out) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_passive_ep: fabric, info and pep must be valid\n");
+            return -FI_EINVAL;
+        }
+        if (info->ep_attr && info->ep_attr->type != FI_EP_MSG &&
+            info->ep_attr->type != FI_EP_UNSPEC) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_passive_ep: only FI_EP_MSG is supported\n");
+            return -FI_EINVAL;
+        }
+        if (info->src_addr && !cm_addrlen(static_cast<struct sockaddr*>(info->src_addr))) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_passive_ep: unsupported source address format\n");
+            return -FI_EINVAL;
+        }
+        auto* p = new pep;
+        p->info = fi_dupinfo(info);
+        if (!p->info) {
+            delete p;
+            return -FI_ENOMEM;
+        }
+        p->info->handle = nullptr;
+        p->fid.fid.fclass = FI_CLASS_PEP;
+        p->fid.fid.context = context;
+        p->fid.fid.ops = &pep_fi_ops;
+        p->fid.ops = &pep_ep_ops;
+        p->fid.cm = &pep_cm_ops;
+        p->fab = fab;
+        fab->refs.get();
+        *out = &p->fid;
+        return 0;
+    });
+}
+
 }  // namespace evd
