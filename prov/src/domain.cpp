@@ -4,6 +4,7 @@
 // contexts. Domain-level asynchronous events (port and device events) go to
 // the EQ bound with fi_domain_bind.
 #include "domain.h"
+#include "async.h"
 
 #include <cstring>
 #include <memory>
@@ -83,9 +84,9 @@ int domain_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
                      bfid->fclass);
             return -FI_EINVAL;
         }
-        if (flags & ~static_cast<uint64_t>(FI_REG_MR)) {
+        if (flags & ~static_cast<uint64_t>(FI_REG_MR | FI_EVD_NOTIFY_ASYNC)) {
             EVD_WARN(FI_LOG_DOMAIN, "fi_domain_bind: unknown flags 0x%llx\n",
-                     static_cast<unsigned long long>(flags & ~static_cast<uint64_t>(FI_REG_MR)));
+                     static_cast<unsigned long long>(flags & ~static_cast<uint64_t>(FI_REG_MR | FI_EVD_NOTIFY_ASYNC)));
             return -FI_EINVAL;
         }
         eq* q = eq_from_fid(bfid);
@@ -139,7 +140,7 @@ struct fi_ops domain_fi_ops = {
     .close = domain_close,
     .bind = domain_bind,
     .control = op_no_control,
-    .ops_open = op_no_ops_open,
+    .ops_open = async_domain_ops_open,  // FI_EVD_ASYNC_OPS (async.cpp)
     .tostr = nullptr,
     .ops_set = nullptr,
 };
