@@ -25,9 +25,17 @@ namespace evd {
 
 namespace {
 
-std::mutex g_mu;  // guards the table
-std::vector<std::unique_ptr<devctx>> g_devs;
-struct ibv_context** g_list = nullptr;  // rdma_get_devices(), freed at cleanup
+// The table is never destroyed by static destructors: libfabric calls the
+// provider's cleanup from its own destructor, which may run after ours.
+struct table {
+    std::mutex mu;
+    std::vector<std::unique_ptr<devctx>> devs;
+    struct ibv_context** list = nullptr;  // rdma_get_devices(), freed at cleanup
+};
+table& tab() {
+    static table* t = new table;
+    return *t;
+}
 
 std::unique_ptr<devctx> make_devctx(struct ibv_context* verbs) {
     auto d = std::make_unique<devctx>();
@@ -46,9 +54,9 @@ std::unique_ptr<devctx> make_devctx(struct ibv_context* verbs) {
     return d;
 }
 
-// Opens the table once devices exist. Holding g_mu.
+// Opens the table once devices exist. Holding tab().mu.
 void init_locked() {
-    if (g_list) return;
+    if (tab().list) return;
     // Ask libibverbs first: librdmacm complains on stderr when there is no
     // device, and a host without RDMA must stay quiet.
     int n = 0;
@@ -58,12 +66,12 @@ void init_locked() {
     int num = 0;
     struct ibv_context** list = rdma_get_devices(&num);
     if (!list) return;
-    g_devs.reserve(static_cast<size_t>(num));
+    tab().devs.reserve(static_cast<size_t>(num));
     for (int i = 0; i < num; ++i) {
         if (!list[i]) continue;
-        if (auto d = make_devctx(list[i])) g_devs.push_back(std::move(d));
+        if (auto d = make_devctx(list[i])) tab().devs.push_back(std::move(d));
     }
-    g_list = list;
+    tab().list = list;
 }
 
 void source_progress(eq_source* src) { devctx_poll_async(static_cast<devctx*>(src->arg)); }
@@ -92,44 +100,44 @@ void note_port_event(devctx* d, const struct ibv_async_event& ev) {
 }  // namespace
 
 std::vector<devctx*> devctx_all() {
-    std::lock_guard<std::mutex> lk(g_mu);
+    std::lock_guard<std::mutex> lk(tab().mu);
     init_locked();
     std::vector<devctx*> out;
-    out.reserve(g_devs.size());
-    for (auto& d : g_devs) out.push_back(d.get());
+    out.reserve(tab().devs.size());
+    for (auto& d : tab().devs) out.push_back(d.get());
     return out;
 }
 
 devctx* devctx_get(struct ibv_context* verbs) {
     if (!verbs) return nullptr;
-    std::lock_guard<std::mutex> lk(g_mu);
+    std::lock_guard<std::mutex> lk(tab().mu);
     init_locked();
-    for (auto& d : g_devs)
+    for (auto& d : tab().devs)
         if (d->verbs == verbs) return d.get();
     // A context librdmacm opened after our table was built (hot-plugged device).
     auto d = make_devctx(verbs);
     if (!d) return nullptr;
-    g_devs.push_back(std::move(d));
-    return g_devs.back().get();
+    tab().devs.push_back(std::move(d));
+    return tab().devs.back().get();
 }
 
 devctx* devctx_by_name(const char* name) {
     if (!name) return nullptr;
-    std::lock_guard<std::mutex> lk(g_mu);
+    std::lock_guard<std::mutex> lk(tab().mu);
     init_locked();
-    for (auto& d : g_devs)
+    for (auto& d : tab().devs)
         if (d->name == name) return d.get();
     return nullptr;
 }
 
 void devctx_cleanup() noexcept {
-    std::lock_guard<std::mutex> lk(g_mu);
-    for (auto& d : g_devs)
+    std::lock_guard<std::mutex> lk(tab().mu);
+    for (auto& d : tab().devs)
         if (!d->attached.empty() || !d->domains.empty())
             EVD_WARN(FI_LOG_DOMAIN, "%s: provider cleanup with objects still open\n", d->name.c_str());
-    g_devs.clear();
-    if (g_list) rdma_free_devices(g_list);
-    g_list = nullptr;
+    tab().devs.clear();
+    if (tab().list) rdma_free_devices(tab().list);
+    tab().list = nullptr;
 }
 
 std::vector<struct ibv_port_attr> devctx_refresh_ports(devctx* d) {

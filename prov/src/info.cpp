@@ -251,8 +251,7 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
                 REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode lacks required bits: %s\n",
                        fi_tostr(&missing, FI_TYPE_MR_MODE));
             }
-            w->mr_mode = need;
-            if (h->mode & FI_LOCAL_MR) w->mode |= FI_LOCAL_MR;
+            w->mr_mode = need;  // FI_MR_LOCAL says it all: FI_LOCAL_MR is not needed
         }
     }
     if (w->cq_data) w->mode |= FI_RX_CQ_DATA;
@@ -398,10 +397,8 @@ std::string device_mismatch(const dev_desc& d, const fi_info* h) {
 
 // The inject size evd offers on this device: FI_EVD_INJECT_SIZE when set,
 // never above what the device can inline.
-size_t inject_limit(const dev_desc& d) {
-    size_t p = get_params().inject_size;
-    return p && p < d.max_inline ? p : d.max_inline;
-}
+size_t clamp_param(size_t param, size_t device) { return param && param < device ? param : device; }
+size_t inject_limit(const dev_desc& d) { return clamp_param(get_params().inject_size, d.max_inline); }
 
 // One fi_info for device d with the given addresses.
 info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi_info* h,
@@ -431,7 +428,7 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
     tx->msg_order = kMsgOrder;
     tx->comp_order = FI_ORDER_STRICT;
     tx->inject_size = inject_limit(d);
-    tx->size = d.max_qp_wr;
+    tx->size = clamp_param(get_params().tx_size, d.max_qp_wr);
     tx->iov_limit = d.max_sge;
     tx->rma_iov_limit = 1;
     if (h && h->tx_attr) {
@@ -450,7 +447,7 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
     rx->msg_order = kMsgOrder;
     rx->comp_order = FI_ORDER_STRICT | FI_ORDER_DATA;
     rx->total_buffered_recv = 0;
-    rx->size = d.max_qp_wr;
+    rx->size = clamp_param(get_params().rx_size, d.max_qp_wr);
     rx->iov_limit = d.max_sge;
     if (h && h->rx_attr) {
         if (h->rx_attr->size) rx->size = h->rx_attr->size;
@@ -505,7 +502,7 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
 
     fi_fabric_attr* fab = i->fabric_attr;
     fab->name = dup_or_throw(fabric_name(d));
-    fab->prov_name = dup_or_throw(kProvName);
+    // prov_name is left to the core: it appends each layer's name to it.
     fab->prov_version = kProvVersion;
     fab->api_version = version;
     return fi;

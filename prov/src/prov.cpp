@@ -22,6 +22,14 @@ void read_params() {
     fi_param_define(&g_prov, "inject_size", FI_PARAM_SIZE_T,
                     "Largest FI_INJECT payload; 0 uses the device's max_inline_data (default: 0)");
 
+    fi_param_define(&g_prov, "tx_size", FI_PARAM_SIZE_T,
+                    "tx_attr->size fi_getinfo reports (the send queue depth an endpoint gets "
+                    "unless hints ask otherwise); 0 or above the device's max_qp_wr uses "
+                    "max_qp_wr (default: 0)");
+    fi_param_define(&g_prov, "rx_size", FI_PARAM_SIZE_T,
+                    "rx_attr->size fi_getinfo reports (receive queue depth); 0 or above the "
+                    "device's max_qp_wr uses max_qp_wr (default: 0)");
+
     size_t sz;
     int i;
     if (fi_param_get_size_t(&g_prov, "eq_size", &sz) == FI_SUCCESS && sz > 0) g_params.eq_size = sz;
@@ -30,6 +38,8 @@ void read_params() {
     if (fi_param_get_int(&g_prov, "cm_timeout", &i) == FI_SUCCESS && i > 0) g_params.cm_timeout_ms = i;
     if (fi_param_get_size_t(&g_prov, "cq_size", &sz) == FI_SUCCESS && sz > 0) g_params.cq_size = sz;
     if (fi_param_get_size_t(&g_prov, "inject_size", &sz) == FI_SUCCESS) g_params.inject_size = sz;
+    if (fi_param_get_size_t(&g_prov, "tx_size", &sz) == FI_SUCCESS) g_params.tx_size = sz;
+    if (fi_param_get_size_t(&g_prov, "rx_size", &sz) == FI_SUCCESS) g_params.rx_size = sz;
 }
 
 void cleanup() noexcept { info_cleanup(); }
