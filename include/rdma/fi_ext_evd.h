@@ -88,21 +88,19 @@ struct fi_evd_eq_ops {
 #define FI_EVD_EQ_WAKE     0x65764502
 
 /*
- * Provider error codes (prov_errno of struct fi_eq_err_entry) carry a class
- * in bits 24..30 and a class specific code in bits 0..23, so
- * fi_eq_strerror can name what they mean. Class 0 is a plain errno value.
+ * Provider error codes (prov_errno of struct fi_eq_err_entry) of the EQ
+ * itself and of write_err carry a class in bits 24..30 and a class specific
+ * code in bits 0..23, so fi_eq_strerror can name what they mean. Records of
+ * other parts keep their documented raw values (fi_evd(7)): ibv_event_type
+ * for async events, rdma_cm status for CM errors.
  */
 #define FI_EVD_PERR(cls, code) ((int)((((unsigned)(cls) & 0x7f) << 24) | \
 				      ((unsigned)(code) & 0xffffff)))
 #define FI_EVD_PERR_CLASS(e)   (((unsigned)(e) >> 24) & 0x7f)
 #define FI_EVD_PERR_CODE(e)    ((int)((unsigned)(e) & 0xffffff))
 enum fi_evd_perr_class {
-	FI_EVD_PERR_ERRNO = 0,  /* code: an errno value (EIO, ...) */
-	FI_EVD_PERR_EQ    = 1,  /* code: enum fi_evd_eq_perr */
-	FI_EVD_PERR_ASYNC = 2,  /* code: enum ibv_event_type */
-	FI_EVD_PERR_CM    = 3,  /* code: enum rdma_cm_event_type */
-	FI_EVD_PERR_WC    = 4,  /* code: enum ibv_wc_status */
-	FI_EVD_PERR_USER  = 5,  /* code: application defined (write_err) */
+	FI_EVD_PERR_EQ   = 0x45,  /* code: enum fi_evd_eq_perr ('E') */
+	FI_EVD_PERR_USER = 0x55,  /* code: application defined ('U') */
 };
 enum fi_evd_eq_perr {
 	FI_EVD_EQ_PERR_OVERRUN = 1,  /* provider events were lost: EQ overran */
@@ -218,7 +216,23 @@ struct fi_evd_async_ops {
 /* ===================================================================== */
 /* Section 3: connection management (issue 4).                           */
 /* ===================================================================== */
-/* @@CM-EXT@@ (owned by the endpoint implementation) */
+/*
+ * Connection data: evd prefixes a 4-byte header of its own to the private
+ * data of fi_connect/fi_accept/fi_reject; the user may send at most
+ * FI_EVD_CM_DATA_MAX bytes with each (= FI_OPT_CM_DATA_SIZE). More is
+ * -FI_EINVAL.
+ */
+#define FI_EVD_CM_DATA_MAX 52
+
+/*
+ * prov_errno of an FI_ECONNREFUSED error (RDMA_CM_EVENT_REJECTED): the IB CM
+ * reject reason. FI_EVD_CM_REJ_CONSUMER means the peer called fi_reject
+ * (err_data then holds its data); FI_EVD_CM_REJ_NO_LISTENER means nobody
+ * listens on that port. Other values are transport rejects. For the other
+ * connection errors prov_errno is rdma_cm's event status (a negative errno).
+ */
+#define FI_EVD_CM_REJ_CONSUMER 28
+#define FI_EVD_CM_REJ_NO_LISTENER 8
 
 #ifdef __cplusplus
 }

@@ -96,6 +96,9 @@ struct cm_action {
 inline constexpr int kRejConsumer = 28;
 inline constexpr int kRejNoListener = 8;
 
+static_assert(kRejConsumer == FI_EVD_CM_REJ_CONSUMER && kRejNoListener == FI_EVD_CM_REJ_NO_LISTENER);
+static_assert(kCmDataMax == FI_EVD_CM_DATA_MAX);
+
 cm_action cm_translate(const struct rdma_cm_event& ev);
 
 // ------------------------------------------------------------------ channels
