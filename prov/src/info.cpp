@@ -122,7 +122,7 @@ bool names_evd(const char* list) {
 // What the hints ask for beyond plain filtering (computed once per call).
 struct wants {
     uint64_t caps = kCaps;
-    uint64_t mode = 0;
+    uint64_t mode = FI_RX_CQ_DATA;
     int mr_mode = kMrMode;
     bool cq_data = true;
 };
@@ -137,6 +137,7 @@ struct wants {
 int static_check(uint32_t version, const fi_info* h, wants* w) {
     *w = wants{};
     if (!h) return 0;
+    w->mode = 0;
 
     if (h->fabric_attr && h->fabric_attr->prov_name && !names_evd(h->fabric_attr->prov_name)) {
         // The core routinely offers every provider the user's hints: not an error.
@@ -246,12 +247,15 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
             if (!local_ok)
                 REJECT(-FI_ENODATA, "hints: neither domain_attr->mr_mode FI_MR_LOCAL nor mode "
                        "FI_LOCAL_MR is set; evd needs local buffers registered\n");
-            if (user != FI_MR_UNSPEC && (user & need) != need) {
-                int missing = need & ~user;
+            // FI_LOCAL_MR (mode) stands for FI_MR_LOCAL (mr_mode), as in API 1.4.
+            const bool mode_local = (h->mode & FI_LOCAL_MR) && !(user & FI_MR_LOCAL);
+            if (user != FI_MR_UNSPEC && ((user | (mode_local ? FI_MR_LOCAL : 0)) & need) != need) {
+                int missing = need & ~user & ~(mode_local ? FI_MR_LOCAL : 0);
                 REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode lacks required bits: %s\n",
                        fi_tostr(&missing, FI_TYPE_MR_MODE));
             }
-            w->mr_mode = need;  // FI_MR_LOCAL says it all: FI_LOCAL_MR is not needed
+            w->mr_mode = need;
+            if (mode_local) w->mode |= FI_LOCAL_MR;  // the app's way of accepting FI_MR_LOCAL
         }
     }
     if (w->cq_data) w->mode |= FI_RX_CQ_DATA;
