@@ -42,6 +42,7 @@ struct fi_evd_eq_depth {
 	int      overrun;       /* 1 once the EQ has overrun (fatal) */
 	uint32_t next_event;    /* event of the entry fi_eq_read would return */
 	size_t   next_len;      /* bytes fi_eq_read needs for it (0 if none) */
+	size_t   waiters;       /* threads blocked in fi_eq_sread / wait_n */
 };
 
 struct fi_evd_eq_ops {

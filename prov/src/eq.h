@@ -54,4 +54,13 @@ struct fid_eq* eq_fid(eq* q);
 int eq_open(struct fid_fabric* fab, struct fi_eq_attr* attr, struct fid_eq** out,
             void* context);
 
+// ---- additions (EQ owner) used by wait.cpp (fi_trywait, wait/poll sets)
+// 0 when nothing is queued and the EQ's wait object is armed (safe to block),
+// -FI_EAGAIN when events are queued (runs source progress first).
+int eq_trywait(eq* q);
+// True when fi_eq_read/readerr would return something (runs source progress).
+bool eq_has_events(eq* q);
+// Largest inline payload of a slot (fi_eq_cm_entry + 256 bytes of CM data).
+inline constexpr size_t kEqInline = sizeof(struct fi_eq_cm_entry) + 256;
+
 }  // namespace evd

@@ -1,8 +1,449 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Wait sets (fi_wait_open / fi_wait), poll sets (fi_poll_open / fi_poll) and
+// fi_trywait (fi_poll(3)).
+//
+// A wait set keeps a list of members (EQs, and CQs / counters that join with
+// wait_set_add). fi_wait asks every member first (trywait: 0 = nothing
+// pending and armed) and blocks only when all are armed:
+//  * FD / POLLFD / UNSPEC sets: an epoll fd holding every member's fd;
+//  * MUTEX_COND sets: a sequence number bumped under the set's mutex by
+//    wait_set_signal (members call it when an event arrives while armed);
+//  * YIELD sets: sched_yield between rounds.
+// Since members are armed before blocking, an event arriving between the
+// check and the block always signals: no wakeup is lost.
 #include "wait.h"
 
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "domain.h"
+#include "eq.h"
+#include "fabric.h"
+
 namespace evd {
-int wait_open(struct fid_fabric*, struct fi_wait_attr*, struct fid_wait**) { return -FI_ENOSYS; }
-int poll_open(struct fid_domain*, struct fi_poll_attr*, struct fid_poll**) { return -FI_ENOSYS; }
-int trywait(struct fid_fabric*, struct fid**, int) { return -FI_ENOSYS; }
+
+struct wait_set {
+    static constexpr kind kTag = kind::wait;
+    struct fid_wait fid;  // first member
+    kind tag = kTag;
+    fabric* fab = nullptr;
+    refcount refs;  // members
+    enum fi_wait_obj wobj = FI_WAIT_FD;  // as reported by FI_GETWAITOBJ
+    std::mutex mu;
+    wait_member* members = nullptr;  // guarded by mu
+    int epfd = -1;
+    bool has_mc = false;
+    pthread_mutex_t mc_mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t mc_cond = PTHREAD_COND_INITIALIZER;
+    uint64_t seq = 0;  // guarded by mc_mu
+    ~wait_set() {
+        if (epfd >= 0) ::close(epfd);
+        if (has_mc) {
+            pthread_cond_destroy(&mc_cond);
+            pthread_mutex_destroy(&mc_mu);
+        }
+    }
+};
+
+struct poll_set {
+    static constexpr kind kTag = kind::poll;
+    struct fid_poll fid;  // first member
+    kind tag = kTag;
+    domain* dom = nullptr;
+    std::mutex mu;
+    std::vector<struct fid*> members;  // guarded by mu; grows only in fi_poll_add
+};
+
+namespace {
+
+bool fd_based(enum fi_wait_obj w) { return w == FI_WAIT_FD || w == FI_WAIT_POLLFD; }
+
+// -FI_EAGAIN when some member has something pending; 0 when all are armed.
+int members_trywait(wait_set* ws) {
+    std::lock_guard lk(ws->mu);
+    for (wait_member* m = ws->members; m; m = m->next)
+        if (m->trywait(m) == -FI_EAGAIN) return -FI_EAGAIN;
+    return 0;
+}
+
+struct timespec abs_deadline(int timeout_ms) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += timeout_ms / 1000;
+    t.tv_nsec += static_cast<long>(timeout_ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) {
+        t.tv_sec++;
+        t.tv_nsec -= 1000000000L;
+    }
+    return t;
+}
+
+bool time_left(const struct timespec& end, struct timespec* left) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long ns = (end.tv_sec - now.tv_sec) * 1000000000LL + (end.tv_nsec - now.tv_nsec);
+    if (ns <= 0) return false;
+    left->tv_sec = ns / 1000000000LL;
+    left->tv_nsec = ns % 1000000000LL;
+    return true;
+}
+
+int ws_wait(struct fid_wait* f, int timeout) {
+    return guard([&] {
+        wait_set* ws = wait_set_from_fid(f);
+        if (!ws) return -FI_EINVAL;
+        const bool infinite = timeout < 0;
+        const struct timespec end = infinite ? timespec{} : abs_deadline(timeout);
+        for (;;) {
+            uint64_t seq = 0;
+            if (ws->has_mc) {
+                pthread_mutex_lock(&ws->mc_mu);
+                seq = ws->seq;
+                pthread_mutex_unlock(&ws->mc_mu);
+            }
+            if (members_trywait(ws) == -FI_EAGAIN) return 0;
+            struct timespec left {};
+            if (!infinite && !time_left(end, &left)) return -FI_ETIMEDOUT;
+            if (fd_based(ws->wobj)) {
+                struct pollfd p = {ws->epfd, POLLIN, 0};
+                (void)::ppoll(&p, 1, infinite ? nullptr : &left, nullptr);
+            } else if (ws->has_mc) {
+                pthread_mutex_lock(&ws->mc_mu);
+                while (ws->seq == seq) {
+                    int rc = infinite ? pthread_cond_wait(&ws->mc_cond, &ws->mc_mu)
+                                      : pthread_cond_timedwait(&ws->mc_cond, &ws->mc_mu, &end);
+                    if (rc == ETIMEDOUT) break;
+                }
+                pthread_mutex_unlock(&ws->mc_mu);
+            } else {
+                sched_yield();
+            }
+        }
+    });
+}
+
+int ws_control(struct fid* f, int command, void* arg) {
+    return guard([&] {
+        wait_set* ws = wait_set_from_fid(reinterpret_cast<struct fid_wait*>(f));
+        if (!ws) return -FI_EINVAL;
+        switch (command) {
+        case FI_GETWAITOBJ:
+            if (!arg) return -FI_EINVAL;
+            *static_cast<enum fi_wait_obj*>(arg) = ws->wobj;
+            return 0;
+        case FI_GETWAIT:
+            if (!arg) return -FI_EINVAL;
+            if (ws->wobj == FI_WAIT_FD) {
+                *static_cast<int*>(arg) = ws->epfd;
+                return 0;
+            }
+            if (ws->wobj == FI_WAIT_POLLFD) {
+                auto* p = static_cast<struct fi_wait_pollfd*>(arg);
+                size_t have = p->nfds;
+                p->change_index = 0;  // one fd that never changes
+                p->nfds = 1;
+                if (have < 1) return -FI_ETOOSMALL;
+                if (!p->fd) return -FI_EINVAL;
+                p->fd[0] = {ws->epfd, POLLIN, 0};
+                return 0;
+            }
+            if (ws->has_mc) {
+                auto* mc = static_cast<struct fi_mutex_cond*>(arg);
+                mc->mutex = &ws->mc_mu;
+                mc->cond = &ws->mc_cond;
+                return 0;
+            }
+            return -FI_ENODATA;
+        case kCtrlTrywait:
+            return members_trywait(ws);
+        default:
+            return -FI_ENOSYS;
+        }
+    });
+}
+
+int ws_close(struct fid* f) {
+    return guard([&] {
+        wait_set* ws = wait_set_from_fid(reinterpret_cast<struct fid_wait*>(f));
+        if (!ws) return -FI_EINVAL;
+        if (ws->refs.busy()) {
+            EVD_WARN(FI_LOG_FABRIC, "fi_close(wait set): %d objects still use it\n",
+                     ws->refs.n.load());
+            return -FI_EBUSY;
+        }
+        if (ws->fab) ws->fab->refs.put();
+        ws->tag = kind{0};
+        delete ws;
+        return 0;
+    });
+}
+
+struct fi_ops ws_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = ws_close,
+    .bind = op_no_bind,
+    .control = ws_control,
+    .ops_open = op_no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_wait ws_ops = {
+    .size = sizeof(struct fi_ops_wait),
+    .wait = ws_wait,
+};
+
+// ------------------------------------------------------------------ poll sets
+
+poll_set* poll_from_fid(struct fid_poll* f) {
+    if (!f || f->fid.fclass != FI_CLASS_POLL) return nullptr;
+    return from_fid<poll_set>(f);
+}
+
+int ps_poll(struct fid_poll* f, void** context, int count) {
+    return guard([&] {
+        poll_set* ps = poll_from_fid(f);
+        if (!ps || count < 0 || (count && !context)) return -FI_EINVAL;
+        std::lock_guard lk(ps->mu);
+        int n = 0;
+        for (struct fid* m : ps->members) {
+            if (n == count) break;
+            bool pending;
+            if (eq* q = eq_from_fid(m))
+                pending = eq_has_events(q);
+            else
+                pending = fid_trywait(m) == -FI_EAGAIN;
+            if (pending) context[n++] = m->context;
+        }
+        return n;
+    });
+}
+
+int ps_add(struct fid_poll* f, struct fid* member, uint64_t flags) {
+    return guard([&] {
+        poll_set* ps = poll_from_fid(f);
+        if (!ps || !member) return -FI_EINVAL;
+        if (member->fclass != FI_CLASS_EQ && member->fclass != FI_CLASS_CQ &&
+            member->fclass != FI_CLASS_CNTR) {
+            EVD_WARN(FI_LOG_DOMAIN, "fi_poll_add: fid class %zu cannot join a poll set\n",
+                     member->fclass);
+            return -FI_EINVAL;
+        }
+        if (member->fclass == FI_CLASS_EQ && !eq_from_fid(member)) return -FI_EINVAL;
+        std::lock_guard lk(ps->mu);
+        for (struct fid* m : ps->members)
+            if (m == member) return -FI_EALREADY;
+        ps->members.push_back(member);
+        if (eq* q = eq_from_fid(member)) eq_bind_ref(q);
+        return 0;
+    });
+}
+
+int ps_del(struct fid_poll* f, struct fid* member, uint64_t flags) {
+    return guard([&] {
+        poll_set* ps = poll_from_fid(f);
+        if (!ps || !member) return -FI_EINVAL;
+        std::lock_guard lk(ps->mu);
+        for (auto it = ps->members.begin(); it != ps->members.end(); ++it) {
+            if (*it != member) continue;
+            ps->members.erase(it);
+            if (eq* q = eq_from_fid(member)) eq_bind_unref(q);
+            return 0;
+        }
+        return -FI_ENOENT;
+    });
+}
+
+int ps_close(struct fid* f) {
+    return guard([&] {
+        poll_set* ps = poll_from_fid(reinterpret_cast<struct fid_poll*>(f));
+        if (!ps) return -FI_EINVAL;
+        {
+            std::lock_guard lk(ps->mu);
+            if (!ps->members.empty()) {
+                EVD_WARN(FI_LOG_DOMAIN, "fi_close(poll set): %zu members left\n",
+                         ps->members.size());
+                return -FI_EBUSY;
+            }
+        }
+        if (ps->dom) ps->dom->refs.put();
+        ps->tag = kind{0};
+        delete ps;
+        return 0;
+    });
+}
+
+struct fi_ops ps_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = ps_close,
+    .bind = op_no_bind,
+    .control = op_no_control,
+    .ops_open = op_no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_poll ps_ops = {
+    .size = sizeof(struct fi_ops_poll),
+    .poll = ps_poll,
+    .poll_add = ps_add,
+    .poll_del = ps_del,
+};
+
+}  // namespace
+
+// ------------------------------------------------------------------ contract
+
+wait_set* wait_set_from_fid(struct fid_wait* f) {
+    if (!f || f->fid.fclass != FI_CLASS_WAIT) return nullptr;
+    return from_fid<wait_set>(f);
+}
+
+enum fi_wait_obj wait_set_obj(const wait_set* ws) { return ws->wobj; }
+
+int wait_set_add(wait_set* ws, wait_member* m) {
+    if (!ws || !m || !m->trywait) return -FI_EINVAL;
+    std::lock_guard lk(ws->mu);
+    if (fd_based(ws->wobj)) {
+        if (m->fd < 0) return -FI_EINVAL;
+        struct epoll_event ev {};
+        ev.events = EPOLLIN;
+        ev.data.ptr = m;
+        if (epoll_ctl(ws->epfd, EPOLL_CTL_ADD, m->fd, &ev) != 0) return fi_err(errno);
+    }
+    m->next = ws->members;
+    ws->members = m;
+    ws->refs.get();
+    return 0;
+}
+
+void wait_set_del(wait_set* ws, wait_member* m) {
+    if (!ws || !m) return;
+    std::lock_guard lk(ws->mu);
+    wait_member** pp = &ws->members;
+    while (*pp && *pp != m) pp = &(*pp)->next;
+    if (!*pp) return;
+    *pp = m->next;
+    m->next = nullptr;
+    if (fd_based(ws->wobj)) (void)epoll_ctl(ws->epfd, EPOLL_CTL_DEL, m->fd, nullptr);
+    ws->refs.put();
+}
+
+void wait_set_signal(wait_set* ws) noexcept {
+    if (!ws || !ws->has_mc) return;
+    pthread_mutex_lock(&ws->mc_mu);
+    ws->seq++;
+    pthread_cond_broadcast(&ws->mc_cond);
+    pthread_mutex_unlock(&ws->mc_mu);
+}
+
+int fid_trywait(struct fid* f) {
+    if (!f) return -FI_EINVAL;
+    if (f->fclass == FI_CLASS_EQ) {
+        eq* q = eq_from_fid(f);
+        return q ? eq_trywait(q) : -FI_EINVAL;
+    }
+    if (f->fclass == FI_CLASS_WAIT) {
+        wait_set* ws = wait_set_from_fid(reinterpret_cast<struct fid_wait*>(f));
+        return ws ? members_trywait(ws) : -FI_EINVAL;
+    }
+    if (!f->ops || !f->ops->control) return -FI_EINVAL;
+    int rc = f->ops->control(f, kCtrlTrywait, nullptr);
+    if (rc == 0 || rc == -FI_EAGAIN) return rc;
+    EVD_WARN(FI_LOG_FABRIC, "fi_trywait: fid class %zu cannot be waited on (%d)\n", f->fclass, rc);
+    return -FI_EINVAL;
+}
+
+int wait_open(struct fid_fabric* ff, struct fi_wait_attr* attr, struct fid_wait** out) {
+    return guard([&] {
+        fabric* fab = from_fid<fabric>(ff);
+        if (!fab || !attr || !out) return -FI_EINVAL;
+        if (attr->flags) {
+            EVD_WARN(FI_LOG_FABRIC, "fi_wait_open: flags must be 0\n");
+            return -FI_EINVAL;
+        }
+        auto ws = std::make_unique<wait_set>();
+        switch (attr->wait_obj) {
+        case FI_WAIT_UNSPEC:
+        case FI_WAIT_FD:
+            ws->wobj = FI_WAIT_FD;
+            break;
+        case FI_WAIT_POLLFD:
+            ws->wobj = FI_WAIT_POLLFD;
+            break;
+        case FI_WAIT_MUTEX_COND: {
+            ws->wobj = FI_WAIT_MUTEX_COND;
+            pthread_mutex_init(&ws->mc_mu, nullptr);
+            pthread_condattr_t ca;
+            pthread_condattr_init(&ca);
+            pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+            pthread_cond_init(&ws->mc_cond, &ca);
+            pthread_condattr_destroy(&ca);
+            ws->has_mc = true;
+            break;
+        }
+        case FI_WAIT_YIELD:
+            ws->wobj = FI_WAIT_YIELD;
+            break;
+        default:
+            EVD_WARN(FI_LOG_FABRIC, "fi_wait_open: wait_obj %d is not a wait set type\n",
+                     attr->wait_obj);
+            return -FI_EINVAL;
+        }
+        if (fd_based(ws->wobj)) {
+            ws->epfd = epoll_create1(EPOLL_CLOEXEC);
+            if (ws->epfd < 0) return fi_err(errno);
+        }
+        ws->fab = fab;
+        ws->fid.fid.fclass = FI_CLASS_WAIT;
+        ws->fid.fid.context = nullptr;
+        ws->fid.fid.ops = &ws_fi_ops;
+        ws->fid.ops = &ws_ops;
+        fab->refs.get();
+        *out = &ws.release()->fid;
+        return 0;
+    });
+}
+
+int poll_open(struct fid_domain* fd, struct fi_poll_attr* attr, struct fid_poll** out) {
+    return guard([&] {
+        domain* d = domain_from_fid(fd);
+        if (!d || !attr || !out) return -FI_EINVAL;
+        if (attr->flags) {
+            EVD_WARN(FI_LOG_DOMAIN, "fi_poll_open: flags must be 0\n");
+            return -FI_EINVAL;
+        }
+        auto ps = std::make_unique<poll_set>();
+        ps->dom = d;
+        ps->fid.fid.fclass = FI_CLASS_POLL;
+        ps->fid.fid.context = nullptr;
+        ps->fid.fid.ops = &ps_fi_ops;
+        ps->fid.ops = &ps_ops;
+        d->refs.get();
+        *out = &ps.release()->fid;
+        return 0;
+    });
+}
+
+int trywait(struct fid_fabric* ff, struct fid** fids, int count) {
+    return guard([&] {
+        if (!from_fid<fabric>(ff) || count < 0 || (count && !fids)) return -FI_EINVAL;
+        for (int i = 0; i < count; i++) {
+            int rc = fid_trywait(fids[i]);
+            if (rc) return rc;
+        }
+        return 0;
+    });
+}
+
 }  // namespace evd
