@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// The EQ's internal contract (prov/src/eq.h): provider posts and their
+// overrun, event sources (fd + progress), bind references. These cannot be
+// reached through the public API without an RDMA device.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "eq.h"
+#include "fabric.h"
+#include "wait.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+struct EqInternal : ::testing::Test {
+    struct fid_fabric* fab = nullptr;
+    void SetUp() override {
+        struct fi_fabric_attr a {};
+        a.api_version = FI_VERSION(1, 17);
+        ASSERT_EQ(evd::fabric_open(&a, &fab, nullptr), 0);
+    }
+    void TearDown() override { EXPECT_EQ(fi_close(&fab->fid), 0); }
+    struct fid_eq* open(size_t size, enum fi_wait_obj w = FI_WAIT_FD) {
+        struct fi_eq_attr a {};
+        a.size = size;
+        a.flags = FI_WRITE;
+        a.wait_obj = w;
+        struct fid_eq* q = nullptr;
+        EXPECT_EQ(evd::eq_open(fab, &a, &q, nullptr), 0);
+        return q;
+    }
+};
+
+struct fi_eq_cm_entry cm(void* fid) {
+    struct fi_eq_cm_entry e {};
+    e.fid = static_cast<fid_t>(fid);
+    return e;
+}
+
+bool readable(int fd) {
+    struct pollfd p = {fd, POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1;
+}
+
+TEST_F(EqInternal, ProviderOverrunIsFatalAndReportedAfterEveryValidEvent) {
+    struct fid_eq* q = open(4);
+    evd::eq* e = evd::eq_from_fid(q);
+    ASSERT_NE(e, nullptr);
+    int ep;
+    auto c = cm(&ep);
+    // provider posts get the reserve beyond attr.size, then overrun
+    int ok = 0;
+    while (evd::eq_post(e, FI_CONNECTED, &c, sizeof c) == 0) ok++;
+    EXPECT_GE(ok, 4 + 4);
+    EXPECT_EQ(evd::eq_post(e, FI_SHUTDOWN, &c, sizeof c), -FI_EOVERRUN);
+    struct fi_eq_err_entry in {};
+    in.fid = &q->fid;
+    in.err = FI_EIO;
+    EXPECT_EQ(evd::eq_post_err(e, in, nullptr, 0), -FI_EOVERRUN);
+    // writes fail
+    EXPECT_EQ(fi_eq_write(q, FI_NOTIFY, &c, sizeof c, 0), -FI_EOVERRUN);
+    int fd;
+    ASSERT_EQ(fi_control(&q->fid, FI_GETWAIT, &fd), 0);
+    EXPECT_TRUE(readable(fd));
+    // every valid event, then the overrun error (sticky)
+    uint32_t ev;
+    struct fi_eq_cm_entry out {};
+    for (int i = 0; i < ok; i++) ASSERT_EQ(fi_eq_read(q, &ev, &out, sizeof out, 0), (ssize_t)sizeof out);
+    for (int round = 0; round < 2; round++) {
+        EXPECT_EQ(fi_eq_read(q, &ev, &out, sizeof out, 0), -FI_EAVAIL);
+        struct fi_eq_err_entry err {};
+        ASSERT_EQ(fi_eq_readerr(q, &err, 0), (ssize_t)sizeof err);
+        EXPECT_EQ(err.err, FI_EOVERRUN);
+        EXPECT_EQ(err.data, 3u);  // three lost: SHUTDOWN, the error and the first failing post
+        EXPECT_EQ(err.prov_errno, FI_EVD_PERR(FI_EVD_PERR_EQ, FI_EVD_EQ_PERR_OVERRUN));
+        EXPECT_EQ(err.fid, &q->fid);
+    }
+    EXPECT_EQ(fi_eq_sread(q, &ev, &out, sizeof out, 1000, 0), -FI_EAVAIL);
+    EXPECT_EQ(fi_close(&q->fid), 0);
+}
+
+TEST_F(EqInternal, PostErrCopiesErrDataAndIgnoresTheEntrysPointer) {
+    struct fid_eq* q = open(8);
+    evd::eq* e = evd::eq_from_fid(q);
+    struct fi_eq_err_entry in {};
+    in.fid = &q->fid;
+    in.err = FI_ECONNREFUSED;
+    in.prov_errno = 28;
+    in.err_data = reinterpret_cast<void*>(0x1);  // ignored
+    in.err_data_size = 999;
+    const char data[] = "reject-data";
+    ASSERT_EQ(evd::eq_post_err(e, in, data, sizeof data), 0);
+    char buf[64];
+    struct fi_eq_err_entry out {};
+    out.err_data = buf;
+    out.err_data_size = sizeof buf;
+    ASSERT_EQ(fi_eq_readerr(q, &out, 0), (ssize_t)sizeof out);
+    EXPECT_EQ(out.err, FI_ECONNREFUSED);
+    EXPECT_EQ(out.prov_errno, 28);
+    EXPECT_EQ(out.err_data_size, sizeof data);
+    EXPECT_STREQ(buf, data);
+    EXPECT_EQ(fi_close(&q->fid), 0);
+}
+
+TEST_F(EqInternal, CloseIsBusyWhileBound) {
+    struct fid_eq* q = open(8);
+    evd::eq* e = evd::eq_from_fid(q);
+    evd::eq_bind_ref(e);
+    EXPECT_EQ(fi_close(&q->fid), -FI_EBUSY);
+    evd::eq_bind_unref(e);
+    EXPECT_EQ(fi_close(&q->fid), 0);
+}
+
+// A source: an eventfd standing for an rdma_cm channel; progress turns each
+// count into one CONNREQ.
+struct fake_source {
+    evd::eq_source src;
+    evd::eq* q = nullptr;
+    std::atomic<int> calls{0};
+    std::atomic<int> running{0};
+    fake_source() {
+        src.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        src.arg = this;
+        src.progress = [](evd::eq_source* s) {
+            auto* self = static_cast<fake_source*>(s->arg);
+            EXPECT_EQ(self->running.fetch_add(1), 0) << "progress ran concurrently";
+            self->calls++;
+            uint64_t n;
+            if (::read(s->fd, &n, sizeof n) == sizeof n) {
+                for (uint64_t i = 0; i < n; i++) {
+                    auto c = cm(self);
+                    evd::eq_post(self->q, FI_CONNREQ, &c, sizeof c);
+                }
+            }
+            std::this_thread::sleep_for(1ms);
+            self->running.fetch_sub(1);
+        };
+    }
+    ~fake_source() { ::close(src.fd); }
+    void fire(uint64_t n = 1) { ASSERT_EQ(::write(src.fd, &n, sizeof n), 8); }
+};
+
+TEST_F(EqInternal, SourceProgressRunsFromReadAndItsFdJoinsTheWaitFd) {
+    for (auto w : {FI_WAIT_FD, FI_WAIT_NONE, FI_WAIT_YIELD, FI_WAIT_MUTEX_COND}) {
+        struct fid_eq* q = open(8, w);
+        fake_source s;
+        s.q = evd::eq_from_fid(q);
+        ASSERT_EQ(evd::eq_add_source(s.q, &s.src), 0);
+        EXPECT_EQ(evd::eq_add_source(s.q, &s.src), -FI_EALREADY);
+        uint32_t ev;
+        struct fi_eq_cm_entry out {};
+        EXPECT_EQ(fi_eq_read(q, &ev, &out, sizeof out, 0), -FI_EAGAIN);
+        int fd = -1;
+        if (w == FI_WAIT_FD) {
+            ASSERT_EQ(fi_control(&q->fid, FI_GETWAIT, &fd), 0);
+            EXPECT_FALSE(readable(fd));
+        }
+        s.fire(2);
+        if (fd >= 0) {
+            EXPECT_TRUE(readable(fd));  // a source fd wakes the EQ fd
+        }
+        ASSERT_EQ(fi_eq_read(q, &ev, &out, sizeof out, 0), (ssize_t)sizeof out) << w;
+        EXPECT_EQ(ev, (uint32_t)FI_CONNREQ);
+        EXPECT_EQ(out.fid, reinterpret_cast<fid_t>(&s));
+        ASSERT_EQ(fi_eq_read(q, &ev, &out, sizeof out, 0), (ssize_t)sizeof out);
+        EXPECT_EQ(fi_eq_read(q, &ev, &out, sizeof out, 0), -FI_EAGAIN);
+        evd::eq_remove_source(s.q, &s.src);
+        s.fire(1);
+        EXPECT_EQ(fi_eq_read(q, &ev, &out, sizeof out, 0), -FI_EAGAIN);  // no longer polled
+        EXPECT_EQ(fi_close(&q->fid), 0);
+    }
+}
+
+TEST_F(EqInternal, SreadWakesForASourceAddedWhileBlocked) {
+    struct fid_eq* q = open(8, FI_WAIT_FD);
+    fake_source s;
+    s.q = evd::eq_from_fid(q);
+    std::thread t([&] {
+        std::this_thread::sleep_for(50ms);
+        ASSERT_EQ(evd::eq_add_source(s.q, &s.src), 0);
+        std::this_thread::sleep_for(50ms);
+        s.fire();
+    });
+    uint32_t ev;
+    struct fi_eq_cm_entry out {};
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(fi_eq_sread(q, &ev, &out, sizeof out, 5000, 0), (ssize_t)sizeof out);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+    t.join();
+    evd::eq_remove_source(s.q, &s.src);
+    EXPECT_EQ(fi_close(&q->fid), 0);
+}
+
+TEST_F(EqInternal, PollfdListsSourcesAndChangeIndexMoves) {
+    struct fid_eq* q = open(8, FI_WAIT_POLLFD);
+    struct fi_wait_pollfd p {};
+    EXPECT_EQ(fi_control(&q->fid, FI_GETWAIT, &p), -FI_ETOOSMALL);
+    uint64_t idx0 = p.change_index;
+    EXPECT_EQ(p.nfds, 1u);
+    fake_source s;
+    s.q = evd::eq_from_fid(q);
+    ASSERT_EQ(evd::eq_add_source(s.q, &s.src), 0);
+    struct pollfd fds[2];
+    p.fd = fds;
+    p.nfds = 2;
+    ASSERT_EQ(fi_control(&q->fid, FI_GETWAIT, &p), 0);
+    EXPECT_EQ(p.nfds, 2u);
+    EXPECT_NE(p.change_index, idx0);
+    bool found = false;
+    for (auto& f : fds) found |= f.fd == s.src.fd;
+    EXPECT_TRUE(found);
+    evd::eq_remove_source(s.q, &s.src);
+    EXPECT_EQ(fi_close(&q->fid), 0);
+}
+
+// eq_remove_source returns only when the callback is not running and never
+// runs again, even with readers hammering the EQ from other threads.
+TEST_F(EqInternal, RemoveSourceWaitsForARunningCallback) {
+    struct fid_eq* q = open(1024, FI_WAIT_FD);
+    evd::eq* e = evd::eq_from_fid(q);
+    for (int round = 0; round < 20; round++) {
+        auto* s = new fake_source;
+        s->q = e;
+        ASSERT_EQ(evd::eq_add_source(e, &s->src), 0);
+        std::atomic<bool> stop{false};
+        std::thread readers[2];
+        for (auto& r : readers)
+            r = std::thread([&] {
+                uint32_t ev;
+                struct fi_eq_cm_entry out {};
+                while (!stop) (void)fi_eq_read(q, &ev, &out, sizeof out, 0);
+            });
+        for (int i = 0; i < 5; i++) {
+            s->fire();
+            std::this_thread::sleep_for(200us);
+        }
+        evd::eq_remove_source(e, &s->src);
+        EXPECT_EQ(s->running.load(), 0);
+        int calls = s->calls.load();
+        s->fire();
+        std::this_thread::sleep_for(5ms);
+        EXPECT_EQ(s->calls.load(), calls) << "progress ran after removal";
+        stop = true;
+        for (auto& r : readers) r.join();
+        delete s;
+    }
+    EXPECT_EQ(fi_close(&q->fid), 0);
+}
+
+TEST_F(EqInternal, TrywaitRunsSourceProgress) {
+    struct fid_eq* q = open(8, FI_WAIT_FD);
+    fake_source s;
+    s.q = evd::eq_from_fid(q);
+    ASSERT_EQ(evd::eq_add_source(s.q, &s.src), 0);
+    EXPECT_EQ(evd::eq_trywait(s.q), 0);
+    s.fire();
+    EXPECT_EQ(evd::eq_trywait(s.q), -FI_EAGAIN);
+    EXPECT_EQ(s.calls.load(), 1);
+    evd::eq_remove_source(s.q, &s.src);
+    EXPECT_EQ(fi_close(&q->fid), 0);
+}
+
+TEST_F(EqInternal, ProviderEventsLargerThanInlineUseThePool) {
+    struct fid_eq* q = open(8);
+    evd::eq* e = evd::eq_from_fid(q);
+    unsigned char big[2000];
+    for (size_t i = 0; i < sizeof big; i++) big[i] = (unsigned char)(i ^ 0x5a);
+    ASSERT_EQ(evd::eq_post(e, FI_CONNREQ, big, sizeof big), 0);
+    EXPECT_EQ(evd::eq_post(e, FI_CONNREQ, big, 100000), -FI_EINVAL);  // beyond any slot
+    unsigned char out[2000];
+    uint32_t ev;
+    ASSERT_EQ(fi_eq_read(q, &ev, out, sizeof out, 0), (ssize_t)sizeof out);
+    EXPECT_EQ(memcmp(out, big, sizeof big), 0);
+    EXPECT_EQ(fi_close(&q->fid), 0);
+}
+
+}  // namespace
