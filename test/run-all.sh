@@ -56,12 +56,14 @@ build() {
         echo "ok - build $(basename "$dir")"
     )
 }
+export -f build
+export top jobs
 
-step install-deps 1800 bash "$top/test/install-deps.sh"
+step install-deps 1800 bash -c "bash '$top/test/install-deps.sh' && echo 'ok - install-deps'"
 step autoreconf 600 bash -c "cd '$top' && autoreconf -fi && echo 'ok - autoreconf'"
 
 # ------------------------------------------------------------ unit tier
-step build 1800 build "$top/build"
+step build 1800 bash -c 'build "$@"' _ "$top/build"
 step unit-api 600 "$top/build/evd_unit_api"
 step unit-internal 600 "$top/build/evd_unit_internal"
 # the plugin is visible to stock libfabric tools
@@ -72,12 +74,12 @@ if [ -z "${EVD_SKIP_SAN:-}" ]; then
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
     export LSAN_OPTIONS=suppressions=$top/test/lsan.supp:print_suppressions=0
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-    step build-asan 2400 build "$top/build-asan" --enable-sanitizers=address,undefined
+    step build-asan 2400 bash -c 'build "$@"' _ "$top/build-asan" --enable-sanitizers=address,undefined
     step unit-api-asan 900 "$top/build-asan/evd_unit_api"
     step unit-internal-asan 900 "$top/build-asan/evd_unit_internal"
     unset ASAN_OPTIONS LSAN_OPTIONS
     export TSAN_OPTIONS=halt_on_error=0:second_deadlock_stack=1
-    step build-tsan 2400 build "$top/build-tsan" --enable-sanitizers=thread
+    step build-tsan 2400 bash -c 'build "$@"' _ "$top/build-tsan" --enable-sanitizers=thread
     # the threaded suites (naming convention: *Thread* in the suite name)
     step unit-api-tsan 900 "$top/build-tsan/evd_unit_api" --gtest_filter='*Thread*'
     step unit-internal-tsan 900 "$top/build-tsan/evd_unit_internal" --gtest_filter='*Thread*'
