@@ -425,7 +425,7 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
     if (h && h->handle && h->handle->fclass == FI_CLASS_PEP) i->handle = h->handle;
 
     fi_tx_attr* tx = i->tx_attr;
-    tx->caps = w.caps & (kTxCaps | kDomainCaps);
+    tx->caps = w.caps & kTxCaps;
     if (h && h->tx_attr && h->tx_attr->caps) tx->caps = h->tx_attr->caps & w.caps;
     tx->mode = 0;
     tx->op_flags = h && h->tx_attr ? h->tx_attr->op_flags : 0;
@@ -444,7 +444,7 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
     }
 
     fi_rx_attr* rx = i->rx_attr;
-    rx->caps = w.caps & (kRxCaps | kDomainCaps);
+    rx->caps = w.caps & kRxCaps;
     if (h && h->rx_attr && h->rx_attr->caps) rx->caps = h->rx_attr->caps & w.caps;
     rx->mode = w.cq_data ? FI_RX_CQ_DATA : 0;
     rx->op_flags = h && h->rx_attr ? h->rx_attr->op_flags : 0;
