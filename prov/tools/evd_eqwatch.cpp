@@ -202,6 +202,12 @@ int main(int argc, char** argv) {
     if (!hints) return 1;
     hints->fabric_attr->prov_name = strdup("evd");
     hints->ep_attr->type = FI_EP_MSG;
+    // evd_eqwatch registers no memory and posts nothing: it accepts every mode
+    // and memory registration mode a provider may ask for.
+    hints->mode = ~0ULL;
+    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_RAW | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+                                  FI_MR_PROV_KEY | FI_MR_MMU_NOTIFY | FI_MR_RMA_EVENT |
+                                  FI_MR_ENDPOINT | FI_MR_HMEM;
     struct fi_info* info = nullptr;
     int ret = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
     fi_freeinfo(hints);

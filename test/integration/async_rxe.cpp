@@ -1,1 +1,624 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Hardware async events on rxe through the real libfabric API (inside the VM,
+// test/vm/run-in-vm; skipped elsewhere). What rxe raises and what it does not
+// is written down in docs/rxe-async-events.md; each event it raises is tested
+// here:
+//   * link down/up of the netdev under rxe0: PORT_ERR (error) then
+//     PORT_ACTIVE (FI_NOTIFY) on the domain's EQ, a blocked fi_eq_sread woken
+//     by the hardware event, timestamps, the port snapshot, and the latency
+//     of evd beyond the kernel's own delivery (a raw verbs context on the same
+//     device is the reference);
+//   * notifications are opt-in (a domain bound without FI_EVD_NOTIFY_ASYNC
+//     sees only the error);
+//   * a CQ overrun: CQ_ERR on the CQ's fid via the domain's EQ;
+//   * SRQ limit: SRQ_LIMIT_REACHED on the shared rx context's fid after
+//     srq_arm (FI_EVD_ASYNC_OPS);
+//   * evd_eqwatch prints the records of a link flap.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../unit/common.h"
+#include "rdma/fi_ext_evd.h"
+
+namespace {
+
+const char* env_or(const char* name, const char* def) {
+    const char* v = std::getenv(name);
+    return v && *v ? v : def;
+}
+bool in_vm() { return std::getenv("EVD_VM_ADDR0") != nullptr; }
+
+#define REQUIRE_VM()                                                           \
+    do {                                                                       \
+        if (!in_vm()) GTEST_SKIP() << "needs the rxe VM (test/vm/run-in-vm)"; \
+    } while (0)
+
+constexpr int kWait = 20000;  // ms: TCG emulation is slow
+
+const char* dev0() { return env_or("EVD_VM_DEV0", "rxe0"); }
+const char* netdev0() { return env_or("EVD_VM_NETDEV0", "veth0"); }
+
+uint64_t mono_ns() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+int link_set(const char* state) {
+    std::string cmd = std::string("ip link set ") + netdev0() + " " + state;
+    return std::system(cmd.c_str());
+}
+
+std::string next_port() {
+    static int n = 0;
+    return std::to_string(23000 + (getpid() % 200) * 20 + (n++ % 20));
+}
+
+struct fi_info* make_hints(bool shared_rx) {
+    struct fi_info* h = fi_allocinfo();
+    h->ep_attr->type = FI_EP_MSG;
+    h->caps = FI_MSG;
+    h->mode = ~0ULL;
+    h->fabric_attr->prov_name = strdup("evd");
+    h->tx_attr->size = 16;
+    h->rx_attr->size = 16;
+    if (shared_rx) h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    return h;
+}
+
+// rxe0 (EVD_VM_ADDR0) as a listener's source, or rxe1 (EVD_VM_ADDR1) as the
+// source of a client connecting to rxe0.
+struct fi_info* get_info(bool server, const std::string& port, bool shared_rx = false) {
+    evdtest::use_build_tree_provider();
+    struct fi_info* h = make_hints(shared_rx);
+    struct fi_info* info = nullptr;
+    int ret;
+    if (server) {
+        ret = fi_getinfo(FI_VERSION(1, 17), env_or("EVD_VM_ADDR0", "192.0.2.1"), port.c_str(),
+                         FI_SOURCE, h, &info);
+    } else {
+        auto* sin = static_cast<struct sockaddr_in*>(calloc(1, sizeof(struct sockaddr_in)));
+        sin->sin_family = AF_INET;
+        inet_pton(AF_INET, env_or("EVD_VM_ADDR1", "192.0.2.2"), &sin->sin_addr);
+        h->addr_format = FI_SOCKADDR_IN;
+        h->src_addr = sin;
+        h->src_addrlen = sizeof(*sin);
+        ret = fi_getinfo(FI_VERSION(1, 17), env_or("EVD_VM_ADDR0", "192.0.2.1"), port.c_str(), 0,
+                         h, &info);
+    }
+    fi_freeinfo(h);
+    EXPECT_EQ(ret, 0) << fi_strerror(-ret);
+    return ret ? nullptr : info;
+}
+
+// fabric + domain + EQ bound to the domain (with `bind_flags`) + CQs.
+struct side {
+    struct fi_info* info = nullptr;
+    struct fid_fabric* fab = nullptr;
+    struct fid_domain* dom = nullptr;
+    struct fid_eq* eq = nullptr;
+    struct fid_cq* txcq = nullptr;
+    struct fid_cq* rxcq = nullptr;
+    struct fi_evd_async_ops* ops = nullptr;
+
+    bool open(struct fi_info* i, uint64_t bind_flags, size_t txcq_size = 64) {
+        info = i;
+        if (!info) return false;
+        int ret = fi_fabric(info->fabric_attr, &fab, nullptr);
+        EXPECT_EQ(ret, 0) << "fi_fabric " << fi_strerror(-ret);
+        if (ret) return false;
+        ret = fi_domain(fab, info, &dom, this);
+        EXPECT_EQ(ret, 0) << "fi_domain " << fi_strerror(-ret);
+        if (ret) return false;
+        struct fi_eq_attr ea = {};
+        ea.size = 1024;
+        ea.wait_obj = FI_WAIT_UNSPEC;
+        ret = fi_eq_open(fab, &ea, &eq, nullptr);
+        EXPECT_EQ(ret, 0) << "fi_eq_open " << fi_strerror(-ret);
+        if (ret) return false;
+        ret = fi_domain_bind(dom, &eq->fid, bind_flags);
+        EXPECT_EQ(ret, 0) << "fi_domain_bind " << fi_strerror(-ret);
+        if (ret) return false;
+        ret = fi_open_ops(&dom->fid, FI_EVD_ASYNC_OPS, 0, reinterpret_cast<void**>(&ops), nullptr);
+        EXPECT_EQ(ret, 0) << "fi_open_ops(FI_EVD_ASYNC_OPS) " << fi_strerror(-ret);
+        if (ret) return false;
+        struct fi_cq_attr ca = {};
+        ca.size = txcq_size;
+        ca.format = FI_CQ_FORMAT_CONTEXT;
+        ca.wait_obj = FI_WAIT_NONE;
+        ret = fi_cq_open(dom, &ca, &txcq, nullptr);
+        EXPECT_EQ(ret, 0) << "fi_cq_open " << fi_strerror(-ret);
+        if (ret) return false;
+        ca.size = 64;
+        ret = fi_cq_open(dom, &ca, &rxcq, nullptr);
+        EXPECT_EQ(ret, 0);
+        return ret == 0;
+    }
+    void close() {
+        if (txcq) {
+            EXPECT_EQ(fi_close(&txcq->fid), 0);
+        }
+        if (rxcq) {
+            EXPECT_EQ(fi_close(&rxcq->fid), 0);
+        }
+        if (dom) {
+            EXPECT_EQ(fi_close(&dom->fid), 0);
+        }
+        if (eq) {
+            EXPECT_EQ(fi_close(&eq->fid), 0);
+        }
+        if (fab) {
+            EXPECT_EQ(fi_close(&fab->fid), 0);
+        }
+        fi_freeinfo(info);
+        *this = side{};
+    }
+    int port_state() const {
+        struct fi_evd_port_state st = {};
+        if (!ops || ops->port_state(dom, &st)) return -1;
+        return st.state;
+    }
+};
+
+// One EQ record.
+struct rec {
+    ssize_t rc = 0;  // > 0: event; -FI_EAVAIL: error; other < 0: nothing
+    uint32_t event = 0;
+    struct fi_eq_entry ent = {};
+    struct fi_eq_err_entry err = {};
+    struct fi_evd_async_err data = {};
+    bool has_data = false;
+    std::string sentence;
+    uint64_t readable_ns = 0;  // CLOCK_MONOTONIC when fi_eq_sread returned
+};
+
+rec next_rec(struct fid_eq* eq, int timeout_ms) {
+    rec r;
+    alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 512];
+    r.rc = fi_eq_sread(eq, &r.event, buf, sizeof(buf), timeout_ms, 0);
+    r.readable_ns = mono_ns();
+    if (r.rc == -FI_EAVAIL) {
+        uint8_t ebuf[512];
+        r.err.err_data = ebuf;
+        r.err.err_data_size = sizeof(ebuf);
+        EXPECT_EQ(fi_eq_readerr(eq, &r.err, 0), static_cast<ssize_t>(sizeof(r.err)));
+        if (r.err.err_data_size == sizeof(r.data)) {
+            std::memcpy(&r.data, r.err.err_data, sizeof(r.data));
+            r.has_data = true;
+        }
+        char sbuf[256];
+        const char* s = fi_eq_strerror(eq, r.err.prov_errno, r.err.err_data, sbuf, sizeof sbuf);
+        r.sentence = s ? s : "";
+        r.err.err_data = nullptr;
+    } else if (r.rc >= static_cast<ssize_t>(sizeof(struct fi_eq_entry))) {
+        std::memcpy(&r.ent, buf, sizeof(r.ent));
+    }
+    return r;
+}
+
+std::string describe(const rec& r) {
+    if (r.rc == -FI_EAVAIL)
+        return "error " + std::to_string(r.err.err) + " prov_errno " +
+               std::to_string(r.err.prov_errno) + " \"" + r.sentence + "\"";
+    if (r.rc < 0) return "nothing: " + std::string(fi_strerror(static_cast<int>(-r.rc)));
+    if (r.event == FI_NOTIFY)
+        return "FI_NOTIFY ibv event " + std::to_string(FI_EVD_NOTIFY_EVENT(r.ent.data));
+    return "event " + std::to_string(r.event);
+}
+
+// Stamps the arrival of every async event of `dev` on a raw verbs context:
+// the kernel's own delivery, for the latency comparison.
+struct raw_watch {
+    struct ibv_context* ctx = nullptr;
+    std::thread th;
+    std::atomic<bool> stop{false};
+    std::mutex mu;
+    std::vector<std::pair<int, uint64_t>> seen;  // (event type, CLOCK_MONOTONIC ns)
+
+    bool start(const char* dev) {
+        int n = 0;
+        struct ibv_device** l = ibv_get_device_list(&n);
+        for (int i = 0; l && i < n; ++i)
+            if (!std::strcmp(ibv_get_device_name(l[i]), dev)) ctx = ibv_open_device(l[i]);
+        if (l) ibv_free_device_list(l);
+        if (!ctx) return false;
+        th = std::thread([this] {
+            while (!stop.load()) {
+                struct pollfd p = {ctx->async_fd, POLLIN, 0};
+                if (poll(&p, 1, 20) <= 0) continue;
+                struct ibv_async_event ev;
+                if (ibv_get_async_event(ctx, &ev)) continue;
+                uint64_t t = mono_ns();
+                {
+                    std::lock_guard<std::mutex> lk(mu);
+                    seen.emplace_back(ev.event_type, t);
+                }
+                ibv_ack_async_event(&ev);
+            }
+        });
+        return true;
+    }
+    uint64_t first(int type, uint64_t after) {
+        std::lock_guard<std::mutex> lk(mu);
+        for (auto& s : seen)
+            if (s.first == type && s.second >= after) return s.second;
+        return 0;
+    }
+    ~raw_watch() {
+        stop = true;
+        if (th.joinable()) th.join();
+        if (ctx) ibv_close_device(ctx);
+    }
+};
+
+struct AsyncRxe : ::testing::Test {
+    void SetUp() override { REQUIRE_VM(); }
+    void TearDown() override {
+        if (in_vm()) link_set("up");  // never leave the link down for later tests
+    }
+    // Waits until rxe0's port is ACTIVE again (after a flap).
+    static void wait_port_active() {
+        for (int i = 0; i < 200; ++i) {
+            std::string path = std::string("/sys/class/infiniband/") + dev0() + "/ports/1/state";
+            FILE* f = std::fopen(path.c_str(), "r");
+            char buf[64] = "";
+            if (f) {
+                if (!std::fgets(buf, sizeof buf, f)) buf[0] = '\0';
+                std::fclose(f);
+            }
+            if (std::strstr(buf, "ACTIVE")) return;
+            usleep(50000);
+        }
+    }
+};
+
+// Link down/up under rxe0: PORT_ERR then PORT_ACTIVE on the domain EQ, read
+// by a thread blocked in fi_eq_sread that the hardware event wakes; a domain
+// that did not opt in sees only the error. Measures evd's latency beyond the
+// kernel's delivery to a raw verbs context of the same device.
+TEST_F(AsyncRxe, LinkDownUpIsPortErrThenPortActive) {
+    const std::string port = next_port();
+    side a, quiet;
+    ASSERT_TRUE(a.open(get_info(true, port), FI_EVD_NOTIFY_ASYNC));
+    ASSERT_TRUE(quiet.open(get_info(true, port), 0));
+    ASSERT_STREQ(a.info->domain_attr->name, dev0());
+    EXPECT_EQ(a.port_state(), IBV_PORT_ACTIVE);
+    raw_watch raw;
+    ASSERT_TRUE(raw.start(dev0()));
+    struct fi_evd_async_counters c0 = {};
+    ASSERT_EQ(a.ops->counters(a.dom, &c0), 0);
+
+    std::vector<double> overhead_ms, kernel_ms;
+    constexpr int kFlaps = 3;
+    for (int flap = 0; flap < kFlaps; ++flap) {
+        SCOPED_TRACE("flap " + std::to_string(flap));
+        // Down, from another thread while this one blocks in fi_eq_sread.
+        uint64_t t0 = 0;
+        std::thread down([&] {
+            usleep(200000);
+            t0 = mono_ns();
+            EXPECT_EQ(link_set("down"), 0);
+        });
+        rec r = next_rec(a.eq, kWait);
+        down.join();
+        ASSERT_EQ(r.rc, -FI_EAVAIL) << describe(r);
+        EXPECT_EQ(r.err.fid, &a.dom->fid);
+        EXPECT_EQ(r.err.context, &a);
+        EXPECT_EQ(r.err.err, FI_ENETDOWN);
+        EXPECT_EQ(r.err.prov_errno, IBV_EVENT_PORT_ERR);
+        ASSERT_TRUE(r.has_data);
+        EXPECT_EQ(r.data.magic, FI_EVD_ASYNC_MAGIC);
+        EXPECT_EQ(r.data.object, static_cast<uint32_t>(FI_EVD_ASYNC_PORT));
+        EXPECT_STREQ(r.data.device, dev0());
+        EXPECT_EQ(r.data.port_num, 1u);
+        EXPECT_EQ(r.data.fid, &a.dom->fid);
+        EXPECT_GE(r.data.timestamp_ns, t0);
+        EXPECT_LE(r.data.timestamp_ns, r.readable_ns);
+        EXPECT_EQ(r.sentence, std::string("port 1 of ") + dev0() + " is down (IBV_EVENT_PORT_ERR)");
+        EXPECT_EQ(a.port_state(), IBV_PORT_DOWN);
+
+        // The domain without the opt-in gets the same error.
+        rec q = next_rec(quiet.eq, kWait);
+        ASSERT_EQ(q.rc, -FI_EAVAIL) << describe(q);
+        EXPECT_EQ(q.err.fid, &quiet.dom->fid);
+        EXPECT_EQ(q.err.prov_errno, IBV_EVENT_PORT_ERR);
+
+        usleep(100000);  // the raw watcher polls every 20 ms at worst
+        uint64_t tk = raw.first(IBV_EVENT_PORT_ERR, t0);
+        EXPECT_NE(tk, 0u) << "the raw verbs context saw no PORT_ERR";
+        if (tk) {
+            kernel_ms.push_back((tk - t0) / 1e6);
+            overhead_ms.push_back((static_cast<double>(r.readable_ns) - static_cast<double>(tk)) / 1e6);
+        }
+
+        // Up: PORT_ACTIVE as FI_NOTIFY (rxe raises it more than once).
+        uint64_t t1 = mono_ns();
+        ASSERT_EQ(link_set("up"), 0);
+        rec u = next_rec(a.eq, kWait);
+        ASSERT_EQ(u.rc, static_cast<ssize_t>(sizeof(struct fi_eq_entry))) << describe(u);
+        EXPECT_EQ(u.event, static_cast<uint32_t>(FI_NOTIFY));
+        EXPECT_EQ(u.ent.fid, &a.dom->fid);
+        EXPECT_EQ(u.ent.context, &a);
+        EXPECT_TRUE(FI_EVD_NOTIFY_IS_ASYNC(u.ent.data));
+        EXPECT_EQ(FI_EVD_NOTIFY_EVENT(u.ent.data), IBV_EVENT_PORT_ACTIVE);
+        EXPECT_EQ(FI_EVD_NOTIFY_PORT(u.ent.data), 1u);
+        EXPECT_EQ(a.port_state(), IBV_PORT_ACTIVE);
+        struct fi_evd_port_state st = {};
+        ASSERT_EQ(a.ops->port_state(a.dom, &st), 0);
+        EXPECT_EQ(st.last_event, IBV_EVENT_PORT_ACTIVE);
+        EXPECT_GE(st.last_change_ns, t1);
+        wait_port_active();
+        usleep(300000);
+        // Anything else now is another PORT_ACTIVE notification.
+        for (;;) {
+            rec more = next_rec(a.eq, 200);
+            if (more.rc == -FI_EAGAIN) break;
+            ASSERT_EQ(more.event, static_cast<uint32_t>(FI_NOTIFY)) << describe(more);
+            EXPECT_EQ(FI_EVD_NOTIFY_EVENT(more.ent.data), IBV_EVENT_PORT_ACTIVE);
+        }
+        // Not opted in: nothing but the error.
+        rec none = next_rec(quiet.eq, 200);
+        EXPECT_EQ(none.rc, -FI_EAGAIN) << describe(none);
+    }
+    struct fi_evd_async_counters c = {};
+    ASSERT_EQ(a.ops->counters(a.dom, &c), 0);
+    EXPECT_GE(c.events - c0.events, 2u * kFlaps);
+    EXPECT_GE(c.suppressed - c0.suppressed, 1u * kFlaps);  // the quiet domain's PORT_ACTIVE
+    EXPECT_EQ(c.undeliverable, c0.undeliverable);
+
+    ASSERT_FALSE(overhead_ms.empty());
+    std::sort(overhead_ms.begin(), overhead_ms.end());
+    std::sort(kernel_ms.begin(), kernel_ms.end());
+    std::printf("# async latency (link down -> record readable) over %zu flaps:\n"
+                "#   kernel delivery to a raw verbs context: median %.3f ms, max %.3f ms\n"
+                "#   evd beyond the kernel (blocked fi_eq_sread): median %.3f ms, max %.3f ms\n",
+                overhead_ms.size(), kernel_ms[kernel_ms.size() / 2], kernel_ms.back(),
+                overhead_ms[overhead_ms.size() / 2], overhead_ms.back());
+    RecordProperty("evd_overhead_median_us", static_cast<int>(overhead_ms[overhead_ms.size() / 2] * 1000));
+    // The goal is < 1 ms; TCG emulation makes single samples noisy, so the
+    // median is held to the goal and the worst case to a loose bound.
+    EXPECT_LT(overhead_ms[overhead_ms.size() / 2], 1.0);
+    EXPECT_LT(overhead_ms.back(), 50.0);
+    quiet.close();
+    a.close();
+}
+
+// Connects a client on rxe1 to a listener on rxe0; returns {client ep, server ep}.
+struct pair_conn {
+    side srv, cli;
+    struct fid_pep* pep = nullptr;
+    struct fid_ep* cep = nullptr;
+    struct fid_ep* sep = nullptr;
+    struct fid_ep* srx = nullptr;
+
+    bool connect(size_t cli_txcq, bool server_srx) {
+        std::string port = next_port();
+        if (!srv.open(get_info(true, port, server_srx), 0)) return false;
+        if (!cli.open(get_info(false, port), 0, cli_txcq)) return false;
+        EXPECT_EQ(fi_passive_ep(srv.fab, srv.info, &pep, nullptr), 0);
+        if (!pep) return false;
+        EXPECT_EQ(fi_pep_bind(pep, &srv.eq->fid, 0), 0);
+        EXPECT_EQ(fi_listen(pep), 0);
+        EXPECT_EQ(fi_endpoint(cli.dom, cli.info, &cep, nullptr), 0);
+        if (!cep) return false;
+        EXPECT_EQ(fi_ep_bind(cep, &cli.eq->fid, 0), 0);
+        EXPECT_EQ(fi_ep_bind(cep, &cli.txcq->fid, FI_TRANSMIT), 0);
+        EXPECT_EQ(fi_ep_bind(cep, &cli.rxcq->fid, FI_RECV), 0);
+        EXPECT_EQ(fi_enable(cep), 0);
+        EXPECT_EQ(fi_connect(cep, nullptr, nullptr, 0), 0);
+        rec req = next_rec(srv.eq, kWait);
+        if (req.rc <= 0 || req.event != FI_CONNREQ) {
+            ADD_FAILURE() << "no FI_CONNREQ: " << describe(req);
+            return false;
+        }
+        // fi_eq_cm_entry {fid, info, data[]} overlays fi_eq_entry {fid,
+        // context, data}: next_rec kept the info pointer in ent.context.
+        auto* info = static_cast<struct fi_info*>(req.ent.context);
+        if (server_srx) {
+            struct fi_rx_attr ra = {};
+            ra.size = 16;
+            ra.iov_limit = 1;
+            int ret = fi_srx_context(srv.dom, &ra, &srx, nullptr);
+            EXPECT_EQ(ret, 0) << "fi_srx_context " << fi_strerror(-ret);
+            if (ret) {
+                fi_freeinfo(info);
+                return false;
+            }
+        }
+        EXPECT_EQ(fi_endpoint(srv.dom, info, &sep, nullptr), 0);
+        fi_freeinfo(info);
+        if (!sep) return false;
+        EXPECT_EQ(fi_ep_bind(sep, &srv.eq->fid, 0), 0);
+        EXPECT_EQ(fi_ep_bind(sep, &srv.txcq->fid, FI_TRANSMIT), 0);
+        EXPECT_EQ(fi_ep_bind(sep, &srv.rxcq->fid, FI_RECV), 0);
+        if (srx) {
+            EXPECT_EQ(fi_ep_bind(sep, &srx->fid, 0), 0);
+        }
+        EXPECT_EQ(fi_enable(sep), 0);
+        EXPECT_EQ(fi_accept(sep, nullptr, 0), 0);
+        rec c = next_rec(cli.eq, kWait);
+        EXPECT_EQ(c.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(c);
+        rec s = next_rec(srv.eq, kWait);
+        EXPECT_EQ(s.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(s);
+        return c.event == FI_CONNECTED && s.event == FI_CONNECTED;
+    }
+    void close() {
+        if (cep) {
+            EXPECT_EQ(fi_close(&cep->fid), 0);
+        }
+        if (sep) {
+            EXPECT_EQ(fi_close(&sep->fid), 0);
+        }
+        if (srx) {
+            EXPECT_EQ(fi_close(&srx->fid), 0);
+        }
+        if (pep) {
+            EXPECT_EQ(fi_close(&pep->fid), 0);
+        }
+        cli.close();
+        srv.close();
+    }
+};
+
+struct mr_buf {
+    std::vector<char> buf = std::vector<char>(4096);
+    struct fid_mr* mr = nullptr;
+    bool reg(struct fid_domain* dom, uint64_t access) {
+        int ret = fi_mr_reg(dom, buf.data(), buf.size(), access, 0, 0, 0, &mr, nullptr);
+        EXPECT_EQ(ret, 0) << "fi_mr_reg " << fi_strerror(-ret);
+        return ret == 0;
+    }
+    void* desc() { return fi_mr_desc(mr); }
+    ~mr_buf() {
+        if (mr) fi_close(&mr->fid);
+    }
+};
+
+// A CQ of depth 1 that is not read while completions arrive: rxe raises
+// CQ_ERR (once per lost completion); each is an FI_EOVERRUN error for the CQ's
+// fid on the domain's EQ.
+TEST_F(AsyncRxe, CqOverrunIsCqErrOnTheCqFid) {
+    pair_conn p;
+    ASSERT_TRUE(p.connect(/*cli_txcq=*/1, false));
+    mr_buf sb, rb;
+    ASSERT_TRUE(sb.reg(p.cli.dom, FI_SEND));
+    ASSERT_TRUE(rb.reg(p.srv.dom, FI_RECV));
+    constexpr int kMsgs = 12;
+    for (int i = 0; i < kMsgs; ++i)
+        ASSERT_EQ(fi_recv(p.sep, rb.buf.data() + 64 * i, 64, rb.desc(), 0, nullptr), 0);
+    int posted = 0;
+    for (int i = 0; i < kMsgs; ++i) {
+        ssize_t r = fi_send(p.cep, sb.buf.data(), 8, sb.desc(), 0, nullptr);
+        if (r == -FI_EAGAIN) break;
+        ASSERT_EQ(r, 0) << fi_strerror(static_cast<int>(-r));
+        ++posted;
+    }
+    ASSERT_GE(posted, 3);
+    rec r = next_rec(p.cli.eq, kWait);
+    ASSERT_EQ(r.rc, -FI_EAVAIL) << describe(r);
+    EXPECT_EQ(r.err.fid, &p.cli.txcq->fid);
+    EXPECT_EQ(r.err.err, FI_EOVERRUN);
+    EXPECT_EQ(r.err.prov_errno, IBV_EVENT_CQ_ERR);
+    ASSERT_TRUE(r.has_data);
+    EXPECT_EQ(r.data.object, static_cast<uint32_t>(FI_EVD_ASYNC_CQ));
+    EXPECT_EQ(r.data.fid, &p.cli.txcq->fid);
+    EXPECT_NE(r.sentence.find("(IBV_EVENT_CQ_ERR)"), std::string::npos) << r.sentence;
+    // Further records of this test, if any, are also CQ_ERR of that CQ.
+    for (;;) {
+        rec more = next_rec(p.cli.eq, 300);
+        if (more.rc != -FI_EAVAIL) break;
+        EXPECT_EQ(more.err.prov_errno, IBV_EVENT_CQ_ERR);
+        EXPECT_EQ(more.err.fid, &p.cli.txcq->fid);
+    }
+    // Nothing went to the server's EQ.
+    rec s = next_rec(p.srv.eq, 200);
+    EXPECT_NE(s.rc, -FI_EAVAIL) << describe(s);
+    p.close();
+}
+
+// srq_arm(limit 4) on a shared rx context with 8 receives posted; 6 messages
+// arrive: one SRQ_LIMIT_REACHED FI_NOTIFY for the srx fid on the domain's EQ
+// (no FI_EVD_NOTIFY_ASYNC needed: arming is the request).
+TEST_F(AsyncRxe, SrqLimitReachedOnTheSrxFid) {
+    pair_conn p;
+    ASSERT_TRUE(p.connect(64, /*server_srx=*/true));
+    mr_buf sb, rb;
+    ASSERT_TRUE(sb.reg(p.cli.dom, FI_SEND));
+    ASSERT_TRUE(rb.reg(p.srv.dom, FI_RECV));
+    for (int i = 0; i < 8; ++i)
+        ASSERT_EQ(fi_recv(p.srx, rb.buf.data() + 64 * i, 64, rb.desc(), 0, nullptr), 0);
+    ASSERT_EQ(p.srv.ops->srq_arm(p.srv.dom, p.srx, 4), 0);
+    EXPECT_EQ(p.srv.ops->srq_arm(p.srv.dom, nullptr, 4), -FI_EINVAL);
+    for (int i = 0; i < 6; ++i)
+        ASSERT_EQ(fi_send(p.cep, sb.buf.data(), 8, sb.desc(), 0, nullptr), 0);
+    rec r = next_rec(p.srv.eq, kWait);
+    ASSERT_EQ(r.rc, static_cast<ssize_t>(sizeof(struct fi_eq_entry))) << describe(r);
+    EXPECT_EQ(r.event, static_cast<uint32_t>(FI_NOTIFY));
+    EXPECT_EQ(r.ent.fid, &p.srx->fid);
+    EXPECT_TRUE(FI_EVD_NOTIFY_IS_ASYNC(r.ent.data));
+    EXPECT_EQ(FI_EVD_NOTIFY_EVENT(r.ent.data), IBV_EVENT_SRQ_LIMIT_REACHED);
+    // The limit disarmed: no second notification.
+    rec again = next_rec(p.srv.eq, 500);
+    EXPECT_EQ(again.rc, -FI_EAGAIN) << describe(again);
+    p.close();
+}
+
+// evd_eqwatch shows the records of a link flap.
+TEST_F(AsyncRxe, EqwatchPrintsLinkFlap) {
+    std::string tool = std::string(EVD_PROVIDER_DIR) + "/../evd_eqwatch";
+    ASSERT_EQ(access(tool.c_str(), X_OK), 0) << tool;
+    std::string out_path = "/tmp/evd_eqwatch." + std::to_string(getpid());
+    std::string cmd = "FI_PROVIDER_PATH=" + std::string(EVD_PROVIDER_DIR) + " " + tool + " -d " +
+                      dev0() + " -t 12 >" + out_path + " 2>&1 &";
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+    // Wait for its banner, then flap.
+    std::string out;
+    for (int i = 0; i < 200 && out.find("# watching") == std::string::npos; ++i) {
+        usleep(50000);
+        FILE* f = std::fopen(out_path.c_str(), "r");
+        if (!f) continue;
+        char buf[4096];
+        size_t n = std::fread(buf, 1, sizeof buf, f);
+        std::fclose(f);
+        out.assign(buf, n);
+    }
+    ASSERT_NE(out.find("# watching " + std::string(dev0()) + " port 1 (ACTIVE)"), std::string::npos)
+        << out;
+    ASSERT_EQ(link_set("down"), 0);
+    usleep(1500000);
+    ASSERT_EQ(link_set("up"), 0);
+    wait_port_active();
+    // Wait for it to exit (-t 12).
+    for (int i = 0; i < 400; ++i) {
+        usleep(50000);
+        FILE* f = std::fopen(out_path.c_str(), "r");
+        if (!f) continue;
+        std::string s;
+        char buf[4096];
+        size_t n;
+        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+        std::fclose(f);
+        out = s;
+        if (out.find(" records\n") != std::string::npos) break;
+    }
+    std::remove(out_path.c_str());
+    std::printf("%s", out.c_str());
+    const std::string d = dev0();
+    EXPECT_NE(out.find(d + " IBV_EVENT_PORT_ERR error fid=[domain " + d + "] err=" +
+                       std::to_string(FI_ENETDOWN)),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("prov_errno=" + std::to_string(IBV_EVENT_PORT_ERR)), std::string::npos);
+    EXPECT_NE(out.find("\"port 1 of " + d + " is down (IBV_EVENT_PORT_ERR)\""), std::string::npos)
+        << out;
+    EXPECT_NE(out.find(d + " IBV_EVENT_PORT_ACTIVE notify fid=[domain " + d + "]"),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find("\"port 1 of " + d + " is active (IBV_EVENT_PORT_ACTIVE)\""),
+              std::string::npos)
+        << out;
+    EXPECT_NE(out.find(" records\n"), std::string::npos) << "evd_eqwatch did not exit: " << out;
+}
+
+}  // namespace
