@@ -28,7 +28,7 @@ CHECK=1
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 
-step() { echo "setup-rxe: $*"; }
+step() { echo "setup-rxe: [$(cut -d' ' -f1 /proc/uptime)] $*"; }
 fail() { echo "setup-rxe: FAILED: $*"; exit 1; }
 run() { "$@" || fail "command failed: $*"; }
 t0=$(date +%s.%N)
@@ -68,8 +68,17 @@ step "policy routing"
 # sender's own veth; received packets (iif vethX) skip these rules and find
 # their destination in the local table, which moves from preference 0 to
 # 1000 so that the rules below come first.
+#   100/101  from ADDR0 to ADDR1 -> out veth0, from ADDR1 to ADDR0 -> out veth1
+#   102/103  an address to itself stays local (loopback on one rxe device)
+#   110/111  no source chosen yet (connect/rdma_resolve_addr without a bind):
+#            to ADDR0 -> out veth1 from ADDR1, to ADDR1 -> out veth0 from
+#            ADDR0, so an unbound client reaches one device from the other
 run ip rule add pref 100 iif lo from "$ADDR0" to "$ADDR1" lookup "$TABLE0"
 run ip rule add pref 101 iif lo from "$ADDR1" to "$ADDR0" lookup "$TABLE1"
+run ip rule add pref 102 from "$ADDR0" to "$ADDR0" lookup local
+run ip rule add pref 103 from "$ADDR1" to "$ADDR1" lookup local
+run ip rule add pref 110 iif lo to "$ADDR1" lookup "$TABLE0"
+run ip rule add pref 111 iif lo to "$ADDR0" lookup "$TABLE1"
 run ip route add table "$TABLE0" "$ADDR1" dev "$NETDEV0" src "$ADDR0"
 run ip route add table "$TABLE1" "$ADDR0" dev "$NETDEV1" src "$ADDR1"
 run ip rule add pref 1000 lookup local
@@ -116,18 +125,18 @@ done
 if [ "$CHECK" = 1 ]; then
     step "verifying rdma_cm between $ADDR1 ($DEV1) and $ADDR0 ($DEV0)"
     tx0=$(cat "/sys/class/net/$NETDEV1/statistics/tx_packets")
-    check_pair() { # server-address client-address
-        local srv rc=1 try
+    check_pair() { # server-address [client-source-address]
+        local srv rc try bind=()
+        [ -n "${2:-}" ] && bind=(-I "$2")
         for try in 1 2 3; do
+            rc=1
             timeout 30 rping -s -a "$1" -C 1 -p 7471 >/dev/null 2>&1 &
             srv=$!
             sleep 0.5
-            if timeout 30 rping -c -a "$1" -I "$2" -C 1 -p 7471 -V; then
-                rc=0
-            fi
+            timeout 30 rping -c -a "$1" "${bind[@]}" -C 1 -p 7471 -V && rc=0
             wait "$srv" || rc=1
             [ "$rc" = 0 ] && return 0
-            step "rping $2 -> $1 failed (try $try)"
+            step "rping ${2:-(unbound)} -> $1 failed (try $try)"
             sleep 1
         done
         return 1
@@ -136,6 +145,8 @@ if [ "$CHECK" = 1 ]; then
         fail "rdma_cm connection from $ADDR1 ($DEV1) to $ADDR0 ($DEV0) does not work"
     check_pair "$ADDR1" "$ADDR0" ||
         fail "rdma_cm connection from $ADDR0 ($DEV0) to $ADDR1 ($DEV1) does not work"
+    check_pair "$ADDR0" ||
+        fail "rdma_cm connection from an unbound client to $ADDR0 ($DEV0) does not work"
     tx1=$(cat "/sys/class/net/$NETDEV1/statistics/tx_packets")
     [ "$tx1" -gt "$tx0" ] ||
         fail "rping worked but nothing was sent on $NETDEV1: traffic did not cross the veth pair"
