@@ -25,7 +25,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/epoll.h>
+#include <linux/futex.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -96,8 +98,14 @@ struct eq {
     eq_source* sources = nullptr;
     uint64_t change_index = 0;
     // ----
+    bool ext_fd = false;         // the eventfd is watched from outside (FI_GETWAIT, wait set)
+    bool efd_signalled = false;  // we wrote the eventfd and nobody drained it yet
+    int fd_sleepers = 0;         // sread/wait_n blocked in ppoll (EQs with sources)
+    int futex_sleepers = 0;      // sread/wait_n blocked on futex_seq
+    // ----
+    std::atomic<uint32_t> futex_seq{0};  // bumped under mu when futex sleepers must wake
     std::atomic<int> nsources{0};
-    bool signals = false;  // wait object needs signalling
+    bool signals = false;  // has an eventfd (every wait object but NONE and YIELD)
     int efd = -1, epfd = -1;
     bool has_mc = false;
     pthread_mutex_t mc_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -196,27 +204,67 @@ ssize_t read_locked(eq* q, uint32_t* event, void* buf, size_t len, uint64_t flag
     return n;
 }
 
-// Clears the wait fd once the caller has seen there is nothing to wait for.
+// What a producer (or a wake) must do once it has dropped mu.
+struct wake_plan {
+    bool fd = false, futex = false, mc = false, ws = false;
+    explicit operator bool() const { return fd || futex || mc || ws; }
+};
+
+long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const struct timespec* t) {
+    return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, t, nullptr, 0);
+}
+
+// Clears the wait fd once the caller has seen there is nothing to wait for
+// (or, for threshold waits, not enough): the next event signals again.
 void arm_locked(eq* q) {
-    if (!q->signals || q->armed) return;
-    uint64_t v;
-    if (q->efd >= 0) (void)!::read(q->efd, &v, sizeof v);
+    if (q->efd_signalled) {
+        uint64_t v;
+        (void)!::read(q->efd, &v, sizeof v);
+        q->efd_signalled = false;
+    }
     q->armed = true;
 }
 
-// Producer side: true when the caller must signal after unlocking.
-bool disarm_locked(eq* q) {
-    if (!q->signals || !q->armed) return false;
-    q->armed = false;
-    return true;
+// Producer side, after a push: which wait objects need a signal. The external
+// ones (fd watched from outside, mutex/cond, wait set) only when armed, i.e.
+// once per empty -> non-empty transition a reader has seen; the internal
+// futex only when a thread sleeps on it.
+wake_plan disarm_locked(eq* q) {
+    wake_plan w;
+    if (q->armed && (q->ext_fd || q->fd_sleepers || q->has_mc || q->ws)) {
+        q->armed = false;
+        w.fd = q->efd >= 0 && (q->ext_fd || q->fd_sleepers);
+        w.mc = q->has_mc;
+        w.ws = q->ws != nullptr;
+        if (w.fd) q->efd_signalled = true;
+    }
+    if (q->futex_sleepers) {
+        q->futex_seq.fetch_add(1, std::memory_order_relaxed);
+        w.futex = true;
+    }
+    return w;
 }
 
-void signal(eq* q) noexcept {
-    if (q->efd >= 0) {
+// Wakes everybody (close, the wake op, a new source); mu held.
+wake_plan kick_locked(eq* q) {
+    wake_plan w;
+    q->armed = false;
+    w.fd = q->efd >= 0;
+    if (w.fd) q->efd_signalled = true;
+    w.mc = q->has_mc;
+    w.ws = q->ws != nullptr;
+    q->futex_seq.fetch_add(1, std::memory_order_relaxed);
+    w.futex = true;
+    return w;
+}
+
+void signal(eq* q, wake_plan w) noexcept {
+    if (w.fd) {
         uint64_t one = 1;
         (void)!::write(q->efd, &one, sizeof one);
     }
-    if (q->has_mc) {
+    if (w.futex) (void)futex(&q->futex_seq, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr);
+    if (w.mc) {
         // fi_trywait of this EQ may run on this thread with the application
         // holding the mutex (its documented pattern): broadcast without it.
         if (tl_trywait_eq == q) {
@@ -227,14 +275,7 @@ void signal(eq* q) noexcept {
             pthread_mutex_unlock(&q->mc_mu);
         }
     }
-    if (q->ws) wait_set_signal(q->ws);
-}
-
-// Wakes every waiter (close, wake op, new source); mu held, signal after.
-bool kick_locked(eq* q) {
-    if (q->efd < 0 && !q->has_mc && !q->ws) return false;
-    q->armed = false;
-    return true;
+    if (w.ws) wait_set_signal(q->ws);
 }
 
 // ------------------------------------------------------------------ sources
@@ -332,22 +373,28 @@ ssize_t wait_impl(eq* q, size_t threshold, int timeout, uint32_t* event, void* b
             r = -FI_EAGAIN;
             break;
         }
-        // Block. Clear the fd even when a few events are queued (threshold
-        // waits): armed stays true, so the next event signals again.
-        arm_locked(q);
-        if (q->signals && q->armed && q->count && q->efd >= 0) {
-            uint64_t v;
-            (void)!::read(q->efd, &v, sizeof v);
-        }
-        const int fd = q->nsources.load(std::memory_order_relaxed) ? q->epfd : q->efd;
-        lk.unlock();
-        if (q->wobj == FI_WAIT_YIELD || fd < 0) {
+        // Block: spin (YIELD), on the epoll fd when sources must be watched,
+        // else on a private futex (one syscall each side, like a bare eventfd).
+        if (q->wobj == FI_WAIT_YIELD || q->efd < 0) {
+            lk.unlock();
             sched_yield();
-        } else {
-            struct pollfd p = {fd, POLLIN, 0};
+            lk.lock();
+        } else if (q->nsources.load(std::memory_order_relaxed)) {
+            arm_locked(q);
+            q->fd_sleepers++;
+            lk.unlock();
+            struct pollfd p = {q->epfd, POLLIN, 0};
             (void)::ppoll(&p, 1, dl.infinite ? nullptr : &left, nullptr);
+            lk.lock();
+            q->fd_sleepers--;
+        } else {
+            const uint32_t seq = q->futex_seq.load(std::memory_order_relaxed);
+            q->futex_sleepers++;
+            lk.unlock();
+            (void)futex(&q->futex_seq, FUTEX_WAIT_PRIVATE, seq, dl.infinite ? nullptr : &left);
+            lk.lock();
+            q->futex_sleepers--;
         }
-        lk.lock();
         progressed = false;
     }
     if (nmore) *nmore = q->count;
@@ -414,7 +461,7 @@ int eq_post(eq* q, uint32_t event, const void* entry, size_t len) {
                  event, q->max_write);
         return -FI_EINVAL;
     }
-    bool sig = false;
+    wake_plan sig;
     int rc = 0;
     {
         std::lock_guard lk(q->mu);
@@ -432,7 +479,7 @@ int eq_post(eq* q, uint32_t event, const void* entry, size_t len) {
     if (rc)
         EVD_WARN(FI_LOG_EQ, "EQ %p overran (%zu entries): event %u lost, EQ is now fatal\n",
                  static_cast<void*>(q), q->cap, event);
-    if (sig) signal(q);
+    if (sig) signal(q, sig);
     return rc;
 }
 
@@ -444,7 +491,7 @@ int eq_post_err(eq* q, const struct fi_eq_err_entry& err, const void* err_data,
                  q->max_write);
         err_data_len = std::max(q->max_write, kEqInline);
     }
-    bool sig = false;
+    wake_plan sig;
     int rc = 0;
     {
         std::lock_guard lk(q->mu);
@@ -462,13 +509,13 @@ int eq_post_err(eq* q, const struct fi_eq_err_entry& err, const void* err_data,
     if (rc)
         EVD_WARN(FI_LOG_EQ, "EQ %p overran (%zu entries): error %d lost, EQ is now fatal\n",
                  static_cast<void*>(q), q->cap, err.err);
-    if (sig) signal(q);
+    if (sig) signal(q, sig);
     return rc;
 }
 
 int eq_add_source(eq* q, eq_source* src) {
     if (!q || !src || src->fd < 0 || !src->progress) return -FI_EINVAL;
-    bool sig;
+    wake_plan sig;
     {
         std::lock_guard lk(q->mu);
         for (eq_source* it = q->sources; it; it = it->next)
@@ -487,9 +534,9 @@ int eq_add_source(eq* q, eq_source* src) {
         q->change_index++;
         q->nsources.fetch_add(1, std::memory_order_release);
         // Waiters blocked on the bare eventfd must start watching the epoll fd.
-        sig = q->waiters > 0 && kick_locked(q);
+        if (q->waiters > 0) sig = kick_locked(q);
     }
-    if (sig) signal(q);
+    if (sig) signal(q, sig);
     return 0;
 }
 
@@ -627,7 +674,7 @@ ssize_t eq_write(struct fid_eq* f, uint32_t event, const void* buf, size_t len, 
                  q->max_write, buf);
         return -FI_EINVAL;
     }
-    bool sig;
+    wake_plan sig;
     {
         std::lock_guard lk(q->mu);
         if (q->overrun) return -FI_EOVERRUN;
@@ -635,7 +682,7 @@ ssize_t eq_write(struct fid_eq* f, uint32_t event, const void* buf, size_t len, 
         if (rc) return rc;
         sig = disarm_locked(q);
     }
-    if (sig) signal(q);
+    if (sig) signal(q, sig);
     return static_cast<ssize_t>(len);
     });
 }
@@ -653,7 +700,7 @@ ssize_t eq_write_err(struct fid_eq* f, const struct fi_eq_err_entry* err, uint64
             EVD_WARN(FI_LOG_EQ, "write_err: need err > 0 and err_data_size <= %zu\n", q->max_write);
             return -FI_EINVAL;
         }
-        bool sig;
+        wake_plan sig;
         {
             std::lock_guard lk(q->mu);
             if (q->overrun) return -FI_EOVERRUN;
@@ -661,7 +708,7 @@ ssize_t eq_write_err(struct fid_eq* f, const struct fi_eq_err_entry* err, uint64
             if (rc) return rc;
             sig = disarm_locked(q);
         }
-        if (sig) signal(q);
+        if (sig) signal(q, sig);
         return static_cast<ssize_t>(sizeof(*err));
     });
 }
@@ -730,14 +777,14 @@ int eq_depth(struct fid_eq* f, struct fi_evd_eq_depth* d) {
 
 int wake_impl(eq* q) {
     int n;
-    bool sig;
+    wake_plan sig;
     {
         std::lock_guard lk(q->mu);
         n = q->waiters;
         q->wake_gen++;
-        sig = n > 0 && kick_locked(q);
+        if (n > 0) sig = kick_locked(q);
     }
-    if (sig) signal(q);
+    if (sig) signal(q, sig);
     return n;
 }
 
@@ -777,13 +824,30 @@ const char* eq_strerror(struct fid_eq* f, int prov_errno, const void* err_data, 
     return out;
 }
 
+// From now on the eventfd is watched from outside: keep it signalled while
+// events may be queued. Marked signalled so the caller's fi_trywait decides.
+void export_fd(eq* q) {
+    wake_plan w;
+    {
+        std::lock_guard lk(q->mu);
+        if (q->ext_fd) return;
+        q->ext_fd = true;
+        q->armed = false;
+        q->efd_signalled = true;
+        w.fd = true;
+    }
+    signal(q, w);
+}
+
 int getwait(eq* q, void* arg) {
     if (!arg) return -FI_EINVAL;
     switch (q->wobj) {
     case FI_WAIT_FD:
+        export_fd(q);
         *static_cast<int*>(arg) = q->epfd;
         return 0;
     case FI_WAIT_POLLFD: {
+        export_fd(q);
         auto* pfd = static_cast<struct fi_wait_pollfd*>(arg);
         std::lock_guard lk(q->mu);
         size_t need = 1;
@@ -848,10 +912,10 @@ int eq_close(struct fid* f) {
             std::unique_lock lk(q->mu);
             if (q->closing) return -FI_EBUSY;  // a concurrent fi_close
             q->closing = true;
-            bool sig = q->waiters > 0 && kick_locked(q);
-            if (sig) {
+            if (q->waiters > 0) {
+                wake_plan sig = kick_locked(q);
                 lk.unlock();
-                signal(q);
+                signal(q, sig);
                 lk.lock();
             }
             q->cv_left.wait(lk, [&] { return q->waiters == 0; });
@@ -1018,6 +1082,7 @@ int eq_open(struct fid_fabric* ff, struct fi_eq_attr* attr, struct fid_eq** out,
             int rc = wait_set_add(ws, &q->wm);
             if (rc) return rc;
             q->ws = ws;
+            q->ext_fd = true;  // FD sets watch the member's fd
         }
         fab->refs.get();
         *out = &q.release()->fid;

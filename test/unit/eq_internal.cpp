@@ -160,6 +160,7 @@ TEST_F(EqInternal, SourceProgressRunsFromReadAndItsFdJoinsTheWaitFd) {
         int fd = -1;
         if (w == FI_WAIT_FD) {
             ASSERT_EQ(fi_control(&q->fid, FI_GETWAIT, &fd), 0);
+            ASSERT_EQ(evd::eq_trywait(s.q), 0);  // the fi_trywait protocol
             EXPECT_FALSE(readable(fd));
         }
         s.fire(2);
