@@ -194,6 +194,8 @@ cm_stats g_stats;
 void dispatch(cm_chan* c, struct rdma_cm_event* ev) {
     g_stats.events.fetch_add(1, std::memory_order_relaxed);
     cm_action a = cm_translate(*ev);
+    EVD_DBG(FI_LOG_EP_CTRL, "rdma_cm %s status %d id %p\n", a.row->name, ev->status,
+            static_cast<void*>(ev->id));
     struct rdma_cm_id* destroy = nullptr;
     {
         std::lock_guard lk(c->mu);

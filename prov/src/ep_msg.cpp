@@ -604,6 +604,8 @@ struct fi_ops_cm ep_cm_ops = {
 struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a) {
     std::lock_guard lk(e->mu);
     const cm_row& r = *a.row;
+    if (r.outcome == cm_outcome::shutdown && e->terminal.load() && e->id)
+        rdma_disconnect(e->id);  // still answer the peer's DREQ
     if (e->terminal.load() && r.outcome != cm_outcome::internal) {
         e->suppressed.fetch_add(1, std::memory_order_relaxed);
         EVD_DBG(FI_LOG_EP_CTRL, "ep %p: %s after its terminal event: suppressed\n",
@@ -658,6 +660,9 @@ struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action&
             break;
         }
         case cm_outcome::shutdown:
+            // Answer the peer's DREQ (DREP) now, so the side that called
+            // fi_shutdown sees its DISCONNECTED without waiting for a timeout.
+            if (e->id) rdma_disconnect(e->id);
             if (ep_claim_terminal(e)) {
                 set_state(e, ep_state::shutdown);
                 cm_post_cm(ep_route_eq(e), FI_SHUTDOWN, &e->fid.fid, nullptr, nullptr, 0);

@@ -1,1 +1,589 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Connection management on rxe through the real libfabric API: listener on
+// EVD_VM_ADDR0 (rxe0), clients from EVD_VM_ADDR1 (rxe1). Runs inside the VM
+// (test/vm/run-in-vm); skipped elsewhere.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "../unit/common.h"
+#include "rdma/fi_ext_evd.h"
+
+namespace {
+
+const char* env_or(const char* name, const char* def) {
+    const char* v = std::getenv(name);
+    return v && *v ? v : def;
+}
+
+bool in_vm() { return std::getenv("EVD_VM_ADDR0") != nullptr; }
+
+#define REQUIRE_VM()                                                  \
+    do {                                                              \
+        if (!in_vm()) GTEST_SKIP() << "needs the rxe VM (test/vm/run-in-vm)"; \
+    } while (0)
+
+std::string next_port() {
+    static int n = 0;
+    return std::to_string(21000 + (getpid() % 200) * 20 + (n++ % 20));
+}
+
+struct fi_info* make_hints() {
+    struct fi_info* h = fi_allocinfo();
+    h->ep_attr->type = FI_EP_MSG;
+    h->caps = FI_MSG;
+    h->mode = ~0ULL;
+    h->fabric_attr->prov_name = strdup("evd");
+    h->tx_attr->size = 16;
+    h->rx_attr->size = 16;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    return h;
+}
+
+struct fi_info* server_info(const std::string& port) {
+    evdtest::use_build_tree_provider();
+    struct fi_info* h = make_hints();
+    struct fi_info* info = nullptr;
+    int ret = fi_getinfo(FI_VERSION(1, 17), env_or("EVD_VM_ADDR0", "192.0.2.1"), port.c_str(),
+                         FI_SOURCE, h, &info);
+    fi_freeinfo(h);
+    EXPECT_EQ(ret, 0) << fi_strerror(-ret);
+    return ret ? nullptr : info;
+}
+
+struct fi_info* client_info(const std::string& port, const char* dest = nullptr) {
+    evdtest::use_build_tree_provider();
+    struct fi_info* h = make_hints();
+    auto* sin = static_cast<struct sockaddr_in*>(calloc(1, sizeof(struct sockaddr_in)));
+    sin->sin_family = AF_INET;
+    inet_pton(AF_INET, env_or("EVD_VM_ADDR1", "192.0.2.2"), &sin->sin_addr);
+    h->addr_format = FI_SOCKADDR_IN;
+    h->src_addr = sin;
+    h->src_addrlen = sizeof(*sin);
+    struct fi_info* info = nullptr;
+    int ret = fi_getinfo(FI_VERSION(1, 17), dest ? dest : env_or("EVD_VM_ADDR0", "192.0.2.1"),
+                         port.c_str(), 0, h, &info);
+    fi_freeinfo(h);
+    EXPECT_EQ(ret, 0) << fi_strerror(-ret);
+    return ret ? nullptr : info;
+}
+
+// Every open EQ of this process. Connection events advance when their EQ is
+// read, so while a test waits on one EQ the others are progressed (fi_trywait)
+// as a multi-threaded application would.
+std::vector<std::pair<struct fid_fabric*, struct fid_eq*>>& all_eqs() {
+    static std::vector<std::pair<struct fid_fabric*, struct fid_eq*>> v;
+    return v;
+}
+
+void pump_others(struct fid_eq* except) {
+    for (auto [fab, q] : all_eqs()) {
+        if (q == except) continue;
+        struct fid* f = &q->fid;
+        (void)fi_trywait(fab, &f, 1);
+    }
+}
+
+// fabric + domain + EQ + one CQ pair shared by the side's endpoints.
+struct side {
+    struct fi_info* info = nullptr;
+    struct fid_fabric* fab = nullptr;
+    struct fid_domain* dom = nullptr;
+    struct fid_eq* eq = nullptr;
+    struct fid_cq* txcq = nullptr;
+    struct fid_cq* rxcq = nullptr;
+
+    bool open(struct fi_info* i, size_t cq_size = 64) {
+        info = i;
+        if (!info) return false;
+        int ret = fi_fabric(info->fabric_attr, &fab, nullptr);
+        EXPECT_EQ(ret, 0) << "fi_fabric " << fi_strerror(-ret);
+        if (ret) return false;
+        ret = fi_domain(fab, info, &dom, nullptr);
+        EXPECT_EQ(ret, 0) << "fi_domain " << fi_strerror(-ret);
+        if (ret) return false;
+        struct fi_eq_attr ea = {};
+        ea.size = 1024;
+        ea.wait_obj = FI_WAIT_UNSPEC;
+        ret = fi_eq_open(fab, &ea, &eq, nullptr);
+        EXPECT_EQ(ret, 0) << "fi_eq_open " << fi_strerror(-ret);
+        if (ret) return false;
+        all_eqs().emplace_back(fab, eq);
+        struct fi_cq_attr ca = {};
+        ca.size = cq_size;
+        ca.format = FI_CQ_FORMAT_CONTEXT;
+        ca.wait_obj = FI_WAIT_NONE;
+        ret = fi_cq_open(dom, &ca, &txcq, nullptr);
+        EXPECT_EQ(ret, 0) << "fi_cq_open " << fi_strerror(-ret);
+        if (ret) return false;
+        ret = fi_cq_open(dom, &ca, &rxcq, nullptr);
+        EXPECT_EQ(ret, 0);
+        return ret == 0;
+    }
+    void close() {
+        std::erase_if(all_eqs(), [this](auto& p) { return p.second == eq; });
+        if (txcq) EXPECT_EQ(fi_close(&txcq->fid), 0);
+        if (rxcq) EXPECT_EQ(fi_close(&rxcq->fid), 0);
+        if (eq) EXPECT_EQ(fi_close(&eq->fid), 0);
+        if (dom) EXPECT_EQ(fi_close(&dom->fid), 0);
+        if (fab) EXPECT_EQ(fi_close(&fab->fid), 0);
+        fi_freeinfo(info);
+        *this = side{};
+    }
+    // Binds EQ and CQs and enables; returns 0 or the failing call's error.
+    int setup_ep(struct fid_ep* ep) const {
+        int ret = fi_ep_bind(ep, &eq->fid, 0);
+        if (!ret) ret = fi_ep_bind(ep, &txcq->fid, FI_TRANSMIT);
+        if (!ret) ret = fi_ep_bind(ep, &rxcq->fid, FI_RECV);
+        if (!ret) ret = fi_enable(ep);
+        return ret;
+    }
+};
+
+struct rec {
+    ssize_t rc = 0;  // > 0: event; -FI_EAVAIL: error (err); other < 0: nothing
+    uint32_t event = 0;
+    fid_t fid = nullptr;
+    struct fi_info* info = nullptr;
+    std::vector<uint8_t> data;
+    struct fi_eq_err_entry err = {};
+    std::vector<uint8_t> err_data;
+};
+
+rec next_event(struct fid_eq* eq, int timeout_ms) {
+    rec r;
+    alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 512];
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+        pump_others(eq);
+        r.rc = fi_eq_sread(eq, &r.event, buf, sizeof(buf), std::min(timeout_ms, 5), 0);
+        if (r.rc != -FI_EAGAIN || std::chrono::steady_clock::now() >= deadline) break;
+    }
+    if (r.rc == -FI_EAVAIL) {
+        uint8_t ebuf[512];
+        r.err.err_data = ebuf;
+        r.err.err_data_size = sizeof(ebuf);
+        ssize_t n = fi_eq_readerr(eq, &r.err, 0);
+        EXPECT_EQ(n, static_cast<ssize_t>(sizeof(r.err)));
+        r.fid = r.err.fid;
+        if (r.err.err_data_size)
+            r.err_data.assign(static_cast<uint8_t*>(r.err.err_data),
+                              static_cast<uint8_t*>(r.err.err_data) + r.err.err_data_size);
+        r.err.err_data = nullptr;
+        return r;
+    }
+    if (r.rc >= static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry))) {
+        auto* e = reinterpret_cast<struct fi_eq_cm_entry*>(buf);
+        r.fid = e->fid;
+        r.info = e->info;
+        r.data.assign(e->data, e->data + (r.rc - sizeof(*e)));
+    }
+    return r;
+}
+
+std::string describe(const rec& r) {
+    if (r.rc == -FI_EAVAIL)
+        return "error " + std::to_string(r.err.err) + " (" + fi_strerror(r.err.err) +
+               ") prov_errno " + std::to_string(r.err.prov_errno);
+    if (r.rc < 0) return "nothing: " + std::string(fi_strerror(static_cast<int>(-r.rc)));
+    return "event " + std::to_string(r.event) + " len " + std::to_string(r.rc);
+}
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+    std::vector<uint8_t> v(n);
+    for (size_t i = 0; i < n; i++) v[i] = static_cast<uint8_t>(seed ^ (31 * i));
+    return v;
+}
+
+constexpr int kWait = 20000;  // ms: TCG emulation is slow
+
+// A listener and a client side on the two rxe devices.
+struct CmRxe : ::testing::Test {
+    side srv, cli;
+    struct fid_pep* pep = nullptr;
+    std::string port;
+
+    void SetUp() override {
+        REQUIRE_VM();
+        port = next_port();
+        ASSERT_TRUE(srv.open(server_info(port)));
+        ASSERT_TRUE(cli.open(client_info(port)));
+        ASSERT_EQ(fi_passive_ep(srv.fab, srv.info, &pep, this), 0);
+        ASSERT_EQ(fi_pep_bind(pep, &srv.eq->fid, 0), 0);
+        ASSERT_EQ(fi_listen(pep), 0);
+    }
+    void TearDown() override {
+        if (pep) EXPECT_EQ(fi_close(&pep->fid), 0);
+        cli.close();
+        srv.close();
+    }
+
+    struct fid_ep* client_ep() {
+        struct fid_ep* ep = nullptr;
+        EXPECT_EQ(fi_endpoint(cli.dom, cli.info, &ep, nullptr), 0);
+        if (ep) EXPECT_EQ(cli.setup_ep(ep), 0);
+        return ep;
+    }
+
+    // Full handshake with the given data; returns {client ep, server ep}.
+    std::pair<struct fid_ep*, struct fid_ep*> connect(const std::vector<uint8_t>& cdata,
+                                                      const std::vector<uint8_t>& adata) {
+        struct fid_ep* cep = client_ep();
+        if (!cep) return {};
+        EXPECT_EQ(fi_connect(cep, nullptr, cdata.data(), cdata.size()), 0);
+        rec req = next_event(srv.eq, kWait);
+        EXPECT_EQ(req.rc, static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry) + cdata.size()))
+            << describe(req);
+        if (req.rc <= 0) return {cep, nullptr};
+        EXPECT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ));
+        EXPECT_EQ(req.fid, &pep->fid);
+        EXPECT_EQ(req.data, cdata);
+        EXPECT_NE(req.info, nullptr);
+        if (!req.info) return {cep, nullptr};
+        EXPECT_NE(req.info->handle, nullptr);
+        EXPECT_STREQ(req.info->domain_attr->name, env_or("EVD_VM_DEV0", "rxe0"));
+        EXPECT_NE(req.info->src_addr, nullptr);
+        EXPECT_NE(req.info->dest_addr, nullptr);
+        struct fid_ep* sep = nullptr;
+        EXPECT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+        fi_freeinfo(req.info);
+        if (!sep) return {cep, nullptr};
+        EXPECT_EQ(srv.setup_ep(sep), 0);
+        EXPECT_EQ(fi_accept(sep, adata.data(), adata.size()), 0);
+        rec c = next_event(cli.eq, kWait);
+        EXPECT_EQ(c.rc, static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry) + adata.size()))
+            << describe(c);
+        EXPECT_EQ(c.event, static_cast<uint32_t>(FI_CONNECTED));
+        EXPECT_EQ(c.fid, &cep->fid);
+        EXPECT_EQ(c.data, adata);
+        rec s = next_event(srv.eq, kWait);
+        EXPECT_EQ(s.rc, static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry))) << describe(s);
+        EXPECT_EQ(s.event, static_cast<uint32_t>(FI_CONNECTED));
+        EXPECT_EQ(s.fid, &sep->fid);
+        return {cep, sep};
+    }
+
+    void expect_shutdown(struct fid_eq* eq, struct fid_ep* ep) {
+        rec r = next_event(eq, kWait);
+        EXPECT_EQ(r.rc, static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry))) << describe(r);
+        EXPECT_EQ(r.event, static_cast<uint32_t>(FI_SHUTDOWN));
+        EXPECT_EQ(r.fid, &ep->fid);
+    }
+    void expect_quiet(struct fid_eq* eq, int ms = 300) {
+        rec r = next_event(eq, ms);
+        EXPECT_EQ(r.rc, -FI_EAGAIN) << "unexpected " << describe(r);
+    }
+};
+
+TEST_F(CmRxe, ConnectAcceptShutdownWithData) {
+    for (size_t len : {size_t{0}, size_t{1}, size_t{FI_EVD_CM_DATA_MAX}}) {
+        SCOPED_TRACE(len);
+        auto [cep, sep] = connect(pattern(len, 0x11), pattern(len, 0x77));
+        ASSERT_NE(cep, nullptr);
+        ASSERT_NE(sep, nullptr);
+        size_t alen = 64;
+        struct sockaddr_storage peer;
+        EXPECT_EQ(fi_getpeer(cep, &peer, &alen), 0);
+        EXPECT_EQ(alen, sizeof(struct sockaddr_in));
+        alen = sizeof(peer);
+        EXPECT_EQ(fi_getname(&sep->fid, &peer, &alen), 0);
+        // fi_shutdown on the client: FI_SHUTDOWN on both sides, nothing more
+        EXPECT_EQ(fi_shutdown(cep, 0), 0);
+        expect_shutdown(cli.eq, cep);
+        expect_shutdown(srv.eq, sep);
+        EXPECT_EQ(fi_shutdown(sep, 0), 0);  // already ended: no second event
+        expect_quiet(cli.eq);
+        expect_quiet(srv.eq);
+        EXPECT_EQ(fi_close(&cep->fid), 0);
+        EXPECT_EQ(fi_close(&sep->fid), 0);
+    }
+}
+
+TEST_F(CmRxe, CmDataSizeIsHonestAndEnforced) {
+    size_t v = 0, len = sizeof(v);
+    ASSERT_EQ(fi_getopt(&pep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &v, &len), 0);
+    EXPECT_EQ(v, size_t{FI_EVD_CM_DATA_MAX});
+    struct fid_ep* cep = client_ep();
+    ASSERT_NE(cep, nullptr);
+    v = 0;
+    ASSERT_EQ(fi_getopt(&cep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &v, &len), 0);
+    EXPECT_EQ(v, size_t{FI_EVD_CM_DATA_MAX});
+    auto big = pattern(FI_EVD_CM_DATA_MAX + 1, 3);
+    EXPECT_EQ(fi_connect(cep, nullptr, big.data(), big.size()), -FI_EINVAL);
+    // the endpoint is still usable after the refused call
+    EXPECT_EQ(fi_connect(cep, nullptr, big.data(), FI_EVD_CM_DATA_MAX), 0);
+    rec req = next_event(srv.eq, kWait);
+    ASSERT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ)) << describe(req);
+    ASSERT_NE(req.info, nullptr);
+    EXPECT_EQ(req.data.size(), size_t{FI_EVD_CM_DATA_MAX});
+    EXPECT_EQ(fi_reject(pep, req.info->handle, big.data(), big.size()), -FI_EINVAL);
+    struct fid_ep* sep = nullptr;
+    ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+    fi_freeinfo(req.info);
+    ASSERT_EQ(srv.setup_ep(sep), 0);
+    EXPECT_EQ(fi_accept(sep, big.data(), big.size()), -FI_EINVAL);
+    EXPECT_EQ(fi_accept(sep, big.data(), FI_EVD_CM_DATA_MAX), 0);
+    rec c = next_event(cli.eq, kWait);
+    EXPECT_EQ(c.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(c);
+    EXPECT_EQ(c.data, std::vector<uint8_t>(big.begin(), big.begin() + FI_EVD_CM_DATA_MAX));
+    rec s = next_event(srv.eq, kWait);
+    EXPECT_EQ(s.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(s);
+    // closing a connected endpoint disconnects the peer: one FI_SHUTDOWN there
+    EXPECT_EQ(fi_close(&cep->fid), 0);
+    expect_shutdown(srv.eq, sep);
+    expect_quiet(srv.eq);
+    EXPECT_EQ(fi_close(&sep->fid), 0);
+}
+
+TEST_F(CmRxe, RejectDeliversPeerDataAndReason) {
+    for (size_t len : {size_t{0}, size_t{1}, size_t{FI_EVD_CM_DATA_MAX}}) {
+        SCOPED_TRACE(len);
+        struct fid_ep* cep = client_ep();
+        ASSERT_NE(cep, nullptr);
+        ASSERT_EQ(fi_connect(cep, nullptr, nullptr, 0), 0);
+        rec req = next_event(srv.eq, kWait);
+        ASSERT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ)) << describe(req);
+        ASSERT_NE(req.info, nullptr);
+        auto rdata = pattern(len, 0x5a);
+        EXPECT_EQ(fi_reject(pep, req.info->handle, rdata.data(), rdata.size()), 0);
+        fi_freeinfo(req.info);
+        rec r = next_event(cli.eq, kWait);
+        ASSERT_EQ(r.rc, -FI_EAVAIL) << describe(r);
+        EXPECT_EQ(r.err.err, FI_ECONNREFUSED);
+        EXPECT_EQ(r.err.prov_errno, FI_EVD_CM_REJ_CONSUMER);
+        EXPECT_EQ(r.fid, &cep->fid);
+        EXPECT_EQ(r.err_data, rdata);
+        expect_quiet(cli.eq);
+        expect_quiet(srv.eq);
+        EXPECT_EQ(fi_close(&cep->fid), 0);
+    }
+}
+
+TEST_F(CmRxe, ConnectToPortNobodyListensOn) {
+    side c2;
+    ASSERT_TRUE(c2.open(client_info(std::to_string(std::stoi(port) + 1000))));
+    struct fid_ep* ep = nullptr;
+    ASSERT_EQ(fi_endpoint(c2.dom, c2.info, &ep, nullptr), 0);
+    ASSERT_EQ(c2.setup_ep(ep), 0);
+    ASSERT_EQ(fi_connect(ep, nullptr, "x", 1), 0);
+    rec r = next_event(c2.eq, kWait);
+    ASSERT_EQ(r.rc, -FI_EAVAIL) << describe(r);
+    EXPECT_EQ(r.err.err, FI_ECONNREFUSED);
+    EXPECT_NE(r.err.prov_errno, FI_EVD_CM_REJ_CONSUMER) << "a transport reject, not a peer's";
+    EXPECT_TRUE(r.err_data.empty());
+    EXPECT_EQ(r.fid, &ep->fid);
+    expect_quiet(c2.eq);
+    EXPECT_EQ(fi_close(&ep->fid), 0);
+    c2.close();
+}
+
+TEST_F(CmRxe, ConnectToAddressNobodyHas) {
+    side c2;
+    ASSERT_TRUE(c2.open(client_info(port)));
+    struct fid_ep* ep = nullptr;
+    ASSERT_EQ(fi_endpoint(c2.dom, c2.info, &ep, nullptr), 0);
+    ASSERT_EQ(c2.setup_ep(ep), 0);
+    struct sockaddr_in nobody = {};
+    nobody.sin_family = AF_INET;
+    nobody.sin_port = htons(static_cast<uint16_t>(std::stoi(port)));
+    inet_pton(AF_INET, "192.0.2.77", &nobody.sin_addr);  // on the subnet, never assigned
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(fi_connect(ep, &nobody, nullptr, 0), 0);
+    rec r = next_event(c2.eq, 60000);
+    ASSERT_EQ(r.rc, -FI_EAVAIL) << describe(r);
+    EXPECT_TRUE(r.err.err == FI_EADDRNOTAVAIL || r.err.err == FI_EHOSTUNREACH)
+        << fi_strerror(r.err.err);
+    EXPECT_NE(r.err.prov_errno, 0) << "rdma_cm's status is kept";
+    EXPECT_EQ(r.fid, &ep->fid);
+    std::printf("# nobody-has-address: %s after %lld ms\n", describe(r).c_str(),
+                static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::steady_clock::now() - t0)
+                                           .count()));
+    expect_quiet(c2.eq);
+    EXPECT_EQ(fi_close(&ep->fid), 0);
+    c2.close();
+}
+
+TEST_F(CmRxe, MalformedOrUnansweredRequestsDoNotStallTheListener) {
+    // A request closed without an answer is refused; the listener goes on.
+    struct fid_ep* cep = client_ep();
+    ASSERT_NE(cep, nullptr);
+    ASSERT_EQ(fi_connect(cep, nullptr, nullptr, 0), 0);
+    rec req = next_event(srv.eq, kWait);
+    ASSERT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ)) << describe(req);
+    EXPECT_EQ(fi_close(req.info->handle), 0);
+    fi_freeinfo(req.info);
+    rec r = next_event(cli.eq, kWait);
+    ASSERT_EQ(r.rc, -FI_EAVAIL) << describe(r);
+    EXPECT_EQ(r.err.err, FI_ECONNREFUSED);
+    EXPECT_EQ(fi_close(&cep->fid), 0);
+    auto [c2, s2] = connect(pattern(3, 1), pattern(4, 2));
+    ASSERT_NE(s2, nullptr);
+    EXPECT_EQ(fi_close(&c2->fid), 0);
+    expect_shutdown(srv.eq, s2);
+    EXPECT_EQ(fi_close(&s2->fid), 0);
+}
+
+TEST_F(CmRxe, HundredConcurrentConnectionsOnOneEq) {
+    constexpr int kN = 100;
+    // Fresh sides with CQs big enough for 100 endpoints' worth of nothing.
+    std::vector<struct fid_ep*> ceps(kN, nullptr);
+    std::map<fid_t, int> cidx;
+    for (int i = 0; i < kN; i++) {
+        ceps[i] = client_ep();
+        ASSERT_NE(ceps[i], nullptr) << i;
+        cidx[&ceps[i]->fid] = i;
+        uint8_t tag[2] = {static_cast<uint8_t>(i), static_cast<uint8_t>(~i)};
+        ASSERT_EQ(fi_connect(ceps[i], nullptr, tag, sizeof(tag)), 0) << i;
+    }
+    std::vector<struct fid_ep*> seps;
+    std::set<int> requested;
+    std::map<fid_t, int> srv_connected, cli_connected;
+    auto t0 = std::chrono::steady_clock::now();
+    // Drive both EQs until every connection is up on both sides.
+    while ((srv_connected.size() < kN || cli_connected.size() < kN) &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(240)) {
+        rec s = next_event(srv.eq, 10);
+        if (s.rc > 0 && s.event == FI_CONNREQ) {
+            ASSERT_EQ(s.data.size(), 2u);
+            int i = s.data[0];
+            ASSERT_EQ(s.data[1], static_cast<uint8_t>(~i));
+            ASSERT_TRUE(requested.insert(i).second) << "duplicate request " << i;
+            struct fid_ep* sep = nullptr;
+            ASSERT_EQ(fi_endpoint(srv.dom, s.info, &sep, nullptr), 0);
+            fi_freeinfo(s.info);
+            ASSERT_EQ(srv.setup_ep(sep), 0);
+            ASSERT_EQ(fi_accept(sep, &i, sizeof(i)), 0);
+            seps.push_back(sep);
+        } else if (s.rc > 0 && s.event == FI_CONNECTED) {
+            ASSERT_TRUE(srv_connected.emplace(s.fid, 1).second) << "second FI_CONNECTED";
+        } else if (s.rc != -FI_EAGAIN) {
+            FAIL() << "server: " << describe(s);
+        }
+        rec c = next_event(cli.eq, 10);
+        if (c.rc > 0 && c.event == FI_CONNECTED) {
+            ASSERT_EQ(c.data.size(), sizeof(int));
+            int i = 0;
+            std::memcpy(&i, c.data.data(), sizeof(i));
+            ASSERT_EQ(cidx.at(c.fid), i) << "accept data reached the wrong endpoint";
+            ASSERT_TRUE(cli_connected.emplace(c.fid, 1).second);
+        } else if (c.rc != -FI_EAGAIN) {
+            FAIL() << "client: " << describe(c);
+        }
+    }
+    double up_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_EQ(requested.size(), size_t{kN});
+    ASSERT_EQ(srv_connected.size(), size_t{kN});
+    ASSERT_EQ(cli_connected.size(), size_t{kN});
+    // Tear all down from the client side at once: 100 FI_SHUTDOWN each side.
+    for (auto* ep : ceps) ASSERT_EQ(fi_shutdown(ep, 0), 0);
+    std::set<fid_t> cdown, sdown;
+    t0 = std::chrono::steady_clock::now();
+    while ((cdown.size() < kN || sdown.size() < kN) &&
+           std::chrono::steady_clock::now() - t0 < std::chrono::seconds(240)) {
+        rec s = next_event(srv.eq, 10);
+        if (s.rc > 0) {
+            ASSERT_EQ(s.event, static_cast<uint32_t>(FI_SHUTDOWN)) << describe(s);
+            ASSERT_TRUE(sdown.insert(s.fid).second) << "second terminal event";
+        } else {
+            ASSERT_EQ(s.rc, -FI_EAGAIN) << describe(s);
+        }
+        rec c = next_event(cli.eq, 10);
+        if (c.rc > 0) {
+            ASSERT_EQ(c.event, static_cast<uint32_t>(FI_SHUTDOWN)) << describe(c);
+            ASSERT_TRUE(cdown.insert(c.fid).second) << "second terminal event";
+        } else {
+            ASSERT_EQ(c.rc, -FI_EAGAIN) << describe(c);
+        }
+    }
+    EXPECT_EQ(cdown.size(), size_t{kN});
+    EXPECT_EQ(sdown.size(), size_t{kN});
+    expect_quiet(cli.eq);
+    expect_quiet(srv.eq);
+    std::printf("# %d connections up in %.0f ms\n", kN, up_ms);
+    for (auto* ep : ceps) EXPECT_EQ(fi_close(&ep->fid), 0);
+    for (auto* ep : seps) EXPECT_EQ(fi_close(&ep->fid), 0);
+}
+
+// The child of the SIGKILL test: connects, reports, then waits to be killed.
+TEST(CmRxeHelper, KillableClient) {
+    const char* port = std::getenv("EVD_CM_KILLABLE_PORT");
+    if (!port) GTEST_SKIP() << "only run as the child of CmRxe.PeerKilledMidConnection";
+    side c;
+    ASSERT_TRUE(c.open(client_info(port)));
+    struct fid_ep* ep = nullptr;
+    ASSERT_EQ(fi_endpoint(c.dom, c.info, &ep, nullptr), 0);
+    ASSERT_EQ(c.setup_ep(ep), 0);
+    ASSERT_EQ(fi_connect(ep, nullptr, "k", 1), 0);
+    rec r = next_event(c.eq, kWait);
+    ASSERT_EQ(r.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(r);
+    std::printf("CHILD-CONNECTED\n");
+    std::fflush(stdout);
+    for (;;) pause();
+}
+
+TEST_F(CmRxe, PeerKilledMidConnection) {
+    int pipefd[2];
+    ASSERT_EQ(pipe(pipefd), 0);
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        dup2(pipefd[1], 1);
+        close(pipefd[0]);
+        setenv("EVD_CM_KILLABLE_PORT", port.c_str(), 1);
+        execl("/proc/self/exe", "evd_integration", "--gtest_filter=CmRxeHelper.KillableClient",
+              static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    close(pipefd[1]);
+    rec req = next_event(srv.eq, 60000);
+    ASSERT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ)) << describe(req);
+    struct fid_ep* sep = nullptr;
+    ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+    fi_freeinfo(req.info);
+    ASSERT_EQ(srv.setup_ep(sep), 0);
+    ASSERT_EQ(fi_accept(sep, nullptr, 0), 0);
+    rec s = next_event(srv.eq, kWait);
+    ASSERT_EQ(s.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(s);
+    // wait for the child to see its FI_CONNECTED, then kill it
+    std::string out;
+    char b[256];
+    while (out.find("CHILD-CONNECTED") == std::string::npos) {
+        ssize_t n = read(pipefd[0], b, sizeof(b));
+        if (n <= 0) break;
+        out.append(b, static_cast<size_t>(n));
+    }
+    close(pipefd[0]);
+    ASSERT_NE(out.find("CHILD-CONNECTED"), std::string::npos) << out;
+    kill(pid, SIGKILL);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    // The kernel tears down the dead process's connection: the survivor gets
+    // exactly one terminal event.
+    rec t = next_event(srv.eq, 60000);
+    ASSERT_GT(t.rc == -FI_EAVAIL ? 1 : t.rc, 0) << describe(t);
+    EXPECT_EQ(t.fid, &sep->fid);
+    if (t.rc > 0) EXPECT_EQ(t.event, static_cast<uint32_t>(FI_SHUTDOWN));
+    expect_quiet(srv.eq, 1000);
+    EXPECT_EQ(fi_close(&sep->fid), 0);
+}
+
+}  // namespace
