@@ -119,6 +119,15 @@ bool names_evd(const char* list) {
     return false;
 }
 
+// The bits of an enum field as given, without loading an invalid enum value.
+template <class E>
+unsigned raw_enum(const E& e) {
+    static_assert(sizeof(E) == sizeof(unsigned));
+    unsigned v;
+    std::memcpy(&v, &e, sizeof v);
+    return v;
+}
+
 // What the hints ask for beyond plain filtering (computed once per call).
 struct wants {
     uint64_t caps = kCaps;
@@ -145,7 +154,8 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
                  h->fabric_attr->prov_name);
         return -FI_ENODATA;
     }
-    if (h->ep_attr && h->ep_attr->type != FI_EP_UNSPEC && h->ep_attr->type != FI_EP_MSG) {
+    if (h->ep_attr && raw_enum(h->ep_attr->type) != FI_EP_UNSPEC &&
+        raw_enum(h->ep_attr->type) != FI_EP_MSG) {
         EVD_INFO(FI_LOG_CORE, "fi_getinfo: hints->ep_attr->type %s: evd offers FI_EP_MSG only\n",
                  fi_tostr(&h->ep_attr->type, FI_TYPE_EP_TYPE));
         return -FI_ENODATA;
@@ -261,12 +271,20 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
     if (w->cq_data) w->mode |= FI_RX_CQ_DATA;
 
     if (const fi_domain_attr* d = h->domain_attr) {
-        if (d->threading > FI_THREAD_ENDPOINT)
-            REJECT(-FI_EINVAL, "hints->domain_attr->threading %d is not a fi_threading value\n",
-                   d->threading);
-        if (d->control_progress > FI_PROGRESS_MANUAL || d->data_progress > FI_PROGRESS_MANUAL)
-            REJECT(-FI_EINVAL, "hints->domain_attr progress %d/%d is not a fi_progress value\n",
-                   d->control_progress, d->data_progress);
+        // Read as integers: the application may have stored anything there.
+        if (raw_enum(d->threading) > FI_THREAD_ENDPOINT)
+            REJECT(-FI_EINVAL, "hints->domain_attr->threading %u is not a fi_threading value\n",
+                   raw_enum(d->threading));
+        if (raw_enum(d->control_progress) > FI_PROGRESS_MANUAL ||
+            raw_enum(d->data_progress) > FI_PROGRESS_MANUAL)
+            REJECT(-FI_EINVAL, "hints->domain_attr progress %u/%u is not a fi_progress value\n",
+                   raw_enum(d->control_progress), raw_enum(d->data_progress));
+        if (raw_enum(d->resource_mgmt) > FI_RM_ENABLED)
+            REJECT(-FI_EINVAL, "hints->domain_attr->resource_mgmt %u is not a fi_resource_mgmt value\n",
+                   raw_enum(d->resource_mgmt));
+        if (raw_enum(d->av_type) > FI_AV_TABLE)
+            REJECT(-FI_EINVAL, "hints->domain_attr->av_type %u is not a fi_av_type value\n",
+                   raw_enum(d->av_type));
         if (d->caps & ~kDomainCaps) {
             uint64_t extra = d->caps & ~kDomainCaps;
             REJECT(-FI_ENODATA, "hints->domain_attr->caps asks for %s\n", fi_tostr(&extra, FI_TYPE_CAPS));

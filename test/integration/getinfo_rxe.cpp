@@ -170,8 +170,9 @@ TEST_F(GetinfoRxe, ListsBothDevicesWithDeviceLimits) {
         EXPECT_FALSE(qp_accepts_inline(t.ctx, i->tx_attr->inject_size + 1));
         // The source address is one of the device's own.
         ASSERT_NE(i->src_addr, nullptr);
-        if (i->addr_format == FI_SOCKADDR_IN)
+        if (i->addr_format == FI_SOCKADDR_IN) {
             EXPECT_EQ(ip_of(i->src_addr), name == dev0() ? addr0() : addr1());
+        }
     }
     EXPECT_GE(seen[dev0()], 1);
     EXPECT_GE(seen[dev1()], 1);

@@ -93,6 +93,14 @@ dev_desc down() {
 
 std::vector<dev_desc> all() { return {roce(), ib(), down()}; }
 
+// Stores a value that is not one of the enum's (as a careless application
+// could) without forming an invalid enum value in this program.
+template <class E>
+void set_raw(E& field, unsigned v) {
+    static_assert(sizeof(E) == sizeof(unsigned));
+    std::memcpy(&field, &v, sizeof v);
+}
+
 struct infos {
     fi_info* head = nullptr;
     ~infos() { fi_freeinfo(head); }
@@ -363,9 +371,13 @@ std::vector<hint_case> cases() {
         // --- domain attributes
         {"threading DOMAIN", [](fi_info* h) { h->domain_attr->threading = FI_THREAD_DOMAIN; }, 0, kAll,
          each([](fi_info* i) { EXPECT_EQ(i->domain_attr->threading, FI_THREAD_DOMAIN); })},
-        {"threading bogus", [](fi_info* h) { h->domain_attr->threading = static_cast<fi_threading>(77); }, -FI_EINVAL},
+        {"threading bogus", [](fi_info* h) { set_raw(h->domain_attr->threading, 77); }, -FI_EINVAL},
         {"progress MANUAL", [](fi_info* h) { h->domain_attr->control_progress = FI_PROGRESS_MANUAL; h->domain_attr->data_progress = FI_PROGRESS_MANUAL; }, 0, kAll},
-        {"progress bogus", [](fi_info* h) { h->domain_attr->data_progress = static_cast<fi_progress>(9); }, -FI_EINVAL},
+        {"progress bogus", [](fi_info* h) { set_raw(h->domain_attr->data_progress, 9); }, -FI_EINVAL},
+        {"resource_mgmt bogus", [](fi_info* h) { set_raw(h->domain_attr->resource_mgmt, 5); }, -FI_EINVAL},
+        {"av_type bogus", [](fi_info* h) { set_raw(h->domain_attr->av_type, 6); }, -FI_EINVAL},
+        {"av_type TABLE", [](fi_info* h) { h->domain_attr->av_type = FI_AV_TABLE; }, 0, kAll},
+        {"ep_type bogus", [](fi_info* h) { set_raw(h->ep_attr->type, 99); }, -FI_ENODATA},
         {"resource_mgmt DISABLED", [](fi_info* h) { h->domain_attr->resource_mgmt = FI_RM_DISABLED; }, 0, kAll,
          each([](fi_info* i) { EXPECT_EQ(i->domain_attr->resource_mgmt, FI_RM_DISABLED); })},
         {"mr_key_size 4", [](fi_info* h) { h->domain_attr->mr_key_size = 4; }, 0, kAll},
