@@ -14,6 +14,7 @@
 
 #include "cq.h"
 #include "domain.h"
+#include "ep.h"
 #include "eq.h"
 
 #ifndef HAVE_DECL_IBV_EVENT_GID_CHANGE
@@ -426,6 +427,15 @@ void async_dispatch(devctx* d, const struct ibv_async_event& ev) noexcept {
         EVD_WARN(FI_LOG_EQ, "async event %d of %s lost: internal error\n", ev.event_type,
                  d->name.c_str());
     }
+}
+
+void async_ep_consequence(void* owner, const struct ibv_async_event& ev) {
+    if (ev.event_type != IBV_EVENT_COMM_EST) return;
+    auto* e = static_cast<ep*>(owner);
+    if (!e || !e->id) return;
+    if (rdma_notify(e->id, IBV_EVENT_COMM_EST))
+        EVD_WARN(FI_LOG_EP_CTRL, "rdma_notify(COMM_EST) on QP %u: %d\n",
+                 e->qp ? e->qp->qp_num : 0u, errno);
 }
 
 // ---------------------------------------------------------------- FI_EVD_ASYNC_OPS

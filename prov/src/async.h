@@ -58,6 +58,13 @@ const char* async_strerror(int prov_errno, const void* err_data, char* buf, size
 int async_domain_ops_open(struct fid* fid, const char* name, uint64_t flags, void** ops,
                           void* context);
 
+// The consequence hook of an endpoint's QP registration (async_target::
+// consequence, owner = evd::ep*): passes COMM_EST to rdma_notify() so data
+// that arrives before the connection is reported established never stalls
+// it. (Disabling on fatal events is done by claim_terminal, which moves the
+// endpoint to its error state.) Runs under the registry lock; never blocks.
+void async_ep_consequence(void* owner, const struct ibv_async_event& ev);
+
 // ---------------------------------------------------------------- the table
 enum class async_obj : uint8_t { qp, cq, srq, wq, port, device };
 

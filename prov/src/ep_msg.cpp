@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "async.h"
 #include "cm.h"
 #include "cq.h"
 #include "devctx.h"
@@ -132,6 +133,7 @@ int create_qp(ep* e) {
     t.owner = e;
     t.claim_terminal = ep_claim_terminal_cb;
     t.eq_flags = e->eq_flags;
+    t.consequence = async_ep_consequence;  // COMM_EST -> rdma_notify (async.cpp)
     devctx_register(d->dev, &devctx::qps, e->qp, t);
     int ret = cq_attach_qp(e->tx_cq, e->qp->qp_num, e);
     if (!ret && e->rx_cq != e->tx_cq) ret = cq_attach_qp(e->rx_cq, e->qp->qp_num, e);
