@@ -8,6 +8,7 @@
 //     by the hardware event, timestamps, the port snapshot, and the latency
 //     of evd beyond the kernel's own delivery (a raw verbs context on the same
 //     device is the reference);
+//   * an address added to the netdev: GID_CHANGE (FI_NOTIFY);
 //   * notifications are opt-in (a domain bound without FI_EVD_NOTIFY_ASYNC
 //     sees only the error);
 //   * a CQ overrun: CQ_ERR on the CQ's fid via the domain's EQ;
@@ -275,7 +276,11 @@ struct raw_watch {
 struct AsyncRxe : ::testing::Test {
     void SetUp() override { REQUIRE_VM(); }
     void TearDown() override {
-        if (in_vm()) link_set("up");  // never leave the link down for later tests
+        if (!in_vm()) return;
+        link_set("up");  // never leave the link down for later tests
+        std::string cmd = std::string("ip addr del ") + env_or("EVD_ASYNC_EXTRA_ADDR", "192.0.2.11") +
+                          "/32 dev " + netdev0() + " 2>/dev/null";
+        (void)std::system(cmd.c_str());
     }
     // Waits until rxe0's port is ACTIVE again (after a flap).
     static void wait_port_active() {
@@ -400,6 +405,43 @@ TEST_F(AsyncRxe, LinkDownUpIsPortErrThenPortActive) {
     // median is held to the goal and the worst case to a loose bound.
     EXPECT_LT(overhead_ms[overhead_ms.size() / 2], 1.0);
     EXPECT_LT(overhead_ms.back(), 50.0);
+    quiet.close();
+    a.close();
+}
+
+// An IPv4 address added to / removed from the netdev under rxe0 changes the
+// RoCE GID table: rxe raises GID_CHANGE, an FI_NOTIFY for the domain when it
+// opted in, nothing (counted as suppressed) when it did not.
+TEST_F(AsyncRxe, AddressChangeIsGidChangeNotification) {
+    const std::string port = next_port();
+    side a, quiet;
+    ASSERT_TRUE(a.open(get_info(true, port), FI_EVD_NOTIFY_ASYNC));
+    ASSERT_TRUE(quiet.open(get_info(true, port), 0));
+    const std::string extra = std::string(env_or("EVD_ASYNC_EXTRA_ADDR", "192.0.2.11")) + "/32";
+    for (const char* op : {"add", "del"}) {
+        SCOPED_TRACE(op);
+        std::string cmd = std::string("ip addr ") + op + " " + extra + " dev " + netdev0();
+        ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+        rec r = next_rec(a.eq, kWait);
+        ASSERT_EQ(r.rc, static_cast<ssize_t>(sizeof(struct fi_eq_entry))) << describe(r);
+        EXPECT_EQ(r.event, static_cast<uint32_t>(FI_NOTIFY));
+        EXPECT_EQ(r.ent.fid, &a.dom->fid);
+        EXPECT_TRUE(FI_EVD_NOTIFY_IS_ASYNC(r.ent.data));
+        EXPECT_EQ(FI_EVD_NOTIFY_EVENT(r.ent.data), IBV_EVENT_GID_CHANGE);
+        EXPECT_EQ(FI_EVD_NOTIFY_PORT(r.ent.data), 1u);
+        // One address change may touch more than one GID entry.
+        for (;;) {
+            rec more = next_rec(a.eq, 300);
+            if (more.rc == -FI_EAGAIN) break;
+            EXPECT_EQ(FI_EVD_NOTIFY_EVENT(more.ent.data), IBV_EVENT_GID_CHANGE) << describe(more);
+        }
+        rec none = next_rec(quiet.eq, 100);
+        EXPECT_EQ(none.rc, -FI_EAGAIN) << describe(none);
+    }
+    struct fi_evd_port_state st = {};
+    ASSERT_EQ(a.ops->port_state(a.dom, &st), 0);
+    EXPECT_EQ(st.state, IBV_PORT_ACTIVE);  // a GID change is no port state change
+    EXPECT_EQ(st.last_event, IBV_EVENT_GID_CHANGE);
     quiet.close();
     a.close();
 }
