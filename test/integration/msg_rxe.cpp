@@ -587,3 +587,138 @@ TEST_F(CmRxe, PeerKilledMidConnection) {
 }
 
 }  // namespace
+
+namespace {
+
+// ---------------------------------------------------------------- device removal
+// `rdma link delete` of rxe1 under live connections. The kernel finishes the
+// removal only when every user of the device let go, so the victim is a child
+// process (it sees the events, closes everything and exits), and rxe1 is
+// re-created afterwards. Destructive for anything else running in the VM at
+// the same time: opt in with EVD_TEST_DEVICE_REMOVAL=1, in a process of its
+// own that never opened rxe1 (evd keeps a device context open until provider
+// cleanup, and rxe cannot disassociate it, so the removal waits for every
+// process that used the device to exit):
+//   EVD_TEST_DEVICE_REMOVAL=1 evd_integration --gtest_filter='CmRxeRemoval.*'
+
+bool run_cmd(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
+
+TEST(CmRxeHelper, RemovalVictim) {
+    const char* port = std::getenv("EVD_CM_REMOVAL_PORT");
+    if (!port) GTEST_SKIP() << "only run as the child of CmRxeRemoval.DeviceRemovalUnderLiveConnections";
+    constexpr int kN = 4;
+    side srv, cli;
+    ASSERT_TRUE(srv.open(server_info(port)));
+    ASSERT_TRUE(cli.open(client_info(port)));
+    struct fid_pep* pep = nullptr;
+    ASSERT_EQ(fi_passive_ep(srv.fab, srv.info, &pep, nullptr), 0);
+    ASSERT_EQ(fi_pep_bind(pep, &srv.eq->fid, 0), 0);
+    ASSERT_EQ(fi_listen(pep), 0);
+    // a listener on the doomed device too
+    std::string port2 = std::to_string(std::stoi(port) + 1);
+    struct fi_info* i1 = client_info(port2);
+    ASSERT_NE(i1, nullptr);
+    struct fid_pep* pep1 = nullptr;
+    ASSERT_EQ(fi_passive_ep(cli.fab, i1, &pep1, nullptr), 0);
+    fi_freeinfo(i1);
+    ASSERT_EQ(fi_pep_bind(pep1, &cli.eq->fid, 0), 0);
+    ASSERT_EQ(fi_listen(pep1), 0);
+
+    std::vector<struct fid_ep*> ceps, seps;
+    for (int i = 0; i < kN; i++) {
+        struct fid_ep* ep = nullptr;
+        ASSERT_EQ(fi_endpoint(cli.dom, cli.info, &ep, nullptr), 0);
+        ASSERT_EQ(cli.setup_ep(ep), 0);
+        ASSERT_EQ(fi_connect(ep, nullptr, nullptr, 0), 0);
+        ceps.push_back(ep);
+        rec req = next_event(srv.eq, kWait);
+        ASSERT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ)) << describe(req);
+        struct fid_ep* sep = nullptr;
+        ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+        fi_freeinfo(req.info);
+        ASSERT_EQ(srv.setup_ep(sep), 0);
+        ASSERT_EQ(fi_accept(sep, nullptr, 0), 0);
+        seps.push_back(sep);
+        rec c = next_event(cli.eq, kWait);
+        ASSERT_EQ(c.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(c);
+        rec s = next_event(srv.eq, kWait);
+        ASSERT_EQ(s.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(s);
+    }
+    // Remove rxe1 in the background (it completes once this process lets go).
+    std::string dev1 = env_or("EVD_VM_DEV1", "rxe1");
+    ASSERT_TRUE(run_cmd("(rdma link delete " + dev1 + " >/dev/null 2>&1 &)"));
+    std::map<fid_t, int> errors;
+    auto t0 = std::chrono::steady_clock::now();
+    while (errors.size() < kN + 1 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+        rec r = next_event(cli.eq, 100);
+        if (r.rc == -FI_EAGAIN) continue;
+        if (r.rc == -FI_EAVAIL) {
+            errors[r.fid]++;
+            std::printf("# removal: %s\n", describe(r).c_str());
+            continue;
+        }
+        // async notifications may arrive (FI_NOTIFY); no CM event may
+        ASSERT_NE(r.event, static_cast<uint32_t>(FI_SHUTDOWN)) << "after removal";
+        ASSERT_NE(r.event, static_cast<uint32_t>(FI_CONNECTED));
+    }
+    for (auto* ep : ceps) EXPECT_EQ(errors[&ep->fid], 1) << "one terminal error per endpoint";
+    EXPECT_EQ(errors[&pep1->fid], 1) << "the listener on the removed device";
+    // then nothing more from them
+    t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2)) {
+        rec r = next_event(cli.eq, 100);
+        if (r.rc == -FI_EAVAIL) ADD_FAILURE() << "second error: " << describe(r);
+        if (r.rc > 0) EXPECT_TRUE(r.event != FI_SHUTDOWN && r.event != FI_CONNECTED);
+    }
+    for (auto* ep : ceps) EXPECT_EQ(fi_close(&ep->fid), 0);
+    EXPECT_EQ(fi_close(&pep1->fid), 0);
+    for (auto* ep : seps) EXPECT_EQ(fi_close(&ep->fid), 0);
+    EXPECT_EQ(fi_close(&pep->fid), 0);
+    cli.close();
+    srv.close();
+    std::printf("VICTIM-DONE\n");
+}
+
+TEST(CmRxeRemoval, DeviceRemovalUnderLiveConnections) {
+    REQUIRE_VM();
+    if (!std::getenv("EVD_TEST_DEVICE_REMOVAL"))
+        GTEST_SKIP() << "destructive: set EVD_TEST_DEVICE_REMOVAL=1 (and run it last)";
+    std::string dev1 = env_or("EVD_VM_DEV1", "rxe1");
+    std::string net1 = env_or("EVD_VM_NETDEV1", "veth1");
+    std::string port = next_port();
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        setenv("EVD_CM_REMOVAL_PORT", port.c_str(), 1);
+        execl("/proc/self/exe", "evd_integration", "--gtest_filter=CmRxeHelper.RemovalVictim",
+              static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "victim failed, status " << st;
+    // wait until the device is gone, then bring it back for whatever runs next
+    bool gone = false;
+    for (int i = 0; i < 300 && !gone; i++) {
+        gone = !run_cmd("rdma link show " + dev1 + "/1 >/dev/null 2>&1");
+        if (!gone) usleep(100000);
+    }
+    EXPECT_TRUE(gone) << dev1 << " still present 30 s after its users exited";
+    // (the netdev stays claimed for a moment after the device disappeared)
+    bool added = false;
+    for (int i = 0; i < 300 && !added; i++) {
+        added = run_cmd("rdma link add " + dev1 + " type rxe netdev " + net1 + " 2>/dev/null");
+        if (!added) usleep(100000);
+    }
+    ASSERT_TRUE(added) << "could not re-create " << dev1;
+    bool active = false;
+    for (int i = 0; i < 300 && !active; i++) {
+        active = run_cmd("rdma link show " + dev1 + "/1 | grep -q 'state ACTIVE' && "
+                         "cat /sys/class/infiniband/" + dev1 +
+                         "/ports/1/gids/* | grep -q ffff:c000");
+        if (!active) usleep(100000);
+    }
+    EXPECT_TRUE(active) << dev1 << " did not come back";
+}
+
+}  // namespace
