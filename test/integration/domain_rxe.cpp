@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <rdma/fi_endpoint.h>
 
@@ -231,6 +234,48 @@ TEST_F(DomainRxe, ThousandOpenCloseCyclesLeakNothing) {
     size_t heap_after = mallinfo2().uordblks;
     EXPECT_LT(heap_after > heap ? heap_after - heap : 0, 64u * 1024) << "heap grew";
     EXPECT_LT(rss_kib() - rss, 4096) << "RSS grew (KiB)";
+    if (eq) {
+        EXPECT_EQ(fi_close(&eq->fid), 0);
+    }
+}
+
+// Several threads open, bind and close domains on the same device while
+// others read the shared EQ (which drains the device's async fd): the device
+// table, the per-device registry and the single async-fd reader are shared.
+TEST_F(DomainRxe, ConcurrentOpenBindCloseAndEqReads) {
+    bool skip = false;
+    fid_eq* eq = open_eq_or_skip_flag(&skip);
+    std::atomic<int> failures{0};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> readers;
+    if (eq) {
+        for (int r = 0; r < 2; ++r)
+            readers.emplace_back([&] {
+                uint32_t ev;
+                fi_eq_entry e;
+                while (!stop.load()) {
+                    ssize_t n = fi_eq_read(eq, &ev, &e, sizeof e, 0);
+                    if (n != -FI_EAGAIN) failures++;  // nothing is expected on this EQ
+                }
+            });
+    }
+    std::vector<std::thread> openers;
+    for (int t = 0; t < 4; ++t)
+        openers.emplace_back([&] {
+            for (int i = 0; i < 50; ++i) {
+                fid_domain* d = nullptr;
+                if (fi_domain(fab, info, &d, nullptr) != 0) {
+                    failures++;
+                    continue;
+                }
+                if (eq && fi_domain_bind(d, &eq->fid, 0) != 0) failures++;
+                if (fi_close(&d->fid) != 0) failures++;
+            }
+        });
+    for (auto& t : openers) t.join();
+    stop = true;
+    for (auto& t : readers) t.join();
+    EXPECT_EQ(failures.load(), 0);
     if (eq) {
         EXPECT_EQ(fi_close(&eq->fid), 0);
     }
