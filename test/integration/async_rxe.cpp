@@ -212,8 +212,9 @@ rec next_rec(struct fid_eq* eq, int timeout_ms) {
         const char* s = fi_eq_strerror(eq, r.err.prov_errno, r.err.err_data, sbuf, sizeof sbuf);
         r.sentence = s ? s : "";
         r.err.err_data = nullptr;
-    } else if (r.rc >= static_cast<ssize_t>(sizeof(struct fi_eq_entry))) {
-        std::memcpy(&r.ent, buf, sizeof(r.ent));
+    } else if (r.rc >= static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry))) {
+        // An fi_eq_entry, or an fi_eq_cm_entry (16 bytes without data).
+        std::memcpy(&r.ent, buf, std::min(sizeof(r.ent), static_cast<size_t>(r.rc)));
     }
     return r;
 }
@@ -454,6 +455,18 @@ struct pair_conn {
     struct fid_ep* sep = nullptr;
     struct fid_ep* srx = nullptr;
 
+    // Connection events advance only when their EQ is read (or fi_trywait
+    // runs its progress): while waiting on one side's EQ, progress the other.
+    rec wait_on(side& s, side& other, int timeout_ms = kWait) {
+        uint64_t end = mono_ns() + static_cast<uint64_t>(timeout_ms) * 1000000ull;
+        for (;;) {
+            rec r = next_rec(s.eq, 20);
+            if (r.rc != -FI_EAGAIN || mono_ns() >= end) return r;
+            struct fid* f = &other.eq->fid;
+            (void)fi_trywait(other.fab, &f, 1);
+        }
+    }
+
     bool connect(size_t cli_txcq, bool server_srx) {
         std::string port = next_port();
         if (!srv.open(get_info(true, port, server_srx), 0)) return false;
@@ -469,7 +482,7 @@ struct pair_conn {
         EXPECT_EQ(fi_ep_bind(cep, &cli.rxcq->fid, FI_RECV), 0);
         EXPECT_EQ(fi_enable(cep), 0);
         EXPECT_EQ(fi_connect(cep, nullptr, nullptr, 0), 0);
-        rec req = next_rec(srv.eq, kWait);
+        rec req = wait_on(srv, cli);
         if (req.rc <= 0 || req.event != FI_CONNREQ) {
             ADD_FAILURE() << "no FI_CONNREQ: " << describe(req);
             return false;
@@ -499,9 +512,9 @@ struct pair_conn {
         }
         EXPECT_EQ(fi_enable(sep), 0);
         EXPECT_EQ(fi_accept(sep, nullptr, 0), 0);
-        rec c = next_rec(cli.eq, kWait);
+        rec c = wait_on(cli, srv);
         EXPECT_EQ(c.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(c);
-        rec s = next_rec(srv.eq, kWait);
+        rec s = wait_on(srv, cli);
         EXPECT_EQ(s.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(s);
         return c.event == FI_CONNECTED && s.event == FI_CONNECTED;
     }
@@ -532,9 +545,13 @@ struct mr_buf {
         return ret == 0;
     }
     void* desc() { return fi_mr_desc(mr); }
-    ~mr_buf() {
-        if (mr) fi_close(&mr->fid);
+    void close() {
+        if (mr) {
+            EXPECT_EQ(fi_close(&mr->fid), 0);
+        }
+        mr = nullptr;
     }
+    ~mr_buf() { close(); }
 };
 
 // A CQ of depth 1 that is not read while completions arrive: rxe raises
@@ -576,6 +593,8 @@ TEST_F(AsyncRxe, CqOverrunIsCqErrOnTheCqFid) {
     // Nothing went to the server's EQ.
     rec s = next_rec(p.srv.eq, 200);
     EXPECT_NE(s.rc, -FI_EAVAIL) << describe(s);
+    sb.close();
+    rb.close();
     p.close();
 }
 
@@ -603,6 +622,8 @@ TEST_F(AsyncRxe, SrqLimitReachedOnTheSrxFid) {
     // The limit disarmed: no second notification.
     rec again = next_rec(p.srv.eq, 500);
     EXPECT_EQ(again.rc, -FI_EAGAIN) << describe(again);
+    sb.close();
+    rb.close();
     p.close();
 }
 
