@@ -26,6 +26,7 @@
 #include "domain.h"
 #include "ep.h"
 #include "eq.h"
+#include "wait.h"
 
 namespace evd {
 
@@ -132,6 +133,9 @@ struct cq {
     std::mutex mu;  // the one lock of the read path: ring + ibv_poll_cq
     struct ibv_wc ring[kBatch];
     size_t ring_head = 0, ring_count = 0;
+
+    wait_set* wset = nullptr;  // FI_WAIT_SET: the (FD) set this CQ joined
+    wait_member wmember;
 
     std::mutex reg_mu;  // QP number -> endpoint, for terminal errors
     std::vector<std::pair<uint32_t, ep*>> qps;
@@ -362,6 +366,7 @@ void drain_channel(cq* c) {
 }
 
 bool drain_signal(cq* c) {
+    if (c->signal_fd.fd < 0) return false;
     uint64_t v;
     return ::read(c->signal_fd.fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v);
 }
@@ -470,6 +475,10 @@ int cq_close(struct fid* f) {
             EVD_WARN(FI_LOG_CQ, "fi_close(cq): %d endpoints still bound\n", c->refs.n.load());
             return -FI_EBUSY;
         }
+        if (c->wset) {
+            wait_set_del(c->wset, &c->wmember);
+            c->wset = nullptr;
+        }
         devctx_unregister(c->dom->dev, &devctx::cqs, c->ibcq);
         drain_channel(c);
         if (int e = ibv_destroy_cq(c->ibcq)) {
@@ -498,6 +507,8 @@ int cq_control(struct fid* f, int command, void* arg) {
             if (!arg) return -FI_EINVAL;
             *static_cast<enum fi_wait_obj*>(arg) = c->wait_obj;
             return 0;
+        case kCtrlTrywait:
+            return cq_trywait(c);
         default:
             return -FI_ENOSYS;
         }
@@ -551,10 +562,12 @@ void cq_detach_qp(cq* c, uint32_t qp_num) {
 }
 
 int cq_trywait(cq* c) {
-    if (!c || !c->chan) return -FI_EINVAL;
-    drain_channel(c);
-    drain_signal(c);
-    if (ibv_req_notify_cq(c->ibcq, 0)) return -FI_EIO;
+    if (!c) return -FI_EINVAL;
+    if (c->chan) {
+        drain_channel(c);
+        drain_signal(c);
+        if (ibv_req_notify_cq(c->ibcq, 0)) return -FI_EIO;
+    }
     std::lock_guard<std::mutex> g(c->mu);
     if (c->ring_count) return -FI_EAGAIN;
     // peek: anything polled now waits in the ring for the next read
@@ -607,8 +620,21 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
         case FI_WAIT_FD:
             c->wait_obj = FI_WAIT_FD;
             break;
+        case FI_WAIT_SET:
+            c->wset = attr->wait_set ? wait_set_from_fid(attr->wait_set) : nullptr;
+            if (!c->wset) {
+                EVD_WARN(FI_LOG_CQ, "fi_cq_open: FI_WAIT_SET without an evd wait set\n");
+                return -FI_EINVAL;
+            }
+            if (wait_set_obj(c->wset) != FI_WAIT_FD) {
+                EVD_WARN(FI_LOG_CQ, "fi_cq_open: only FD wait sets can hold a CQ\n");
+                return -FI_ENOSYS;
+            }
+            c->wait_obj = FI_WAIT_SET;
+            break;
         default:
-            EVD_WARN(FI_LOG_CQ, "fi_cq_open: wait object %d not supported (NONE, UNSPEC, FD)\n",
+            EVD_WARN(FI_LOG_CQ, "fi_cq_open: wait object %d not supported (NONE, UNSPEC, FD, "
+                                "FD wait sets)\n",
                      attr->wait_obj);
             return -FI_ENOSYS;
         }
@@ -633,7 +659,7 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
             attr->signaling_vector < verbs->num_comp_vectors)
             vector = attr->signaling_vector;
 
-        if (c->wait_obj == FI_WAIT_FD) {
+        if (c->wait_obj != FI_WAIT_NONE) {
             c->chan.reset(ibv_create_comp_channel(verbs));
             if (!c->chan) {
                 int e = errno;
@@ -674,6 +700,19 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
         } catch (...) {
             ibv_destroy_cq(c->ibcq);
             throw;
+        }
+        if (c->wset) {
+            c->wmember.fid = &c->fid.fid;
+            c->wmember.fd = c->wait_fd.fd;
+            c->wmember.trywait = [](wait_member* m) {
+                return cq_trywait(cq_from_fid(m->fid));
+            };
+            if (int r = wait_set_add(c->wset, &c->wmember)) {
+                devctx_unregister(dom->dev, &devctx::cqs, c->ibcq);
+                ibv_destroy_cq(c->ibcq);
+                c->wset = nullptr;
+                return r;
+            }
         }
         dom->refs.get();
         *out = &c.release()->fid;

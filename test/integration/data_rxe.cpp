@@ -1,1 +1,797 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Data path on Soft-RoCE, through the real libfabric API: a server endpoint
+// on rxe0 (EVD_VM_ADDR0) and a client endpoint on rxe1 (EVD_VM_ADDR1),
+// connected in one process. send/recv and RMA with data checks from 0 bytes
+// to several MiB, remote CQ data, inject, selective completion, shared
+// receive contexts, CQ wait/signal, and the error path (a bad RMA key is
+// reported as a completion error and ends the endpoint exactly once).
+// Runs inside the VM: test/vm/run-in-vm -- ./evd_integration --gtest_filter='Data*'
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_rma.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../unit/common.h"
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+
+const char* addr0() {
+    const char* a = getenv("EVD_VM_ADDR0");
+    return a ? a : "192.0.2.1";
+}
+const char* addr1() {
+    const char* a = getenv("EVD_VM_ADDR1");
+    return a ? a : "192.0.2.2";
+}
+
+bool have_rxe() {
+    int n = 0;
+    struct ibv_device** l = ibv_get_device_list(&n);
+    if (l) ibv_free_device_list(l);
+    return n >= 2;
+}
+
+struct fi_info* base_hints() {
+    struct fi_info* h = fi_allocinfo();
+    h->ep_attr->type = FI_EP_MSG;
+    h->caps = FI_MSG | FI_RMA;
+    h->mode = FI_CONTEXT | FI_RX_CQ_DATA;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    h->addr_format = FI_SOCKADDR_IN;
+    h->fabric_attr->prov_name = strdup("evd");
+    // queue depths as an application would pick them (the device maxima make
+    // rxe allocate huge queues)
+    h->tx_attr->size = 256;
+    h->rx_attr->size = 256;
+    return h;
+}
+
+uint8_t pattern(size_t i, unsigned seed) { return static_cast<uint8_t>((i * 131u + seed * 7u + (i >> 8)) & 0xff); }
+void fill(std::vector<uint8_t>& b, size_t n, unsigned seed) {
+    for (size_t i = 0; i < n; ++i) b[i] = pattern(i, seed);
+}
+// index of the first wrong byte, or n
+size_t check(const std::vector<uint8_t>& b, size_t n, unsigned seed) {
+    for (size_t i = 0; i < n; ++i)
+        if (b[i] != pattern(i, seed)) return i;
+    return n;
+}
+
+// One side of a connection.
+struct side {
+    struct fi_info* info = nullptr;
+    struct fid_domain* dom = nullptr;
+    struct fid_eq* eq = nullptr;
+    struct fid_ep* ep = nullptr;
+    struct fid_cq* tx = nullptr;
+    struct fid_cq* rx = nullptr;
+    struct fid_ep* srx = nullptr;
+};
+
+struct cq_comp {
+    struct fi_cq_data_entry e;
+};
+
+class DataRxe : public ::testing::Test {
+protected:
+    struct fid_fabric* fab = nullptr;
+    struct fid_eq* peq = nullptr;  // the passive endpoint's EQ
+    struct fid_pep* pep = nullptr;
+    struct fi_info* srv_info = nullptr;
+    side s, c;  // server (rxe0), client (rxe1)
+    uint64_t tx_bind = 0;      // extra bind flags for the client's tx CQ
+    bool server_srx = false;   // server endpoint on a shared receive context
+    enum fi_wait_obj cq_wait = FI_WAIT_FD;
+
+    void SetUp() override {
+        if (!have_rxe()) GTEST_SKIP() << "needs rxe0/rxe1 (run inside test/vm/run-in-vm)";
+        evdtest::use_build_tree_provider();
+    }
+
+    void TearDown() override {
+        for (side* x : {&c, &s}) {
+            if (x->ep) { EXPECT_EQ(fi_close(&x->ep->fid), 0); }
+            if (x->srx) { EXPECT_EQ(fi_close(&x->srx->fid), 0); }
+            if (x->tx) { EXPECT_EQ(fi_close(&x->tx->fid), 0); }
+            if (x->rx && x->rx != x->tx) { EXPECT_EQ(fi_close(&x->rx->fid), 0); }
+            if (x->eq) { EXPECT_EQ(fi_close(&x->eq->fid), 0); }
+            if (x->dom) { EXPECT_EQ(fi_close(&x->dom->fid), 0); }
+            if (x->info) fi_freeinfo(x->info);
+        }
+        if (pep) { EXPECT_EQ(fi_close(&pep->fid), 0); }
+        if (peq) { EXPECT_EQ(fi_close(&peq->fid), 0); }
+        if (srv_info) fi_freeinfo(srv_info);
+        if (fab) { EXPECT_EQ(fi_close(&fab->fid), 0); }
+    }
+
+    // Connection events advance when their EQ is read: while waiting on one
+    // EQ, the others are progressed with fi_trywait (as a threaded app would).
+    void pump_except(struct fid_eq* except) {
+        for (struct fid_eq* q : {peq, s.eq, c.eq}) {
+            if (!q || q == except) continue;
+            struct fid* f = &q->fid;
+            (void)fi_trywait(fab, &f, 1);
+        }
+    }
+
+    // Waits for one EQ event; returns 0 or a negative error.
+    int eq_wait(struct fid_eq* eq, uint32_t& event, struct fi_eq_cm_entry& ent, int ms = 20000) {
+        alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+        auto end = clk::now() + std::chrono::milliseconds(ms);
+        ssize_t r;
+        do {
+            pump_except(eq);
+            r = fi_eq_sread(eq, &event, buf, sizeof buf, 50, 0);
+        } while (r == -FI_EAGAIN && clk::now() < end);
+        if (r == -FI_EAVAIL) {
+            struct fi_eq_err_entry err {};
+            fi_eq_readerr(eq, &err, 0);
+            ADD_FAILURE() << "EQ error: " << fi_strerror(err.err) << " prov_errno " << err.prov_errno;
+            return -err.err;
+        }
+        if (r < 0) return static_cast<int>(r);
+        memcpy(&ent, buf, sizeof ent);
+        return 0;
+    }
+
+    void open_side(side& x, struct fi_info* info) {
+        x.info = info;
+        ASSERT_EQ(fi_domain(fab, info, &x.dom, nullptr), 0);
+        struct fi_eq_attr ea {};
+        ea.wait_obj = FI_WAIT_UNSPEC;
+        ASSERT_EQ(fi_eq_open(fab, &ea, &x.eq, nullptr), 0);
+        struct fi_cq_attr ca {};
+        ca.format = FI_CQ_FORMAT_DATA;
+        ca.wait_obj = cq_wait;
+        ca.size = 1024;
+        ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.tx, nullptr), 0);
+        ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.rx, nullptr), 0);
+        ASSERT_EQ(fi_endpoint(x.dom, info, &x.ep, nullptr), 0);
+        ASSERT_EQ(fi_ep_bind(x.ep, &x.eq->fid, 0), 0);
+        ASSERT_EQ(fi_ep_bind(x.ep, &x.tx->fid, FI_TRANSMIT | (&x == &c ? tx_bind : 0)), 0);
+        ASSERT_EQ(fi_ep_bind(x.ep, &x.rx->fid, FI_RECV), 0);
+        if (&x == &s && server_srx) {
+            struct fi_rx_attr ra {};
+            ra.size = 256;
+            ra.iov_limit = 1;
+            ASSERT_EQ(fi_srx_context(x.dom, &ra, &x.srx, nullptr), 0);
+            ASSERT_EQ(fi_ep_bind(x.ep, &x.srx->fid, 0), 0);
+        }
+        ASSERT_EQ(fi_enable(x.ep), 0);
+    }
+
+    // Listens on ADDR0, connects from ADDR1. `before_accept` runs with both
+    // endpoints enabled but not yet connected (post receives there).
+    template <class F>
+    void connect(F before_connect) {
+        struct fi_info* h = base_hints();
+        ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), addr0(), "0", FI_SOURCE, h, &srv_info), 0);
+        ASSERT_EQ(fi_fabric(srv_info->fabric_attr, &fab, nullptr), 0);
+        struct fi_eq_attr ea {};
+        ea.wait_obj = FI_WAIT_UNSPEC;
+        ASSERT_EQ(fi_eq_open(fab, &ea, &peq, nullptr), 0);
+        ASSERT_EQ(fi_passive_ep(fab, srv_info, &pep, nullptr), 0);
+        ASSERT_EQ(fi_pep_bind(pep, &peq->fid, 0), 0);
+        ASSERT_EQ(fi_listen(pep), 0);
+        struct sockaddr_in sin {};
+        size_t len = sizeof sin;
+        ASSERT_EQ(fi_getname(&pep->fid, &sin, &len), 0);
+        std::string port = std::to_string(ntohs(sin.sin_port));
+
+        struct sockaddr_in src {};
+        src.sin_family = AF_INET;
+        inet_pton(AF_INET, addr1(), &src.sin_addr);
+        h->src_addr = malloc(sizeof src);
+        memcpy(h->src_addr, &src, sizeof src);
+        h->src_addrlen = sizeof src;
+        struct fi_info* ci = nullptr;
+        ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), addr0(), port.c_str(), 0, h, &ci), 0);
+        fi_freeinfo(h);
+        ASSERT_NO_FATAL_FAILURE(open_side(c, ci));
+        ASSERT_NO_FATAL_FAILURE(before_connect(c));
+        ASSERT_EQ(fi_connect(c.ep, ci->dest_addr, nullptr, 0), 0);
+
+        uint32_t ev = 0;
+        struct fi_eq_cm_entry ent {};
+        ASSERT_EQ(eq_wait(peq, ev, ent), 0);
+        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNREQ));
+        ASSERT_NO_FATAL_FAILURE(open_side(s, ent.info));
+        ASSERT_NO_FATAL_FAILURE(before_connect(s));
+        ASSERT_EQ(fi_accept(s.ep, nullptr, 0), 0);
+        ASSERT_EQ(eq_wait(s.eq, ev, ent), 0);
+        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNECTED));
+        ASSERT_EQ(eq_wait(c.eq, ev, ent), 0);
+        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNECTED));
+    }
+    void connect() {
+        connect([](side&) {});
+    }
+
+    // Reads exactly one completion (busy poll with a deadline).
+    static ssize_t cq_one(struct fid_cq* cq, struct fi_cq_data_entry& e, int ms = 20000) {
+        auto end = clk::now() + std::chrono::milliseconds(ms);
+        for (;;) {
+            ssize_t r = fi_cq_read(cq, &e, 1);
+            if (r != -FI_EAGAIN) return r;
+            if (clk::now() > end) return -FI_ETIMEDOUT;
+            std::this_thread::yield();
+        }
+    }
+    // Asserts nothing is (or becomes, within ms) readable.
+    static void cq_none(struct fid_cq* cq, int ms = 200) {
+        struct fi_cq_data_entry e {};
+        auto end = clk::now() + std::chrono::milliseconds(ms);
+        while (clk::now() < end) {
+            ssize_t r = fi_cq_read(cq, &e, 1);
+            ASSERT_EQ(r, -FI_EAGAIN) << "unexpected completion, context " << e.op_context;
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+
+    struct fid_mr* reg(side& x, void* buf, size_t len, uint64_t access) {
+        struct fid_mr* mr = nullptr;
+        EXPECT_EQ(fi_mr_reg(x.dom, buf, len, access, 0, 0, 0, &mr, nullptr), 0);
+        return mr;
+    }
+
+    size_t inject_size() const { return c.info->tx_attr->inject_size; }
+};
+
+constexpr size_t kSizes[] = {0, 1, 7, 64, 255, 4096, 4097, 65536, 1 << 20, 3 << 20, 8 << 20};
+
+TEST_F(DataRxe, SendRecvAcrossSizesBothWays) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    const size_t max = 8 << 20;
+    std::vector<uint8_t> sbuf(max), rbuf(max);
+    struct fid_mr* cmr = reg(c, sbuf.data(), max, FI_SEND | FI_RECV);
+    struct fid_mr* smr = reg(s, rbuf.data(), max, FI_SEND | FI_RECV);
+    ASSERT_TRUE(cmr && smr);
+    unsigned seed = 1;
+    for (int dir = 0; dir < 2; ++dir) {
+        side& tx = dir ? s : c;
+        side& rx = dir ? c : s;
+        std::vector<uint8_t>& out = dir ? rbuf : sbuf;
+        std::vector<uint8_t>& in = dir ? sbuf : rbuf;
+        struct fid_mr* omr = dir ? smr : cmr;
+        struct fid_mr* imr = dir ? cmr : smr;
+        for (size_t n : kSizes) {
+            SCOPED_TRACE("size " + std::to_string(n) + " dir " + std::to_string(dir));
+            ++seed;
+            fill(out, n, seed);
+            memset(in.data(), 0xee, std::min(max, n + 16));
+            int rctx, sctx;
+            ASSERT_EQ(fi_recv(rx.ep, in.data(), max, fi_mr_desc(imr), 0, &rctx), 0);
+            ASSERT_EQ(fi_send(tx.ep, out.data(), n, fi_mr_desc(omr), 0, &sctx), 0);
+            struct fi_cq_data_entry e {};
+            ASSERT_EQ(cq_one(tx.tx, e), 1);
+            EXPECT_EQ(e.op_context, &sctx);
+            EXPECT_EQ(e.flags, FI_SEND | FI_MSG);
+            ASSERT_EQ(cq_one(rx.rx, e), 1);
+            EXPECT_EQ(e.op_context, &rctx);
+            EXPECT_EQ(e.flags, FI_RECV | FI_MSG);
+            EXPECT_EQ(e.len, n);
+            EXPECT_EQ(check(in, n, seed), n) << "first wrong byte";
+            if (n + 1 < max) {
+                EXPECT_EQ(in[n], 0xee) << "wrote past the message";
+            }
+        }
+    }
+    EXPECT_EQ(fi_close(&cmr->fid), 0);
+    EXPECT_EQ(fi_close(&smr->fid), 0);
+}
+
+TEST_F(DataRxe, SendvRecvvScatterGather) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    std::vector<uint8_t> a(100000), b(100000);
+    fill(a, a.size(), 9);
+    struct fid_mr* am = reg(c, a.data(), a.size(), FI_SEND);
+    struct fid_mr* bm = reg(s, b.data(), b.size(), FI_RECV);
+    struct iovec siov[3] = {{a.data(), 10}, {a.data() + 10, 0}, {a.data() + 10, 60000}};
+    void* sd[3] = {fi_mr_desc(am), nullptr, fi_mr_desc(am)};  // zero-length entry needs no desc
+    struct iovec riov[2] = {{b.data(), 30000}, {b.data() + 30000, 70000}};
+    void* rd[2] = {fi_mr_desc(bm), fi_mr_desc(bm)};
+    ASSERT_EQ(fi_recvv(s.ep, riov, rd, 2, 0, nullptr), 0);
+    ASSERT_EQ(fi_sendv(c.ep, siov, sd, 3, 0, nullptr), 0);
+    struct fi_cq_data_entry e {};
+    ASSERT_EQ(cq_one(s.rx, e), 1);
+    EXPECT_EQ(e.len, 60010u);
+    EXPECT_EQ(check(b, 60010, 9), 60010u);
+    ASSERT_EQ(cq_one(c.tx, e), 1);
+    fi_close(&am->fid);
+    fi_close(&bm->fid);
+}
+
+TEST_F(DataRxe, RmaWriteThenReadBackAcrossSizes) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    const size_t max = 8 << 20;
+    std::vector<uint8_t> local(max), back(max), remote(max);
+    struct fid_mr* lm = reg(c, local.data(), max, FI_WRITE);
+    struct fid_mr* bm = reg(c, back.data(), max, FI_READ);
+    struct fid_mr* rm = reg(s, remote.data(), max, FI_REMOTE_READ | FI_REMOTE_WRITE);
+    ASSERT_TRUE(lm && bm && rm);
+    uint64_t raddr = reinterpret_cast<uintptr_t>(remote.data());  // FI_MR_VIRT_ADDR
+    uint64_t key = fi_mr_key(rm);
+    unsigned seed = 40;
+    for (size_t n : kSizes) {
+        SCOPED_TRACE("size " + std::to_string(n));
+        ++seed;
+        fill(local, n, seed);
+        memset(back.data(), 0, std::min(max, n + 8));
+        int wctx, rctx;
+        ASSERT_EQ(fi_write(c.ep, local.data(), n, fi_mr_desc(lm), 0, raddr, key, &wctx), 0);
+        struct fi_cq_data_entry e {};
+        ASSERT_EQ(cq_one(c.tx, e), 1);
+        EXPECT_EQ(e.op_context, &wctx);
+        EXPECT_EQ(e.flags, FI_RMA | FI_WRITE);
+        EXPECT_EQ(check(remote, n, seed), n) << "remote buffer after fi_write";
+        ASSERT_EQ(fi_read(c.ep, back.data(), n, fi_mr_desc(bm), 0, raddr, key, &rctx), 0);
+        ASSERT_EQ(cq_one(c.tx, e), 1);
+        EXPECT_EQ(e.op_context, &rctx);
+        EXPECT_EQ(e.flags, FI_RMA | FI_READ);
+        EXPECT_EQ(check(back, n, seed), n) << "read back";
+    }
+    // the target reports nothing for plain RMA
+    ASSERT_NO_FATAL_FAILURE(cq_none(s.rx, 50));
+    // fi_writemsg / fi_readmsg at an offset
+    struct fi_rma_iov riov = {raddr + 4096, 1000, key};
+    struct iovec liov = {local.data() + 3, 1000};
+    void* ld = fi_mr_desc(lm);
+    fill(local, 2000, 77);
+    struct fi_msg_rma m {};
+    m.msg_iov = &liov;
+    m.desc = &ld;
+    m.iov_count = 1;
+    m.rma_iov = &riov;
+    m.rma_iov_count = 1;
+    m.context = &riov;
+    ASSERT_EQ(fi_writemsg(c.ep, &m, FI_COMPLETION), 0);
+    struct fi_cq_data_entry e {};
+    ASSERT_EQ(cq_one(c.tx, e), 1);
+    EXPECT_EQ(e.op_context, &riov);
+    EXPECT_EQ(0, memcmp(remote.data() + 4096, local.data() + 3, 1000));
+    m.rma_iov_count = 2;
+    EXPECT_EQ(fi_writemsg(c.ep, &m, 0), -FI_EINVAL);
+    fi_close(&lm->fid);
+    fi_close(&bm->fid);
+    fi_close(&rm->fid);
+}
+
+TEST_F(DataRxe, RemoteCqDataOnSendAndWrite) {
+    std::vector<uint8_t> rb(4096), sb(4096), target(4096);
+    struct fid_mr *rm = nullptr, *sm = nullptr, *tm = nullptr;
+    ASSERT_NO_FATAL_FAILURE(connect());
+    rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    sm = reg(c, sb.data(), sb.size(), FI_SEND | FI_WRITE);
+    tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+    int r1, r2;
+    ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, &r1), 0);
+    ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, &r2), 0);
+    fill(sb, 3000, 5);
+    ASSERT_EQ(fi_senddata(c.ep, sb.data(), 100, fi_mr_desc(sm), 0xdeadbeef, 0, nullptr), 0);
+    struct fi_cq_data_entry e {};
+    ASSERT_EQ(cq_one(s.rx, e), 1);
+    EXPECT_EQ(e.op_context, &r1);
+    EXPECT_EQ(e.flags, FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA);
+    EXPECT_EQ(e.data, 0xdeadbeefu);
+    EXPECT_EQ(e.len, 100u);
+    ASSERT_EQ(fi_writedata(c.ep, sb.data(), 3000, fi_mr_desc(sm), 0x12345678, 0,
+                           reinterpret_cast<uintptr_t>(target.data()), fi_mr_key(tm), nullptr),
+              0);
+    ASSERT_EQ(cq_one(s.rx, e), 1);  // consumes the second posted receive
+    EXPECT_EQ(e.op_context, &r2);
+    EXPECT_EQ(e.flags, FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
+    EXPECT_EQ(e.data, 0x12345678u);
+    EXPECT_EQ(e.len, 3000u);
+    EXPECT_EQ(check(target, 3000, 5), 3000u);
+    // only 4 bytes of immediate data exist
+    EXPECT_EQ(fi_senddata(c.ep, sb.data(), 1, fi_mr_desc(sm), 1ull << 32, 0, nullptr), -FI_EINVAL);
+    ASSERT_EQ(cq_one(c.tx, e), 1);
+    ASSERT_EQ(cq_one(c.tx, e), 1);
+    fi_close(&rm->fid);
+    fi_close(&sm->fid);
+    fi_close(&tm->fid);
+}
+
+TEST_F(DataRxe, InjectUpToInlineSizeWithoutCompletion) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    size_t inj = inject_size();
+    ASSERT_GT(inj, 0u) << "the device offers no inline data";
+    std::vector<uint8_t> rb(inj + 64), sb(inj + 64), target(inj + 64);
+    struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    struct fid_mr* tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+    fill(sb, sb.size(), 3);
+    int r1;
+    ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, &r1), 0);
+    // no descriptor: the data is copied at post time
+    ASSERT_EQ(fi_inject(c.ep, sb.data(), inj, 0), 0);
+    memset(sb.data(), 0, inj);  // the buffer is reusable at once
+    struct fi_cq_data_entry e {};
+    ASSERT_EQ(cq_one(s.rx, e), 1);
+    EXPECT_EQ(e.op_context, &r1);
+    EXPECT_EQ(e.len, inj);
+    EXPECT_EQ(check(rb, inj, 3), inj);
+    fill(sb, sb.size(), 4);
+    ASSERT_EQ(fi_inject_write(c.ep, sb.data(), inj, 0, reinterpret_cast<uintptr_t>(target.data()),
+                              fi_mr_key(tm)),
+              0);
+    EXPECT_EQ(fi_inject(c.ep, sb.data(), inj + 1, 0), -FI_EINVAL);
+    // give the write time to land; the sender sees no completion for either
+    ASSERT_NO_FATAL_FAILURE(cq_none(c.tx, 300));
+    EXPECT_EQ(check(target, inj, 4), inj);
+    // FI_INJECT on sendmsg: completion requested, data copied
+    int r2, sctx;
+    ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, &r2), 0);
+    struct iovec iov = {sb.data(), 16};
+    struct fi_msg m {};
+    m.msg_iov = &iov;
+    m.iov_count = 1;
+    m.context = &sctx;
+    ASSERT_EQ(fi_sendmsg(c.ep, &m, FI_INJECT | FI_COMPLETION), 0);
+    ASSERT_EQ(cq_one(c.tx, e), 1);
+    EXPECT_EQ(e.op_context, &sctx);
+    ASSERT_EQ(cq_one(s.rx, e), 1);
+    EXPECT_EQ(e.op_context, &r2);
+    fi_close(&rm->fid);
+    fi_close(&tm->fid);
+}
+
+TEST_F(DataRxe, SelectiveCompletionReportsOnlyRequested) {
+    tx_bind = FI_SELECTIVE_COMPLETION;
+    ASSERT_NO_FATAL_FAILURE(connect());
+    size_t depth = c.info->tx_attr->size;
+    ASSERT_GT(depth, 1u);
+    const size_t total = depth * 3 + 5;  // well past the send queue depth
+    std::vector<uint8_t> rb(64), sb(64);
+    struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    std::vector<int> ctx(total);
+    size_t want = 0, got_tx = 0, got_rx = 0, posted_rx = 0;
+    for (size_t i = 0; i < total; ++i) {
+        // keep receives posted ahead of the sends
+        while (posted_rx < total && posted_rx < i + 32) {
+            ssize_t r = fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, nullptr);
+            if (r == -FI_EAGAIN) break;
+            ASSERT_EQ(r, 0);
+            ++posted_rx;
+        }
+        struct iovec iov = {sb.data(), 8};
+        void* d = fi_mr_desc(sm);
+        struct fi_msg m {};
+        m.msg_iov = &iov;
+        m.desc = &d;
+        m.iov_count = 1;
+        m.context = &ctx[i];
+        bool comp = i % 7 == 0;
+        ssize_t r;
+        auto end = clk::now() + std::chrono::seconds(20);
+        while ((r = fi_sendmsg(c.ep, &m, comp ? FI_COMPLETION : 0)) == -FI_EAGAIN) {
+            // the send queue drains only while the CQ is read
+            struct fi_cq_data_entry e[8];
+            ssize_t n = fi_cq_read(c.tx, e, 8);
+            for (ssize_t k = 0; k < n; ++k) {
+                size_t idx = static_cast<int*>(e[k].op_context) - ctx.data();
+                EXPECT_EQ(idx % 7, 0u) << "completion for an unrequested send " << idx;
+                ++got_tx;
+            }
+            n = fi_cq_read(s.rx, e, 8);
+            if (n > 0) got_rx += n;
+            ASSERT_LT(clk::now(), end) << "send queue never drained at " << i;
+        }
+        ASSERT_EQ(r, 0) << "send " << i;
+        want += comp;
+        struct fi_cq_data_entry e[8];
+        ssize_t n = fi_cq_read(s.rx, e, 8);
+        if (n > 0) got_rx += n;
+        n = fi_cq_read(c.tx, e, 8);
+        for (ssize_t k = 0; k < n; ++k) {
+            size_t idx = static_cast<int*>(e[k].op_context) - ctx.data();
+            EXPECT_EQ(idx % 7, 0u) << "completion for an unrequested send " << idx;
+            ++got_tx;
+        }
+    }
+    auto end = clk::now() + std::chrono::seconds(20);
+    while ((got_tx < want || got_rx < total) && clk::now() < end) {
+        while (posted_rx < total &&
+               fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, nullptr) == 0)
+            ++posted_rx;
+        struct fi_cq_data_entry e[8];
+        ssize_t n = fi_cq_read(c.tx, e, 8);
+        for (ssize_t k = 0; k < n; ++k) {
+            size_t idx = static_cast<int*>(e[k].op_context) - ctx.data();
+            EXPECT_EQ(idx % 7, 0u) << "completion for an unrequested send " << idx;
+            ++got_tx;
+        }
+        n = fi_cq_read(s.rx, e, 8);
+        if (n > 0) got_rx += n;
+    }
+    EXPECT_EQ(got_tx, want);
+    EXPECT_EQ(got_rx, total);
+    ASSERT_NO_FATAL_FAILURE(cq_none(c.tx, 100));
+    fi_close(&rm->fid);
+    fi_close(&sm->fid);
+}
+
+TEST_F(DataRxe, BadKeyIsReportedAndEndsTheEndpointOnce) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    std::vector<uint8_t> lb(4096), target(4096);
+    struct fid_mr* lm = reg(c, lb.data(), lb.size(), FI_WRITE);
+    struct fid_mr* tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+    int wctx;
+    ASSERT_EQ(fi_write(c.ep, lb.data(), 4096, fi_mr_desc(lm), 0,
+                       reinterpret_cast<uintptr_t>(target.data()), fi_mr_key(tm) ^ 0x5a5a00, &wctx),
+              0);
+    struct fi_cq_data_entry e {};
+    ASSERT_EQ(cq_one(c.tx, e), -FI_EAVAIL);
+    EXPECT_EQ(fi_cq_read(c.tx, &e, 1), -FI_EAVAIL) << "stays available until readerr";
+    struct fi_cq_err_entry err {};
+    ASSERT_EQ(fi_cq_readerr(c.tx, &err, 0), 1);
+    EXPECT_EQ(err.op_context, &wctx);
+    EXPECT_EQ(err.err, FI_EACCES);
+    EXPECT_EQ(err.prov_errno, IBV_WC_REM_ACCESS_ERR);
+    char sbuf[256];
+    const char* msg = fi_cq_strerror(c.tx, err.prov_errno, err.err_data, sbuf, sizeof sbuf);
+    ASSERT_NE(msg, nullptr);
+    EXPECT_NE(std::string(msg).find("IBV_WC_REM_ACCESS_ERR"), std::string::npos) << msg;
+    EXPECT_EQ(fi_cq_readerr(c.tx, &err, 0), -FI_EAGAIN);
+
+    // the client endpoint delivers exactly one terminal event
+    int terminal = 0;
+    auto end = clk::now() + std::chrono::seconds(3);
+    while (clk::now() < end) {
+        uint32_t ev;
+        uint8_t buf[512];
+        ssize_t r = fi_eq_read(c.eq, &ev, buf, sizeof buf, 0);
+        if (r == -FI_EAVAIL) {
+            struct fi_eq_err_entry ee {};
+            ASSERT_GT(fi_eq_readerr(c.eq, &ee, 0), 0);
+            EXPECT_EQ(ee.fid, &c.ep->fid);
+            ++terminal;
+        } else if (r > 0) {
+            if (ev == FI_SHUTDOWN) ++terminal;
+        } else {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    }
+    EXPECT_EQ(terminal, 1);
+    // nothing more can be done with it; posts fail or flush, never crash
+    int w2;
+    ssize_t r = fi_write(c.ep, lb.data(), 8, fi_mr_desc(lm), 0,
+                         reinterpret_cast<uintptr_t>(target.data()), fi_mr_key(tm), &w2);
+    if (r == 0) {
+        ASSERT_EQ(cq_one(c.tx, e), -FI_EAVAIL);
+        ASSERT_EQ(fi_cq_readerr(c.tx, &err, 0), 1);
+        EXPECT_EQ(err.err, FI_ECANCELED);
+        EXPECT_EQ(err.op_context, &w2);
+    }
+    fi_close(&lm->fid);
+    fi_close(&tm->fid);
+}
+
+TEST_F(DataRxe, ReceiveTooSmallIsACompletionError) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    std::vector<uint8_t> rb(64), sb(4096);
+    struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    int rctx;
+    ASSERT_EQ(fi_recv(s.ep, rb.data(), 16, fi_mr_desc(rm), 0, &rctx), 0);
+    ASSERT_EQ(fi_send(c.ep, sb.data(), 4096, fi_mr_desc(sm), 0, nullptr), 0);
+    struct fi_cq_data_entry e {};
+    ASSERT_EQ(cq_one(s.rx, e), -FI_EAVAIL);
+    struct fi_cq_err_entry err {};
+    ASSERT_EQ(fi_cq_readerr(s.rx, &err, 0), 1);
+    EXPECT_EQ(err.op_context, &rctx);
+    // devices differ: IB reports a local length error, rxe a local QP
+    // operation error; each is reported as its table row says
+    if (err.prov_errno == IBV_WC_LOC_LEN_ERR) {
+        EXPECT_EQ(err.err, FI_ETRUNC);
+    } else {
+        EXPECT_EQ(err.prov_errno, IBV_WC_LOC_QP_OP_ERR);
+        EXPECT_EQ(err.err, FI_EIO);
+    }
+    // the sender learns it as a remote error
+    ASSERT_EQ(cq_one(c.tx, e), -FI_EAVAIL);
+    ASSERT_EQ(fi_cq_readerr(c.tx, &err, 0), 1);
+    EXPECT_NE(err.err, 0);
+    fi_close(&rm->fid);
+    fi_close(&sm->fid);
+}
+
+TEST_F(DataRxe, SharedReceiveContext) {
+    server_srx = true;
+    ASSERT_NO_FATAL_FAILURE(connect());
+    std::vector<uint8_t> rb(4 * 1024), sb(1024);
+    struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    int ctx[4];
+    for (int i = 0; i < 4; ++i)
+        ASSERT_EQ(fi_recv(s.srx, rb.data() + i * 1024, 1024, fi_mr_desc(rm), 0, &ctx[i]), 0);
+    EXPECT_EQ(fi_recv(s.ep, rb.data(), 16, fi_mr_desc(rm), 0, nullptr), -FI_EOPBADSTATE);
+    for (int i = 0; i < 4; ++i) {
+        fill(sb, 1000, 20 + i);
+        ASSERT_EQ(fi_send(c.ep, sb.data(), 1000, fi_mr_desc(sm), 0, nullptr), 0);
+        struct fi_cq_data_entry e {};
+        ASSERT_EQ(cq_one(s.rx, e), 1);
+        EXPECT_EQ(e.op_context, &ctx[i]);
+        EXPECT_EQ(e.len, 1000u);
+        std::vector<uint8_t> got(rb.begin() + i * 1024, rb.begin() + i * 1024 + 1000);
+        EXPECT_EQ(check(got, 1000, 20 + i), 1000u);
+        ASSERT_EQ(cq_one(c.tx, e), 1);
+    }
+    // closing the SRX while an endpoint uses it is refused
+    EXPECT_EQ(fi_close(&s.srx->fid), -FI_EBUSY);
+    fi_close(&rm->fid);
+    fi_close(&sm->fid);
+}
+
+TEST_F(DataRxe, SreadWaitsSignalWakesAndWaitFdBecomesReadable) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    struct fi_cq_data_entry e {};
+    // timeout honoured
+    auto t0 = clk::now();
+    EXPECT_EQ(fi_cq_sread(s.rx, &e, 1, nullptr, 300), -FI_EAGAIN);
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(clk::now() - t0).count();
+    EXPECT_GE(ms, 290);
+    EXPECT_LT(ms, 5000);
+    // fi_cq_signal wakes a blocked reader
+    std::atomic<ssize_t> res{1};
+    std::thread th([&] {
+        struct fi_cq_data_entry x {};
+        res = fi_cq_sread(s.rx, &x, 1, nullptr, -1);
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(res.load(), 1) << "sread returned before the signal";
+    EXPECT_EQ(fi_cq_signal(s.rx), 0);
+    th.join();
+    EXPECT_EQ(res.load(), -FI_EAGAIN);
+    // a completion wakes sread
+    std::vector<uint8_t> rb(64), sb(64);
+    struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    int rctx;
+    ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, &rctx), 0);
+    std::thread sender([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        fi_send(c.ep, sb.data(), 8, fi_mr_desc(sm), 0, nullptr);
+    });
+    ASSERT_EQ(fi_cq_sread(s.rx, &e, 1, nullptr, 20000), 1);
+    sender.join();
+    EXPECT_EQ(e.op_context, &rctx);
+    ASSERT_EQ(cq_one(c.tx, e), 1);
+    // wait fd: trywait arms it, a completion makes it readable
+    int fd = -1;
+    ASSERT_EQ(fi_control(&s.rx->fid, FI_GETWAIT, &fd), 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, &rctx), 0);
+    struct fid* fids[1] = {&s.rx->fid};
+    int tw = fi_trywait(fab, fids, 1);
+    if (tw == -FI_ENOSYS) {
+        GTEST_SKIP() << "fi_trywait does not know CQs yet";
+    }
+    ASSERT_EQ(tw, 0);
+    struct pollfd p = {fd, POLLIN, 0};
+    EXPECT_EQ(poll(&p, 1, 100), 0) << "readable with nothing to read";
+    ASSERT_EQ(fi_send(c.ep, sb.data(), 8, fi_mr_desc(sm), 0, nullptr), 0);
+    EXPECT_EQ(poll(&p, 1, 20000), 1);
+    ASSERT_EQ(cq_one(s.rx, e), 1);
+    ASSERT_EQ(cq_one(c.tx, e), 1);
+    fi_close(&rm->fid);
+    fi_close(&sm->fid);
+}
+
+// CQ / MR objects on a real domain, no connection.
+class DataObjects : public DataRxe {
+protected:
+    void open_domain() {
+        struct fi_info* h = base_hints();
+        ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), addr0(), "0", FI_SOURCE, h, &srv_info), 0);
+        fi_freeinfo(h);
+        ASSERT_EQ(fi_fabric(srv_info->fabric_attr, &fab, nullptr), 0);
+        ASSERT_EQ(fi_domain(fab, srv_info, &s.dom, nullptr), 0);
+    }
+};
+
+TEST_F(DataObjects, CqFormatsAndWaitObjects) {
+    ASSERT_NO_FATAL_FAILURE(open_domain());
+    for (auto f : {FI_CQ_FORMAT_UNSPEC, FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_MSG, FI_CQ_FORMAT_DATA}) {
+        for (auto w : {FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD}) {
+            struct fi_cq_attr a {};
+            a.format = f;
+            a.wait_obj = w;
+            struct fid_cq* cq = nullptr;
+            ASSERT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), 0) << f << " " << w;
+            EXPECT_GT(a.size, 0u);
+            char buf[64];
+            EXPECT_EQ(fi_cq_read(cq, buf, 1), -FI_EAGAIN);
+            struct fi_cq_err_entry err {};
+            EXPECT_EQ(fi_cq_readerr(cq, &err, 0), -FI_EAGAIN);
+            int fd = -1;
+            if (w == FI_WAIT_NONE) {
+                EXPECT_EQ(fi_cq_sread(cq, buf, 1, nullptr, 10), -FI_ENOSYS);
+                EXPECT_NE(fi_control(&cq->fid, FI_GETWAIT, &fd), 0);
+            } else {
+                EXPECT_EQ(fi_control(&cq->fid, FI_GETWAIT, &fd), 0);
+                EXPECT_GE(fd, 0);
+                EXPECT_EQ(fi_cq_sread(cq, buf, 1, nullptr, 10), -FI_EAGAIN);
+            }
+            EXPECT_EQ(fi_close(&cq->fid), 0);
+        }
+    }
+    struct fi_cq_attr a {};
+    a.format = FI_CQ_FORMAT_TAGGED;
+    struct fid_cq* cq = nullptr;
+    EXPECT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), -FI_ENOSYS);
+    a.format = FI_CQ_FORMAT_CONTEXT;
+    a.wait_obj = FI_WAIT_MUTEX_COND;
+    EXPECT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), -FI_ENOSYS);
+    // the domain cannot close under an open CQ
+    a.wait_obj = FI_WAIT_NONE;
+    ASSERT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), 0);
+    EXPECT_EQ(fi_close(&s.dom->fid), -FI_EBUSY);
+    EXPECT_EQ(fi_close(&cq->fid), 0);
+}
+
+TEST_F(DataObjects, CqStrerrorDecodesEveryStatus) {
+    ASSERT_NO_FATAL_FAILURE(open_domain());
+    struct fi_cq_attr a {};
+    struct fid_cq* cq = nullptr;
+    ASSERT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), 0);
+    char buf[256];
+    const char* m = fi_cq_strerror(cq, IBV_WC_RETRY_EXC_ERR, nullptr, buf, sizeof buf);
+    EXPECT_EQ(m, buf);
+    EXPECT_NE(std::string(m).find("IBV_WC_RETRY_EXC_ERR"), std::string::npos) << m;
+    EXPECT_NE(std::string(m).find(ibv_wc_status_str(IBV_WC_RETRY_EXC_ERR)), std::string::npos) << m;
+    m = fi_cq_strerror(cq, 9999, nullptr, nullptr, 0);
+    ASSERT_NE(m, nullptr);
+    EXPECT_NE(std::string(m).find("9999"), std::string::npos) << m;
+    EXPECT_EQ(fi_close(&cq->fid), 0);
+}
+
+TEST_F(DataObjects, MemoryRegistration) {
+    ASSERT_NO_FATAL_FAILURE(open_domain());
+    std::vector<uint8_t> b(1 << 20);
+    struct fid_mr* mr = nullptr;
+    ASSERT_EQ(fi_mr_reg(s.dom, b.data(), b.size(), FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE,
+                        0, 0, 0, &mr, nullptr),
+              0);
+    EXPECT_NE(fi_mr_desc(mr), nullptr);
+    struct fid_mr* mr2 = nullptr;
+    struct iovec iov = {b.data() + 4096, 4096};
+    ASSERT_EQ(fi_mr_regv(s.dom, &iov, 1, FI_REMOTE_READ, 0, 0, 0, &mr2, nullptr), 0);
+    EXPECT_NE(fi_mr_key(mr), fi_mr_key(mr2));
+    struct iovec two[2] = {{b.data(), 10}, {b.data() + 100, 10}};
+    struct fid_mr* bad = nullptr;
+    EXPECT_EQ(fi_mr_regv(s.dom, two, 2, FI_SEND, 0, 0, 0, &bad, nullptr), -FI_EINVAL);
+    struct fi_mr_attr attr {};
+    attr.mr_iov = &iov;
+    attr.iov_count = 1;
+    attr.access = FI_WRITE | FI_READ;
+    attr.context = &attr;
+    struct fid_mr* mr3 = nullptr;
+    ASSERT_EQ(fi_mr_regattr(s.dom, &attr, 0, &mr3), 0);
+    EXPECT_EQ(mr3->fid.context, &attr);
+    attr.iface = FI_HMEM_CUDA;
+    EXPECT_NE(fi_mr_regattr(s.dom, &attr, 0, &bad), 0);
+    EXPECT_EQ(fi_mr_reg(s.dom, b.data(), 16, 1ull << 60 /* not an access bit */, 0, 0, 0, &bad,
+                        nullptr),
+              -FI_EINVAL);
+    EXPECT_EQ(fi_close(&s.dom->fid), -FI_EBUSY);
+    EXPECT_EQ(fi_close(&mr->fid), 0);
+    EXPECT_EQ(fi_close(&mr2->fid), 0);
+    EXPECT_EQ(fi_close(&mr3->fid), 0);
+}
+
+}  // namespace
