@@ -999,18 +999,25 @@ int eq_open(struct fid_fabric* ff, struct fi_eq_attr* attr, struct fid_eq** out,
             return -FI_EINVAL;
         }
         wait_set* ws = nullptr;
-        enum fi_wait_obj wobj = attr->wait_obj;
-        switch (wobj) {
+        // Read as an int: an out-of-range value must be rejected, not loaded
+        // as an enum (undefined behaviour).
+        int raw_wait;
+        static_assert(sizeof raw_wait == sizeof attr->wait_obj);
+        std::memcpy(&raw_wait, &attr->wait_obj, sizeof raw_wait);
+        enum fi_wait_obj wobj = FI_WAIT_NONE;
+        switch (raw_wait) {
         case FI_WAIT_NONE:
         case FI_WAIT_FD:
         case FI_WAIT_POLLFD:
         case FI_WAIT_MUTEX_COND:
         case FI_WAIT_YIELD:
+            wobj = static_cast<enum fi_wait_obj>(raw_wait);
             break;
         case FI_WAIT_UNSPEC:
             wobj = FI_WAIT_FD;  // evd's best blocking object: an fd
             break;
         case FI_WAIT_SET:
+            wobj = FI_WAIT_SET;
             ws = wait_set_from_fid(attr->wait_set);
             if (!ws) {
                 EVD_WARN(FI_LOG_EQ, "fi_eq_open: FI_WAIT_SET needs an evd wait set\n");
@@ -1018,7 +1025,7 @@ int eq_open(struct fid_fabric* ff, struct fi_eq_attr* attr, struct fid_eq** out,
             }
             break;
         default:
-            EVD_WARN(FI_LOG_EQ, "fi_eq_open: unknown wait_obj %d\n", attr->wait_obj);
+            EVD_WARN(FI_LOG_EQ, "fi_eq_open: unknown wait_obj %d\n", raw_wait);
             return -FI_EINVAL;
         }
 
@@ -1063,10 +1070,6 @@ int eq_open(struct fid_fabric* ff, struct fi_eq_attr* attr, struct fid_eq** out,
             pthread_condattr_destroy(&ca);
             q->has_mc = true;
         }
-        if (wobj == FI_WAIT_SET && wait_set_obj(ws) != FI_WAIT_FD) {
-            // MUTEX_COND / YIELD sets are signalled directly; no fd needed
-            // beyond the eventfd (kept for the armed bookkeeping).
-        }
         if (attr->flags & FI_AFFINITY)
             EVD_INFO(FI_LOG_EQ, "fi_eq_open: signaling_vector %d noted (EQ interrupts are "
                      "not steerable; hint ignored)\n", attr->signaling_vector);
@@ -1082,7 +1085,8 @@ int eq_open(struct fid_fabric* ff, struct fi_eq_attr* attr, struct fid_eq** out,
             int rc = wait_set_add(ws, &q->wm);
             if (rc) return rc;
             q->ws = ws;
-            q->ext_fd = true;  // FD sets watch the member's fd
+            // FD sets watch the member's fd; MUTEX_COND / YIELD sets do not
+            q->ext_fd = wait_set_obj(ws) == FI_WAIT_FD || wait_set_obj(ws) == FI_WAIT_POLLFD;
         }
         fab->refs.get();
         *out = &q.release()->fid;

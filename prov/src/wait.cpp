@@ -373,7 +373,10 @@ int wait_open(struct fid_fabric* ff, struct fi_wait_attr* attr, struct fid_wait*
             return -FI_EINVAL;
         }
         auto ws = std::make_unique<wait_set>();
-        switch (attr->wait_obj) {
+        int raw_wait;  // an int: out-of-range values are rejected, not loaded
+        static_assert(sizeof raw_wait == sizeof attr->wait_obj);
+        std::memcpy(&raw_wait, &attr->wait_obj, sizeof raw_wait);
+        switch (raw_wait) {
         case FI_WAIT_UNSPEC:
         case FI_WAIT_FD:
             ws->wobj = FI_WAIT_FD;
@@ -397,7 +400,7 @@ int wait_open(struct fid_fabric* ff, struct fi_wait_attr* attr, struct fid_wait*
             break;
         default:
             EVD_WARN(FI_LOG_FABRIC, "fi_wait_open: wait_obj %d is not a wait set type\n",
-                     attr->wait_obj);
+                     raw_wait);
             return -FI_EINVAL;
         }
         if (fd_based(ws->wobj)) {

@@ -12,6 +12,7 @@
 //   sread p50/p99     two threads ping-pong through two EQs with fi_eq_sread, us
 //                     per round trip
 //   fdwake p50/p99    same with fi_trywait + poll(FI_GETWAIT fd) + fi_eq_read
+// "evd pollfd" uses FI_WAIT_POLLFD EQs (fdwake polls the bare eventfd).
 // The raw floor row replaces the EQs with two eventfds (blocking read for
 // sread, poll + read for fdwake).
 #include <dlfcn.h>
@@ -155,8 +156,19 @@ double write_read(struct fid_eq* q, int batch, long events, uint64_t* allocs) {
 pct pingpong(struct fid_fabric* fab, struct fid_eq* q1, struct fid_eq* q2, int samples,
              bool fdwake) {
     int fd1 = -1, fd2 = -1;
-    if (fdwake && (fi_control(&q1->fid, FI_GETWAIT, &fd1) || fi_control(&q2->fid, FI_GETWAIT, &fd2)))
-        return {};
+    auto getfd = [](struct fid_eq* q, int* fd) {
+        enum fi_wait_obj w = FI_WAIT_NONE;
+        if (fi_control(&q->fid, FI_GETWAITOBJ, &w)) return false;
+        if (w != FI_WAIT_POLLFD) return fi_control(&q->fid, FI_GETWAIT, fd) == 0;
+        struct pollfd p[8];
+        struct fi_wait_pollfd pf {};
+        pf.fd = p;
+        pf.nfds = 8;
+        if (fi_control(&q->fid, FI_GETWAIT, &pf) || pf.nfds != 1) return false;
+        *fd = p[0].fd;
+        return true;
+    };
+    if (fdwake && (!getfd(q1, &fd1) || !getfd(q2, &fd2))) return {};
     auto recv = [&](struct fid_eq* q, int fd) -> bool {
         uint32_t ev;
         struct fi_eq_entry out;
@@ -239,6 +251,32 @@ pct raw_pingpong(int samples, bool use_poll) {
     return percentiles(rt);
 }
 
+// evd with FI_WAIT_POLLFD: the bare eventfd, no epoll in between.
+row measure_pollfd(long events, int samples) {
+    row r;
+    r.name = "evd pollfd";
+    std::string why;
+    struct fid_fabric* fab = open_fabric("evd", &why);
+    if (!fab) {
+        r.note = "skipped: " + why;
+        return r;
+    }
+    struct fid_eq* q1 = open_eq(fab, FI_WAIT_POLLFD);
+    struct fid_eq* q2 = open_eq(fab, FI_WAIT_POLLFD);
+    if (q1 && q2) {
+        uint64_t allocs = 0;
+        r.wr1_fd = write_read(q1, 1, events, &allocs);
+        r.allocs = double(allocs) / double(events);
+        r.wr64_fd = write_read(q1, 64, events, nullptr);
+        r.sread = pingpong(fab, q1, q2, samples, false);
+        r.fdwake = pingpong(fab, q1, q2, samples, true);
+    }
+    if (q1) fi_close(&q1->fid);
+    if (q2) fi_close(&q2->fid);
+    fi_close(&fab->fid);
+    return r;
+}
+
 row measure(const char* prov, long events, int samples) {
     row r;
     r.name = prov;
@@ -297,6 +335,7 @@ int main(int argc, char** argv) {
            events, samples, std::thread::hardware_concurrency());
     std::vector<row> rows;
     for (const char* p : {"evd", "udp", "tcp", "verbs"}) rows.push_back(measure(p, events, samples));
+    rows.insert(rows.begin() + 1, measure_pollfd(events, samples));
     row raw;
     raw.name = "raw eventfd";
     raw.sread = raw_pingpong(samples, false);

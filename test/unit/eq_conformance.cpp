@@ -77,7 +77,8 @@ TEST_F(EqConformance, BadAttributesRejected) {
     a.flags = FI_READ;  // not an EQ flag
     EXPECT_EQ(fi_eq_open(fab, &a, &q, nullptr), -FI_EINVAL);
     a.flags = 0;
-    a.wait_obj = static_cast<enum fi_wait_obj>(99);
+    const int bogus = 99;  // stored bytewise: an out-of-range enum value
+    memcpy(&a.wait_obj, &bogus, sizeof bogus);
     EXPECT_EQ(fi_eq_open(fab, &a, &q, nullptr), -FI_EINVAL);
     a.wait_obj = FI_WAIT_SET;  // without a wait set
     EXPECT_EQ(fi_eq_open(fab, &a, &q, nullptr), -FI_EINVAL);
