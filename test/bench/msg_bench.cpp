@@ -1,1 +1,480 @@
-int main() { return 0; }
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// msg_bench: evd against libfabric's verbs provider, same device, same run.
+//
+// For each provider: a listener on EVD_VM_ADDR0 (rxe0) and a client on
+// EVD_VM_ADDR1 (rxe1) in one process, one thread, all endpoints on one EQ
+// (so neither provider needs a second thread to make CM progress):
+//   * connection setup: N sequential cycles of fi_connect -> FI_CONNREQ ->
+//     fi_accept -> FI_CONNECTED (both sides) -> fi_shutdown -> FI_SHUTDOWN;
+//     connections/s over the whole cycle and p50/p99 of fi_connect-to-
+//     FI_CONNECTED on the client;
+//   * latency: 8-byte ping-pong (send/recv, busy-polled CQs), half round trip;
+//   * bandwidth: 64 KiB sends, 64 in flight, receiver reposting.
+// Built by `make bench`; run inside the VM:
+//   test/vm/run-in-vm -- ./msg_bench [-n conns] [-i pingpongs] [-b messages] [-p evd,verbs]
+//                                    [-s iov_limit (4)] [-j inject_size (64)]
+// Both providers are asked for the same queue shapes (256 deep, iov_limit and
+// inject_size as given; 0 = the provider's default).
+// FI_PROVIDER_PATH defaults to the .libs directory next to the binary.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+
+size_t g_iov = 4;       // -s: tx/rx iov_limit asked of both providers
+size_t g_inject = 64;   // -j: tx inject_size asked of both providers
+
+double us_since(clk::time_point t0) {
+    return std::chrono::duration<double, std::micro>(clk::now() - t0).count();
+}
+
+const char* env_or(const char* n, const char* d) {
+    const char* v = getenv(n);
+    return v ? v : d;
+}
+
+#define CHECK(call)                                                                     \
+    do {                                                                                \
+        int rc_ = static_cast<int>(call);                                               \
+        if (rc_) {                                                                      \
+            fprintf(stderr, "%s:%d %s: %s (%d)\n", __FILE__, __LINE__, #call,           \
+                    fi_strerror(-rc_), rc_);                                            \
+            return false;                                                               \
+        }                                                                               \
+    } while (0)
+
+struct result {
+    std::string prov;
+    bool ok = false;
+    int conns = 0;
+    double conn_rate = 0, conn_p50 = 0, conn_p99 = 0;
+    double lat_us = 0;
+    double bw_mbs = 0;
+};
+
+class bench {
+public:
+    explicit bench(const char* prov) : prov_(prov) {}
+    ~bench() { cleanup(); }
+
+    bool setup() {
+        struct fi_info* h = hints();
+        CHECK(fi_getinfo(FI_VERSION(1, 17), env_or("EVD_VM_ADDR0", "192.0.2.1"), port_.c_str(),
+                         FI_SOURCE, h, &sinfo_));
+        struct sockaddr_in src {};
+        src.sin_family = AF_INET;
+        inet_pton(AF_INET, env_or("EVD_VM_ADDR1", "192.0.2.2"), &src.sin_addr);
+        h->src_addr = malloc(sizeof src);
+        memcpy(h->src_addr, &src, sizeof src);
+        h->src_addrlen = sizeof src;
+        CHECK(fi_getinfo(FI_VERSION(1, 17), env_or("EVD_VM_ADDR0", "192.0.2.1"), port_.c_str(), 0,
+                         h, &cinfo_));
+        fi_freeinfo(h);
+        CHECK(fi_fabric(sinfo_->fabric_attr, &fab_, nullptr));
+        struct fi_eq_attr ea {};
+        ea.wait_obj = FI_WAIT_UNSPEC;
+        ea.size = 256;
+        CHECK(fi_eq_open(fab_, &ea, &eq_, nullptr));
+        CHECK(fi_domain(fab_, sinfo_, &sdom_, nullptr));
+        CHECK(fi_domain(fab_, cinfo_, &cdom_, nullptr));
+        struct fi_cq_attr ca {};
+        ca.format = FI_CQ_FORMAT_CONTEXT;
+        ca.wait_obj = FI_WAIT_NONE;
+        ca.size = 512;
+        CHECK(fi_cq_open(sdom_, &ca, &scq_, nullptr));
+        CHECK(fi_cq_open(cdom_, &ca, &ccq_, nullptr));
+        CHECK(fi_passive_ep(fab_, sinfo_, &pep_, nullptr));
+        CHECK(fi_pep_bind(pep_, &eq_->fid, 0));
+        CHECK(fi_listen(pep_));
+        buf_size_ = 64 * 1024 * 128;
+        sbuf_.assign(buf_size_, 1);
+        cbuf_.assign(buf_size_, 2);
+        CHECK(fi_mr_reg(sdom_, sbuf_.data(), buf_size_, FI_SEND | FI_RECV, 0, 1, 0, &smr_, nullptr));
+        CHECK(fi_mr_reg(cdom_, cbuf_.data(), buf_size_, FI_SEND | FI_RECV, 0, 2, 0, &cmr_, nullptr));
+        return true;
+    }
+
+    // One connect/accept cycle. Leaves sep_/cep_ connected when keep is true.
+    bool connect_once(double& connect_us, bool keep) {
+        CHECK(fi_endpoint(cdom_, cinfo_, &cep_, nullptr));
+        CHECK(fi_ep_bind(cep_, &eq_->fid, 0));
+        CHECK(fi_ep_bind(cep_, &ccq_->fid, FI_TRANSMIT | FI_RECV));
+        CHECK(fi_enable(cep_));
+        auto t0 = clk::now();
+        CHECK(fi_connect(cep_, cinfo_->dest_addr, nullptr, 0));
+        bool c_up = false, s_up = false;
+        while (!c_up || !s_up) {
+            uint32_t ev;
+            struct fi_eq_cm_entry ent {};
+            if (!wait_event(ev, ent)) return false;
+            if (ev == FI_CONNREQ) {
+                CHECK(fi_endpoint(sdom_, ent.info, &sep_, nullptr));
+                fi_freeinfo(ent.info);
+                CHECK(fi_ep_bind(sep_, &eq_->fid, 0));
+                CHECK(fi_ep_bind(sep_, &scq_->fid, FI_TRANSMIT | FI_RECV));
+                CHECK(fi_enable(sep_));
+                if (keep) post_server_recvs();
+                CHECK(fi_accept(sep_, nullptr, 0));
+            } else if (ev == FI_CONNECTED && ent.fid == &cep_->fid) {
+                connect_us = us_since(t0);
+                c_up = true;
+            } else if (ev == FI_CONNECTED && sep_ && ent.fid == &sep_->fid) {
+                s_up = true;
+            } else if (ev == FI_SHUTDOWN) {
+                // late news about an endpoint of an earlier cycle
+            } else {
+                fprintf(stderr, "%s: unexpected event %u\n", prov_, ev);
+                return false;
+            }
+        }
+        if (keep) return true;
+        return teardown();
+    }
+
+    bool teardown() {
+        CHECK(fi_shutdown(cep_, 0));
+        // the server side learns it (FI_SHUTDOWN); the client may or may not
+        auto end = clk::now() + std::chrono::seconds(10);
+        bool s_down = false;
+        while (!s_down && clk::now() < end) {
+            uint32_t ev;
+            struct fi_eq_cm_entry ent {};
+            if (!wait_event(ev, ent)) return false;
+            if (ev == FI_SHUTDOWN && ent.fid == &sep_->fid) s_down = true;
+        }
+        fi_close(&cep_->fid);
+        fi_close(&sep_->fid);
+        cep_ = sep_ = nullptr;
+        drain(scq_);
+        drain(ccq_);
+        if (!s_down) fprintf(stderr, "%s: no FI_SHUTDOWN on the server side\n", prov_);
+        return s_down;
+    }
+
+    bool pingpong(int iters, double& lat_us) {
+        const size_t n = 8;
+        void* cd = fi_mr_desc(cmr_);
+        void* sd = fi_mr_desc(smr_);
+        // one receive posted on each side ahead of every message
+        CHECK(fi_recv(cep_, cbuf_.data() + 4096, 4096, cd, 0, nullptr));
+        auto run = [&](int count) -> bool {
+            for (int i = 0; i < count; ++i) {
+                if (!post_retry([&] { return fi_send(cep_, cbuf_.data(), n, cd, 0, nullptr); })) return false;
+                if (!wait_comps(scq_, 1, /*repost server recv*/ true)) return false;  // server recv
+                if (!post_retry([&] { return fi_send(sep_, sbuf_.data(), n, sd, 0, nullptr); })) return false;
+                // client: its send completion, the pong
+                if (!wait_comps(ccq_, 2, false)) return false;
+                CHECK(fi_recv(cep_, cbuf_.data() + 4096, 4096, cd, 0, nullptr));
+                if (!wait_comps(scq_, 1, false)) return false;  // server's send completion
+            }
+            return true;
+        };
+        if (!run(std::min(iters / 10 + 1, 200))) return false;  // warm-up
+        auto t0 = clk::now();
+        if (!run(iters)) return false;
+        lat_us = us_since(t0) / iters / 2;
+        return true;
+    }
+
+    bool bandwidth(int msgs, double& mbs) {
+        const size_t n = 64 * 1024;
+        const int window = 64;
+        void* cd = fi_mr_desc(cmr_);
+        // receives for the whole window are posted (post_server_recvs), and
+        // each completion reposts one
+        int sent = 0, done = 0, received = 0;
+        auto t0 = clk::now();
+        auto end = t0 + std::chrono::seconds(120);
+        while (received < msgs) {
+            while (sent < msgs && sent - done < window) {
+                ssize_t r = fi_send(cep_, cbuf_.data() + (sent % 64) * n, n, cd, 0, nullptr);
+                if (r == -FI_EAGAIN) break;
+                if (r) {
+                    fprintf(stderr, "%s: fi_send: %s\n", prov_, fi_strerror(static_cast<int>(-r)));
+                    return false;
+                }
+                ++sent;
+            }
+            struct fi_cq_entry e[64];
+            ssize_t k = fi_cq_read(ccq_, e, 64);
+            if (k > 0) done += static_cast<int>(k);
+            else if (k != -FI_EAGAIN) return cq_fail(ccq_, k);
+            k = fi_cq_read(scq_, e, 64);
+            if (k > 0) {
+                for (ssize_t j = 0; j < k; ++j) {
+                    ++received;
+                    if (!post_retry([&] { return srecv(); })) return false;
+                }
+            } else if (k != -FI_EAGAIN) {
+                return cq_fail(scq_, k);
+            }
+            if (clk::now() > end) {
+                fprintf(stderr, "%s: bandwidth run timed out (%d/%d)\n", prov_, received, msgs);
+                return false;
+            }
+        }
+        while (done < sent) {
+            struct fi_cq_entry e[64];
+            ssize_t k = fi_cq_read(ccq_, e, 64);
+            if (k > 0) done += static_cast<int>(k);
+            else if (k != -FI_EAGAIN) return cq_fail(ccq_, k);
+        }
+        double secs = us_since(t0) / 1e6;
+        mbs = static_cast<double>(msgs) * n / secs / 1e6;
+        return true;
+    }
+
+    const char* prov_;
+
+private:
+    std::string port_ = std::to_string(24000 + getpid() % 1000);
+    struct fi_info *sinfo_ = nullptr, *cinfo_ = nullptr;
+    struct fid_fabric* fab_ = nullptr;
+    struct fid_eq* eq_ = nullptr;
+    struct fid_domain *sdom_ = nullptr, *cdom_ = nullptr;
+    struct fid_cq *scq_ = nullptr, *ccq_ = nullptr;
+    struct fid_pep* pep_ = nullptr;
+    struct fid_ep *sep_ = nullptr, *cep_ = nullptr;
+    struct fid_mr *smr_ = nullptr, *cmr_ = nullptr;
+    std::vector<char> sbuf_, cbuf_;
+    size_t buf_size_ = 0;
+    int srecv_slot_ = 0;
+
+    struct fi_info* hints() {
+        struct fi_info* h = fi_allocinfo();
+        h->ep_attr->type = FI_EP_MSG;
+        h->caps = FI_MSG;
+        h->mode = FI_CONTEXT;
+        h->domain_attr->mr_mode =
+            FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+        h->addr_format = FI_SOCKADDR_IN;
+        h->tx_attr->size = 256;
+        h->rx_attr->size = 256;
+        // the same queue shapes for both providers (0 = provider default)
+        h->tx_attr->iov_limit = h->rx_attr->iov_limit = g_iov;
+        h->tx_attr->inject_size = g_inject;
+        h->fabric_attr->prov_name = strdup(prov_);
+        return h;
+    }
+
+    ssize_t srecv() {
+        const size_t n = 64 * 1024;
+        char* b = sbuf_.data() + (64 + srecv_slot_ % 64) * n;
+        ++srecv_slot_;
+        return fi_recv(sep_, b, n, fi_mr_desc(smr_), 0, nullptr);
+    }
+
+    void post_server_recvs() {
+        for (int i = 0; i < 64; ++i) srecv();
+    }
+
+    template <class F>
+    bool post_retry(F f) {
+        auto end = clk::now() + std::chrono::seconds(20);
+        for (;;) {
+            ssize_t r = f();
+            if (r == 0) return true;
+            if (r != -FI_EAGAIN || clk::now() > end) {
+                fprintf(stderr, "%s: post: %s\n", prov_, fi_strerror(static_cast<int>(-r)));
+                return false;
+            }
+        }
+    }
+
+    bool cq_fail(struct fid_cq* cq, ssize_t k) {
+        if (k == -FI_EAVAIL) {
+            struct fi_cq_err_entry err {};
+            fi_cq_readerr(cq, &err, 0);
+            fprintf(stderr, "%s: completion error %s (prov_errno %d)\n", prov_,
+                    fi_strerror(err.err), err.prov_errno);
+        } else {
+            fprintf(stderr, "%s: fi_cq_read: %s\n", prov_, fi_strerror(static_cast<int>(-k)));
+        }
+        return false;
+    }
+
+    // Busy-polls `cq` until `want` completions; the ping-pong server's
+    // receive completion reposts its receive.
+    bool wait_comps(struct fid_cq* cq, int want, bool repost) {
+        auto end = clk::now() + std::chrono::seconds(20);
+        while (want > 0) {
+            struct fi_cq_entry e[8];
+            ssize_t k = fi_cq_read(cq, e, static_cast<size_t>(std::min(want, 8)));
+            if (k > 0) {
+                want -= static_cast<int>(k);
+                if (repost)
+                    for (ssize_t j = 0; j < k; ++j)
+                        if (srecv()) return false;
+            } else if (k != -FI_EAGAIN) {
+                return cq_fail(cq, k);
+            } else if (clk::now() > end) {
+                fprintf(stderr, "%s: no completion\n", prov_);
+                return false;
+            }
+        }
+        return true;
+    }
+
+    void drain(struct fid_cq* cq) {
+        struct fi_cq_entry e[64];
+        for (int i = 0; i < 1000; ++i) {
+            ssize_t k = fi_cq_read(cq, e, 64);
+            if (k == -FI_EAVAIL) {
+                struct fi_cq_err_entry err {};
+                fi_cq_readerr(cq, &err, 0);
+            } else if (k <= 0) {
+                break;
+            }
+        }
+    }
+
+    bool wait_event(uint32_t& ev, struct fi_eq_cm_entry& ent) {
+        alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+        ssize_t r = fi_eq_sread(eq_, &ev, buf, sizeof buf, 20000, 0);
+        if (r == -FI_EAVAIL) {
+            struct fi_eq_err_entry err {};
+            fi_eq_readerr(eq_, &err, 0);
+            fprintf(stderr, "%s: EQ error %s (prov_errno %d)\n", prov_, fi_strerror(err.err),
+                    err.prov_errno);
+            return false;
+        }
+        if (r < 0) {
+            fprintf(stderr, "%s: fi_eq_sread: %s\n", prov_, fi_strerror(static_cast<int>(-r)));
+            return false;
+        }
+        memcpy(&ent, buf, sizeof ent);
+        return true;
+    }
+
+    void cleanup() {
+        for (struct fid_ep** e : {&cep_, &sep_})
+            if (*e) fi_close(&(*e)->fid);
+        if (pep_) fi_close(&pep_->fid);
+        if (smr_) fi_close(&smr_->fid);
+        if (cmr_) fi_close(&cmr_->fid);
+        if (scq_) fi_close(&scq_->fid);
+        if (ccq_) fi_close(&ccq_->fid);
+        if (sdom_) fi_close(&sdom_->fid);
+        if (cdom_) fi_close(&cdom_->fid);
+        if (eq_) fi_close(&eq_->fid);
+        if (fab_) fi_close(&fab_->fid);
+        if (sinfo_) fi_freeinfo(sinfo_);
+        if (cinfo_) fi_freeinfo(cinfo_);
+    }
+};
+
+double pct(std::vector<double> v, double p) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    size_t i = static_cast<size_t>(p / 100.0 * static_cast<double>(v.size() - 1) + 0.5);
+    return v[std::min(i, v.size() - 1)];
+}
+
+result run(const char* prov, int conns, int iters, int bw_msgs) {
+    result r;
+    r.prov = prov;
+    bench b(prov);
+    if (!b.setup()) return r;
+    std::vector<double> lat;
+    auto t0 = clk::now();
+    for (int i = 0; i < conns; ++i) {
+        double us = 0;
+        if (!b.connect_once(us, false)) {
+            fprintf(stderr, "%s: connection %d failed\n", prov, i);
+            return r;
+        }
+        lat.push_back(us);
+    }
+    double secs = us_since(t0) / 1e6;
+    r.conns = conns;
+    r.conn_rate = conns / secs;
+    r.conn_p50 = pct(lat, 50);
+    r.conn_p99 = pct(lat, 99);
+    double us = 0;
+    if (!b.connect_once(us, true)) return r;
+    if (!b.pingpong(iters, r.lat_us)) return r;
+    if (!b.bandwidth(bw_msgs, r.bw_mbs)) return r;
+    b.teardown();
+    r.ok = true;
+    return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int conns = 50, iters = 2000, bw = 2000;
+    std::string provs = "evd,verbs";
+    int opt;
+    while ((opt = getopt(argc, argv, "n:i:b:p:s:j:h")) != -1) {
+        switch (opt) {
+        case 'n': conns = atoi(optarg); break;
+        case 'i': iters = atoi(optarg); break;
+        case 'b': bw = atoi(optarg); break;
+        case 'p': provs = optarg; break;
+        case 's': g_iov = strtoul(optarg, nullptr, 0); break;
+        case 'j': g_inject = strtoul(optarg, nullptr, 0); break;
+        default:
+            fprintf(stderr, "usage: %s [-n conns] [-i pingpongs] [-b 64KiB messages] [-p evd,verbs] "
+                    "[-s iov_limit] [-j inject_size]\n",
+                    argv[0]);
+            return 2;
+        }
+    }
+    if (conns < 1 || iters < 1 || bw < 1) {
+        fprintf(stderr, "counts must be positive\n");
+        return 2;
+    }
+    if (!getenv("FI_PROVIDER_PATH")) {
+        char self[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n > 0) {
+            self[n] = 0;
+            std::string dir(self);
+            dir = dir.substr(0, dir.rfind('/')) + "/.libs";
+            setenv("FI_PROVIDER_PATH", dir.c_str(), 1);
+        }
+    }
+    unsetenv("FI_PROVIDER");  // both providers must be visible
+    std::vector<result> res;
+    size_t pos = 0;
+    while (pos <= provs.size()) {
+        size_t comma = provs.find(',', pos);
+        std::string p = provs.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+        if (!p.empty()) res.push_back(run(p.c_str(), conns, iters, bw));
+        if (comma == std::string::npos) break;
+        pos = comma + 1;
+    }
+    printf("\n%-8s %6s %12s %14s %14s %12s %14s\n", "provider", "conns", "conn/s",
+           "p50 conn (us)", "p99 conn (us)", "lat 8B (us)", "bw 64K (MB/s)");
+    bool all = true;
+    for (const auto& r : res) {
+        if (!r.ok) all = false;
+        printf("%-8s %6d %12.1f %14.0f %14.0f %12.2f %14.1f%s\n", r.prov.c_str(), r.conns,
+               r.conn_rate, r.conn_p50, r.conn_p99, r.lat_us, r.bw_mbs, r.ok ? "" : "  (FAILED)");
+    }
+    if (res.size() == 2 && res[0].ok && res[1].ok) {
+        printf("\n%s/%s: conn/s %.2fx, p50 %.2fx, latency %.2fx, bandwidth %.2fx\n",
+               res[0].prov.c_str(), res[1].prov.c_str(), res[0].conn_rate / res[1].conn_rate,
+               res[0].conn_p50 / res[1].conn_p50, res[0].lat_us / res[1].lat_us,
+               res[0].bw_mbs / res[1].bw_mbs);
+    }
+    return all ? 0 : 1;
+}
