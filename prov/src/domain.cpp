@@ -207,6 +207,10 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
         dom->fid.mr = &mr_ops;
         dom->fab = fab;
         dom->dev = dev;
+        // Async events the device queued before this domain existed belong to
+        // the domains already open (or to nobody): dispatch them now so the
+        // new domain never receives stale port events (async.cpp).
+        devctx_poll_async(dev);
         dom->port_num = first_active_port(dev);
         {
             std::lock_guard<std::mutex> lk(dev->port_mu);
