@@ -2,7 +2,11 @@
 // EQ benchmark (not a test): evd against libfabric's own EQs and a raw
 // eventfd floor, in one run, side by side.
 //
-//   make bench && FI_PROVIDER_PATH=$PWD/.libs ./eq_bench [-n iterations] [-p samples]
+//   make bench && FI_PROVIDER_PATH=$PWD/.libs ./eq_bench [-n events] [-p round-trips] [-r reps]
+//
+// Every measurement is repeated -r times (default 5), interleaved across the
+// EQs so background load hits them alike: write+read reports the best
+// repetition, ping-pongs pool all round trips.
 //
 // Columns:
 //   w+r/1, w+r/64     fi_eq_write + fi_eq_read, ns per event, batches of 1 / 64
@@ -68,7 +72,9 @@ uint64_t now_ns() {
 struct pct {
     double p50 = -1, p99 = -1;
 };
+std::vector<uint64_t>* g_sink_fwd();
 pct percentiles(std::vector<uint64_t>& v) {
+    if (std::vector<uint64_t>* sink = g_sink_fwd()) sink->insert(sink->end(), v.begin(), v.end());
     pct r;
     if (v.empty()) return r;
     std::sort(v.begin(), v.end());
@@ -251,65 +257,60 @@ pct raw_pingpong(int samples, bool use_poll) {
     return percentiles(rt);
 }
 
-// evd with FI_WAIT_POLLFD: the bare eventfd, no epoll in between.
-row measure_pollfd(long events, int samples) {
+// One column set: a provider's fabric and the wait object of its "fd" EQs.
+struct target {
     row r;
-    r.name = "evd pollfd";
-    std::string why;
-    struct fid_fabric* fab = open_fabric("evd", &why);
-    if (!fab) {
-        r.note = "skipped: " + why;
-        return r;
-    }
-    struct fid_eq* q1 = open_eq(fab, FI_WAIT_POLLFD);
-    struct fid_eq* q2 = open_eq(fab, FI_WAIT_POLLFD);
-    if (q1 && q2) {
-        uint64_t allocs = 0;
-        r.wr1_fd = write_read(q1, 1, events, &allocs);
-        r.allocs = double(allocs) / double(events);
-        r.wr64_fd = write_read(q1, 64, events, nullptr);
-        r.sread = pingpong(fab, q1, q2, samples, false);
-        r.fdwake = pingpong(fab, q1, q2, samples, true);
-    }
-    if (q1) fi_close(&q1->fid);
-    if (q2) fi_close(&q2->fid);
-    fi_close(&fab->fid);
-    return r;
+    struct fid_fabric* fab = nullptr;
+    enum fi_wait_obj fdwait = FI_WAIT_FD;
+    bool raw = false;
+    std::vector<uint64_t> sread_ns, fdwake_ns;
+};
+
+void keep_min(double* best, double v) {
+    if (v >= 0 && (*best < 0 || v < *best)) *best = v;
 }
 
-row measure(const char* prov, long events, int samples) {
-    row r;
-    r.name = prov;
-    std::string why;
-    struct fid_fabric* fab = open_fabric(prov, &why);
-    if (!fab) {
-        r.note = "skipped: " + why;
-        return r;
+// Ping-pong runs append their raw samples (ns) here when set.
+std::vector<uint64_t>* g_sink = nullptr;
+std::vector<uint64_t>* g_sink_fwd() { return g_sink; }
+
+// One repetition of every measurement for one target. w+r values keep the
+// best repetition (the least disturbed by other load); ping-pong samples of
+// all repetitions are pooled.
+void run_once(target& t, long events, int samples) {
+    if (t.raw) {
+        g_sink = &t.sread_ns;
+        raw_pingpong(samples, false);
+        g_sink = &t.fdwake_ns;
+        raw_pingpong(samples, true);
+        g_sink = nullptr;
+        return;
     }
-    if (struct fid_eq* q = open_eq(fab, FI_WAIT_NONE)) {
-        r.wr1_none = write_read(q, 1, events, nullptr);
-        r.wr64_none = write_read(q, 64, events, nullptr);
-        fi_close(&q->fid);
+    if (t.fdwait == FI_WAIT_FD) {
+        if (struct fid_eq* q = open_eq(t.fab, FI_WAIT_NONE)) {
+            keep_min(&t.r.wr1_none, write_read(q, 1, events, nullptr));
+            keep_min(&t.r.wr64_none, write_read(q, 64, events, nullptr));
+            fi_close(&q->fid);
+        }
     }
-    if (struct fid_eq* q = open_eq(fab, FI_WAIT_FD)) {
+    if (struct fid_eq* q = open_eq(t.fab, t.fdwait)) {
         uint64_t allocs = 0;
-        r.wr1_fd = write_read(q, 1, events, &allocs);
-        r.allocs = double(allocs) / double(events);
-        r.wr64_fd = write_read(q, 64, events, nullptr);
+        keep_min(&t.r.wr1_fd, write_read(q, 1, events, &allocs));
+        t.r.allocs = std::max(t.r.allocs, double(allocs) / double(events));
+        keep_min(&t.r.wr64_fd, write_read(q, 64, events, nullptr));
         fi_close(&q->fid);
-    } else {
-        r.note += "FI_WAIT_FD EQ did not open; ";
     }
-    struct fid_eq* q1 = open_eq(fab, FI_WAIT_FD);
-    struct fid_eq* q2 = open_eq(fab, FI_WAIT_FD);
+    struct fid_eq* q1 = open_eq(t.fab, t.fdwait);
+    struct fid_eq* q2 = open_eq(t.fab, t.fdwait);
     if (q1 && q2) {
-        r.sread = pingpong(fab, q1, q2, samples, false);
-        r.fdwake = pingpong(fab, q1, q2, samples, true);
+        g_sink = &t.sread_ns;
+        pingpong(t.fab, q1, q2, samples, false);
+        g_sink = &t.fdwake_ns;
+        pingpong(t.fab, q1, q2, samples, true);
+        g_sink = nullptr;
     }
     if (q1) fi_close(&q1->fid);
     if (q2) fi_close(&q2->fid);
-    fi_close(&fab->fid);
-    return r;
 }
 
 void print_cell(double v, const char* fmt = "%10.1f") {
@@ -322,31 +323,49 @@ void print_cell(double v, const char* fmt = "%10.1f") {
 }  // namespace
 
 int main(int argc, char** argv) {
-    long events = 2000000;
+    long events = 1000000;
     int samples = 20000;
+    int reps = 5;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-n")) events = atol(argv[i + 1]);
         if (!strcmp(argv[i], "-p")) samples = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "-r")) reps = std::max(1, atoi(argv[i + 1]));
     }
-    if (!getenv("FI_PROVIDER_PATH")) {
+    if (!getenv("FI_PROVIDER_PATH"))
         fprintf(stderr, "eq_bench: set FI_PROVIDER_PATH to the directory holding libevd-fi.so\n");
+    printf("eq_bench: %d repetitions (interleaved) of %ld events per write+read run and %d "
+           "ping-pong round trips; %u CPUs online\n",
+           reps, events, samples / reps, std::thread::hardware_concurrency());
+    printf("w+r: best repetition; ping-pong: p50/p99 of all round trips pooled\n");
+
+    std::vector<target> ts;
+    for (const char* p : {"evd", "evd pollfd", "udp", "tcp", "verbs"}) {
+        target t;
+        t.r.name = p;
+        bool pollfd = !strcmp(p, "evd pollfd");
+        std::string why;
+        t.fab = open_fabric(pollfd ? "evd" : p, &why);
+        if (!t.fab) t.r.note = "skipped: " + why;
+        if (pollfd) t.fdwait = FI_WAIT_POLLFD;
+        ts.push_back(std::move(t));
     }
-    printf("eq_bench: %ld events per write+read run, %d ping-pong samples, %u CPUs online\n",
-           events, samples, std::thread::hardware_concurrency());
-    std::vector<row> rows;
-    for (const char* p : {"evd", "udp", "tcp", "verbs"}) rows.push_back(measure(p, events, samples));
-    rows.insert(rows.begin() + 1, measure_pollfd(events, samples));
-    row raw;
-    raw.name = "raw eventfd";
-    raw.sread = raw_pingpong(samples, false);
-    raw.fdwake = raw_pingpong(samples, true);
-    rows.push_back(raw);
+    target raw;
+    raw.r.name = "raw eventfd";
+    raw.raw = true;
+    ts.push_back(std::move(raw));
+
+    for (int rep = 0; rep < reps; rep++)
+        for (auto& t : ts)
+            if (t.fab || t.raw) run_once(t, events, samples / reps);
 
     printf("\n%-12s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "EQ", "w+r/1", "w+r/64",
            "w+r/1", "w+r/64", "allocs/ev", "sread", "sread", "fdwake", "fdwake");
     printf("%-12s %10s %10s %10s %10s %10s %10s %10s %10s %10s\n", "", "none ns", "none ns",
            "fd ns", "fd ns", "(fd, b=1)", "p50 us", "p99 us", "p50 us", "p99 us");
-    for (auto& r : rows) {
+    for (auto& t : ts) {
+        row& r = t.r;
+        r.sread = percentiles(t.sread_ns);
+        r.fdwake = percentiles(t.fdwake_ns);
         printf("%-12s ", r.name.c_str());
         print_cell(r.wr1_none);
         printf(" ");
@@ -368,5 +387,7 @@ int main(int argc, char** argv) {
         if (!r.note.empty()) printf("  %s", r.note.c_str());
         printf("\n");
     }
+    for (auto& t : ts)
+        if (t.fab) fi_close(&t.fab->fid);
     return 0;
 }
