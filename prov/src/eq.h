@@ -34,7 +34,11 @@ struct eq_source {
     std::atomic<int> busy{0};
 };
 
+// -FI_EALREADY when src is already registered. The fd must be drained by
+// progress (level-triggered: a readable fd makes every waiter spin).
 int eq_add_source(eq* q, eq_source* src);
+// Waits for a running callback: never call it from src's own callback or
+// while holding a lock that callback takes.
 void eq_remove_source(eq* q, eq_source* src);
 
 // entry: an fi_eq_entry (FI_NOTIFY, FI_MR_COMPLETE, ...) or fi_eq_cm_entry
