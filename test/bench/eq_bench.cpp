@@ -106,6 +106,9 @@ struct fid_fabric* open_fabric(const char* prov, std::string* why) {
     hints->fabric_attr->prov_name = strdup(prov);
     hints->ep_attr->type = !strcmp(prov, "udp") ? FI_EP_DGRAM : FI_EP_MSG;
     hints->caps = FI_MSG;
+    hints->mode = ~0ULL;  // accept any mode bits: only the fabric is used
+    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+                                  FI_MR_PROV_KEY | FI_MR_ENDPOINT;  // what verbs asks for
     struct fi_info* info = nullptr;
     const char* node = !strcmp(prov, "verbs") ? nullptr : "127.0.0.1";
     int rc = fi_getinfo(FI_VERSION(1, 17), node, nullptr, 0, hints, &info);
