@@ -12,6 +12,8 @@
 #
 # Options:
 #   --no-check  skip the rdma_cm (rping) verification
+#   --cross     also route traffic with no source address yet (an unbound
+#               client) to one address out of the OTHER device (rules 110/111)
 #   --force     run outside the evd VM (it rewrites the routing rules of the
 #               machine it runs on: only in a disposable guest)
 # The last line printed on failure says what went wrong.
@@ -24,10 +26,11 @@ NETDEV0=${EVD_VM_NETDEV0:-veth0} NETDEV1=${EVD_VM_NETDEV1:-veth1}
 ADDR0=${EVD_VM_ADDR0:-192.0.2.1} ADDR1=${EVD_VM_ADDR1:-192.0.2.2}
 PREFIX=${EVD_VM_PREFIX:-24}
 TABLE0=100 TABLE1=101
-CHECK=1 FORCE=0
+CHECK=1 FORCE=0 CROSS=0
 for a in "$@"; do
     case "$a" in
     --no-check) CHECK=0 ;;
+    --cross) CROSS=1 ;;
     --force) FORCE=1 ;;
     *) echo "setup-rxe: unknown argument $a"; exit 2 ;;
     esac
@@ -84,9 +87,19 @@ step "addresses and policy routing"
 # that the rules below come first.
 #   100/101  from ADDR0 to ADDR1 -> out veth0, from ADDR1 to ADDR0 -> out veth1
 #   102/103  an address to itself stays local (loopback on one rxe device)
-#   110/111  no source chosen yet (connect/rdma_resolve_addr without a bind):
-#            to ADDR1 -> out veth0 from ADDR0, to ADDR0 -> out veth1 from
-#            ADDR1, so an unbound client reaches one device from the other
+#   110/111  only with --cross: no source chosen yet (connect or
+#            rdma_resolve_addr without a bind): to ADDR1 -> out veth0 from
+#            ADDR0, to ADDR0 -> out veth1 from ADDR1, so an unbound client
+#            reaches one device from the other.  Without them an unbound
+#            client of ADDR0 is routed via lo and uses rxe0 itself (rxe
+#            loopback), and fi_getinfo(node=ADDR0) resolves to rxe0.
+cross_rules=()
+if [ "$CROSS" = 1 ]; then
+    cross_rules=(
+        "rule add pref 110 iif lo to $ADDR1 lookup $TABLE0"
+        "rule add pref 111 iif lo to $ADDR0 lookup $TABLE1"
+    )
+fi
 printf '%s\n' \
     "addr add $ADDR0/$PREFIX dev $NETDEV0" \
     "addr add $ADDR1/$PREFIX dev $NETDEV1" \
@@ -96,8 +109,7 @@ printf '%s\n' \
     "rule add pref 101 iif lo from $ADDR1 to $ADDR0 lookup $TABLE1" \
     "rule add pref 102 from $ADDR0 to $ADDR0 lookup local" \
     "rule add pref 103 from $ADDR1 to $ADDR1 lookup local" \
-    "rule add pref 110 iif lo to $ADDR1 lookup $TABLE0" \
-    "rule add pref 111 iif lo to $ADDR0 lookup $TABLE1" \
+    "${cross_rules[@]}" \
     "route add table $TABLE0 $ADDR1 dev $NETDEV0 src $ADDR0" \
     "route add table $TABLE1 $ADDR0 dev $NETDEV1 src $ADDR1" \
     "rule add pref 1000 lookup local" \
@@ -150,7 +162,7 @@ done
 rdma link show
 
 if [ "$CHECK" = 1 ]; then
-    step "verifying rdma_cm: $ADDR1 ($DEV1) -> $ADDR0 ($DEV0), unbound -> $ADDR1 ($DEV1)"
+    step "verifying rdma_cm between $ADDR1 ($DEV1) and $ADDR0 ($DEV0)"
     read -r tx0 <"/sys/class/net/$NETDEV1/statistics/tx_packets"
     check_pair() { # server-address [client-source-address]
         local srv rc try bind=()
@@ -174,9 +186,15 @@ if [ "$CHECK" = 1 ]; then
     read -r tx1 <"/sys/class/net/$NETDEV1/statistics/tx_packets"
     [ "$tx1" -gt "$tx0" ] ||
         fail "rping worked but nothing was sent on $NETDEV1: traffic did not cross the veth pair"
-    # ... and unbound, which must come from rxe0 (rule 110).
-    check_pair "$ADDR1" ||
-        fail "rdma_cm connection from an unbound client to $ADDR1 ($DEV1) does not work"
+    if [ "$CROSS" = 1 ]; then
+        # ... and unbound, which must come from rxe0 (rule 110) ...
+        check_pair "$ADDR1" ||
+            fail "rdma_cm connection from an unbound client to $ADDR1 ($DEV1) does not work"
+    else
+        # ... and bound, rxe0 -> rxe1 (rule 100).
+        check_pair "$ADDR1" "$ADDR0" ||
+            fail "rdma_cm connection from $ADDR0 ($DEV0) to $ADDR1 ($DEV1) does not work"
+    fi
 fi
 
 step "ready in $((SECONDS - t0)) s"
