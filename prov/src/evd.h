@@ -53,8 +53,8 @@ struct params {
     int cm_timeout_ms = 2000;       // FI_EVD_CM_TIMEOUT: address/route resolution timeout
     size_t cq_size = 4096;          // FI_EVD_CQ_SIZE: default CQ depth when attr.size == 0
     size_t inject_size = 0;         // FI_EVD_INJECT_SIZE: 0 = device's max_inline_data
-    size_t tx_size = 0;             // FI_EVD_TX_SIZE: reported tx_attr->size; 0 = device's max_qp_wr
-    size_t rx_size = 0;             // FI_EVD_RX_SIZE: reported rx_attr->size; 0 = device's max_qp_wr
+    size_t tx_size = 384;           // FI_EVD_TX_SIZE: default tx_attr->size (clamped to max_qp_wr); 0 = max_qp_wr
+    size_t rx_size = 384;           // FI_EVD_RX_SIZE: default rx_attr->size (clamped to max_qp_wr); 0 = max_qp_wr
     int iface_filter = 0;           // reserved
 };
 const params& get_params();

@@ -23,12 +23,13 @@ void read_params() {
                     "Largest FI_INJECT payload; 0 uses the device's max_inline_data (default: 0)");
 
     fi_param_define(&g_prov, "tx_size", FI_PARAM_SIZE_T,
-                    "tx_attr->size fi_getinfo reports (the send queue depth an endpoint gets "
-                    "unless hints ask otherwise); 0 or above the device's max_qp_wr uses "
-                    "max_qp_wr (default: 0)");
+                    "tx_attr->size fi_getinfo reports when hints give none (the send queue "
+                    "depth an endpoint gets; hints may ask up to the device's max_qp_wr); "
+                    "0 or above max_qp_wr uses max_qp_wr (default: %zu)", g_params.tx_size);
     fi_param_define(&g_prov, "rx_size", FI_PARAM_SIZE_T,
-                    "rx_attr->size fi_getinfo reports (receive queue depth); 0 or above the "
-                    "device's max_qp_wr uses max_qp_wr (default: 0)");
+                    "rx_attr->size fi_getinfo reports when hints give none (receive queue "
+                    "depth; hints may ask up to max_qp_wr); 0 or above max_qp_wr uses "
+                    "max_qp_wr (default: %zu)", g_params.rx_size);
 
     size_t sz;
     int i;

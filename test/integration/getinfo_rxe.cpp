@@ -5,6 +5,7 @@
 //
 // Environment (test/vm sets it; defaults match test/vm/setup-rxe.sh):
 //   EVD_VM_DEV0=rxe0 EVD_VM_ADDR0=192.0.2.1   EVD_VM_DEV1=rxe1 EVD_VM_ADDR1=192.0.2.2
+#include <algorithm>
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -151,8 +152,9 @@ TEST_F(GetinfoRxe, ListsBothDevicesWithDeviceLimits) {
         EXPECT_EQ(i->ep_attr->type, FI_EP_MSG);
         EXPECT_EQ(i->ep_attr->protocol, (uint32_t)FI_PROTO_RDMA_CM_IB_RC);
         EXPECT_EQ(i->ep_attr->max_msg_size, t.port.max_msg_sz);
-        EXPECT_EQ(i->tx_attr->size, (size_t)a.max_qp_wr);
-        EXPECT_EQ(i->rx_attr->size, (size_t)a.max_qp_wr);
+        // default depth when hints are silent (FI_EVD_TX_SIZE, 384), never above the device
+        EXPECT_EQ(i->tx_attr->size, std::min<size_t>(384, (size_t)a.max_qp_wr));
+        EXPECT_EQ(i->rx_attr->size, std::min<size_t>(384, (size_t)a.max_qp_wr));
         EXPECT_EQ(i->tx_attr->iov_limit, (size_t)a.max_sge);
         EXPECT_EQ(i->rx_attr->iov_limit, (size_t)a.max_sge);
         EXPECT_EQ(i->domain_attr->cq_cnt, (size_t)a.max_cq);
