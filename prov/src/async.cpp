@@ -134,6 +134,15 @@ void copy_name(char (&dst)[FI_EVD_DEVNAME_MAX], const char* src) {
 
 }  // namespace
 
+// The event type as an integer: the kernel may report a type newer than the
+// installed verbs.h, and loading such a value as the enum is undefined.
+int async_event_type(const struct ibv_async_event& ev) noexcept {
+    int t;
+    static_assert(sizeof t == sizeof ev.event_type);
+    std::memcpy(&t, &ev.event_type, sizeof t);
+    return t;
+}
+
 std::span<const async_row> async_table() noexcept { return {kTable, std::size(kTable)}; }
 
 const async_row* async_row_for(int type) noexcept {
@@ -149,12 +158,12 @@ uint64_t async_now_ns() noexcept {
 
 async_record async_translate(const struct ibv_async_event& ev, const async_input& in) noexcept {
     async_record r;
-    r.row = async_row_for(ev.event_type);
+    r.row = async_row_for(async_event_type(ev));
     auto& d = r.data;
     d.magic = FI_EVD_ASYNC_MAGIC;
     d.version = FI_EVD_ASYNC_VERSION;
     d.size = sizeof(struct fi_evd_async_err);
-    d.event_type = ev.event_type;
+    d.event_type = async_event_type(ev);
     copy_name(d.device, in.device);
     d.fid = in.fid;
     d.timestamp_ns = in.timestamp_ns;
@@ -201,14 +210,14 @@ async_record async_translate(const struct ibv_async_event& ev, const async_input
         r.err.context = in.context;
         r.err.data = 0;
         r.err.err = r.row->err;
-        r.err.prov_errno = ev.event_type;
+        r.err.prov_errno = async_event_type(ev);
         r.err.err_data = nullptr;
         r.err.err_data_size = 0;
     } else if (as_notify) {
         r.out = async_out::notify;
         r.notify.fid = in.fid;
         r.notify.context = in.context;
-        r.notify.data = FI_EVD_NOTIFY_DATA(ev.event_type, d.port_num, num);
+        r.notify.data = FI_EVD_NOTIFY_DATA(async_event_type(ev), d.port_num, num);
     }
     return r;
 }
@@ -309,7 +318,8 @@ void to_object(devctx* d, const async_row& row, const ibv_async_event& ev, reg_m
                const void* key, uint64_t ts, uint64_t seq) {
     auto it = map.find(key);
     if (it == map.end()) {
-        undeliverable(d, &row, ev.event_type, "no evd object owns it (closed or never registered)");
+        undeliverable(d, &row, async_event_type(ev),
+                      "no evd object owns it (closed or never registered)");
         return;
     }
     const async_target& t = it->second;
@@ -318,7 +328,7 @@ void to_object(devctx* d, const async_row& row, const ibv_async_event& ev, reg_m
     bool claimed = true;
     if (terminal && t.claim_terminal) claimed = t.claim_terminal(t.owner);
     if (!q) {
-        undeliverable(d, &row, ev.event_type, "its object has no EQ bound");
+        undeliverable(d, &row, async_event_type(ev), "its object has no EQ bound");
     } else if (claimed) {
         async_input in;
         in.device = d->name.c_str();
@@ -355,7 +365,7 @@ void to_domains(devctx* d, const async_row& row, const ibv_async_event& ev, uint
         if (row.obj == O::port) port_snapshot(dom, row, ts);
         eq* q = dom->eq_bound.load(std::memory_order_acquire);
         if (!q) {
-            undeliverable(d, &row, ev.event_type, "its domain has no EQ (fi_domain_bind)");
+            undeliverable(d, &row, async_event_type(ev), "its domain has no EQ (fi_domain_bind)");
             continue;
         }
         async_input in;
@@ -367,7 +377,7 @@ void to_domains(devctx* d, const async_row& row, const ibv_async_event& ev, uint
         in.seq = seq;
         post(d, q, async_translate(ev, in));
     }
-    if (!any) undeliverable(d, &row, ev.event_type, "no evd domain is open on it");
+    if (!any) undeliverable(d, &row, async_event_type(ev), "no evd domain is open on it");
 }
 
 // DEVICE_FATAL: one terminal record per endpoint (unless it already had one).
@@ -403,9 +413,9 @@ void async_dispatch(devctx* d, const struct ibv_async_event& ev) noexcept {
     try {
         const uint64_t ts = async_now_ns();
         const uint64_t seq = d->async_events.fetch_add(1, std::memory_order_relaxed) + 1;
-        const async_row* row = async_row_for(ev.event_type);
+        const async_row* row = async_row_for(async_event_type(ev));
         if (!row) {
-            undeliverable(d, nullptr, ev.event_type, "event type unknown to evd");
+            undeliverable(d, nullptr, async_event_type(ev), "event type unknown to evd");
             return;
         }
         EVD_INFO(FI_LOG_EQ, "async event %s on %s (seq %llu)\n", row->name, d->name.c_str(),
@@ -424,13 +434,13 @@ void async_dispatch(devctx* d, const struct ibv_async_event& ev) noexcept {
         }
     } catch (...) {
         d->undeliverable.fetch_add(1, std::memory_order_relaxed);
-        EVD_WARN(FI_LOG_EQ, "async event %d of %s lost: internal error\n", ev.event_type,
+        EVD_WARN(FI_LOG_EQ, "async event %d of %s lost: internal error\n", async_event_type(ev),
                  d->name.c_str());
     }
 }
 
 void async_ep_consequence(void* owner, const struct ibv_async_event& ev) {
-    if (ev.event_type != IBV_EVENT_COMM_EST) return;
+    if (async_event_type(ev) != IBV_EVENT_COMM_EST) return;
     auto* e = static_cast<ep*>(owner);
     if (!e || !e->id) return;
     if (rdma_notify(e->id, IBV_EVENT_COMM_EST))

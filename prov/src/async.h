@@ -133,5 +133,7 @@ const char* async_format(const async_row& row, const struct fi_evd_async_err& da
                          size_t len) noexcept;
 
 uint64_t async_now_ns() noexcept;
+// ev.event_type read as an int (valid also for types newer than verbs.h).
+int async_event_type(const struct ibv_async_event& ev) noexcept;
 
 }  // namespace evd
