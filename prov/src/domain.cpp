@@ -96,6 +96,9 @@ int domain_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
         }
         eq* expected = nullptr;
         eq_bind_ref(q);
+        // eq_flags is read by async dispatch once eq_bound is seen: write it
+        // before publishing the EQ (not when the domain is already bound).
+        if (!dom->eq_bound.load()) dom->eq_flags = flags;
         if (!dom->eq_bound.compare_exchange_strong(expected, q)) {
             eq_bind_unref(q);
             EVD_WARN(FI_LOG_DOMAIN, "fi_domain_bind: domain %s already has an EQ\n",
@@ -109,7 +112,6 @@ int domain_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
                      dom->dev->name.c_str(), rc);
             return rc;
         }
-        dom->eq_flags = flags;
         return 0;
     });
 }
