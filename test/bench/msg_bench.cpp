@@ -12,7 +12,7 @@
 //   * bandwidth: 64 KiB sends, 64 in flight, receiver reposting.
 // Built by `make bench`; run inside the VM:
 //   test/vm/run-in-vm -- ./msg_bench [-n conns] [-i pingpongs] [-b messages] [-p evd,verbs]
-//                                    [-s iov_limit (4)] [-j inject_size (64)]
+//                                    [-s iov_limit (4)] [-j inject_size (64)] [-r rounds (3)]
 // Both providers are asked for the same queue shapes (256 deep, iov_limit and
 // inject_size as given; 0 = the provider's default).
 // FI_PROVIDER_PATH defaults to the .libs directory next to the binary.
@@ -245,7 +245,8 @@ public:
     const char* prov_;
 
 private:
-    std::string port_ = std::to_string(24000 + getpid() % 1000);
+    static inline int runs_ = 0;
+    std::string port_ = std::to_string(20000 + (getpid() % 500) * 20 + runs_++ % 20);
     struct fi_info *sinfo_ = nullptr, *cinfo_ = nullptr;
     struct fid_fabric* fab_ = nullptr;
     struct fid_eq* eq_ = nullptr;
@@ -420,25 +421,26 @@ result run(const char* prov, int conns, int iters, int bw_msgs) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    int conns = 50, iters = 2000, bw = 2000;
+    int conns = 50, iters = 2000, bw = 2000, rounds = 3;
     std::string provs = "evd,verbs";
     int opt;
-    while ((opt = getopt(argc, argv, "n:i:b:p:s:j:h")) != -1) {
+    while ((opt = getopt(argc, argv, "n:i:b:p:s:j:r:h")) != -1) {
         switch (opt) {
         case 'n': conns = atoi(optarg); break;
         case 'i': iters = atoi(optarg); break;
         case 'b': bw = atoi(optarg); break;
         case 'p': provs = optarg; break;
+        case 'r': rounds = atoi(optarg); break;
         case 's': g_iov = strtoul(optarg, nullptr, 0); break;
         case 'j': g_inject = strtoul(optarg, nullptr, 0); break;
         default:
             fprintf(stderr, "usage: %s [-n conns] [-i pingpongs] [-b 64KiB messages] [-p evd,verbs] "
-                    "[-s iov_limit] [-j inject_size]\n",
+                    "[-s iov_limit] [-j inject_size] [-r rounds]\n",
                     argv[0]);
             return 2;
         }
     }
-    if (conns < 1 || iters < 1 || bw < 1) {
+    if (conns < 1 || iters < 1 || bw < 1 || rounds < 1) {
         fprintf(stderr, "counts must be positive\n");
         return 2;
     }
@@ -453,25 +455,65 @@ int main(int argc, char** argv) {
         }
     }
     unsetenv("FI_PROVIDER");  // both providers must be visible
-    std::vector<result> res;
+    std::vector<std::string> names;
     size_t pos = 0;
     while (pos <= provs.size()) {
         size_t comma = provs.find(',', pos);
         std::string p = provs.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-        if (!p.empty()) res.push_back(run(p.c_str(), conns, iters, bw));
+        if (!p.empty()) names.push_back(p);
         if (comma == std::string::npos) break;
         pos = comma + 1;
     }
-    printf("\n%-8s %6s %12s %14s %14s %12s %14s\n", "provider", "conns", "conn/s",
-           "p50 conn (us)", "p99 conn (us)", "lat 8B (us)", "bw 64K (MB/s)");
+    // rounds alternate the providers so that load on the (shared, emulated)
+    // machine hits both alike; the summary is the median of the rounds
+    std::vector<std::vector<result>> all_res(names.size());
+    const char* hdr = "%-8s %6s %12s %14s %14s %12s %14s\n";
+    const char* row = "%-8s %6d %12.1f %14.0f %14.0f %12.2f %14.1f%s\n";
+    printf(hdr, "provider", "conns", "conn/s", "p50 conn (us)", "p99 conn (us)", "lat 8B (us)",
+           "bw 64K (MB/s)");
     bool all = true;
-    for (const auto& r : res) {
-        if (!r.ok) all = false;
-        printf("%-8s %6d %12.1f %14.0f %14.0f %12.2f %14.1f%s\n", r.prov.c_str(), r.conns,
-               r.conn_rate, r.conn_p50, r.conn_p99, r.lat_us, r.bw_mbs, r.ok ? "" : "  (FAILED)");
+    for (int round = 0; round < rounds; ++round) {
+        for (size_t k = 0; k < names.size(); ++k) {
+            result r = run(names[k].c_str(), conns, iters, bw);
+            if (!r.ok) all = false;
+            printf(row, r.prov.c_str(), r.conns, r.conn_rate, r.conn_p50, r.conn_p99, r.lat_us,
+                   r.bw_mbs, r.ok ? "" : "  (FAILED)");
+            fflush(stdout);
+            all_res[k].push_back(r);
+        }
     }
+    auto med = [](std::vector<double> v) { return pct(std::move(v), 50); };
+    std::vector<result> res;
+    for (size_t k = 0; k < names.size(); ++k) {
+        result m;
+        m.prov = names[k];
+        m.ok = true;
+        std::vector<double> a, b, c, d, e;
+        for (const auto& r : all_res[k]) {
+            if (!r.ok) continue;
+            m.conns += r.conns;
+            a.push_back(r.conn_rate);
+            b.push_back(r.conn_p50);
+            c.push_back(r.conn_p99);
+            d.push_back(r.lat_us);
+            e.push_back(r.bw_mbs);
+        }
+        m.ok = !a.empty();
+        m.conn_rate = med(a);
+        m.conn_p50 = med(b);
+        m.conn_p99 = med(c);
+        m.lat_us = med(d);
+        m.bw_mbs = med(e);
+        res.push_back(m);
+    }
+    printf("\nmedian of %d round(s) (conns = total over the rounds):\n", rounds);
+    printf(hdr, "provider", "conns", "conn/s", "p50 conn (us)", "p99 conn (us)", "lat 8B (us)",
+           "bw 64K (MB/s)");
+    for (const auto& r : res)
+        printf(row, r.prov.c_str(), r.conns, r.conn_rate, r.conn_p50, r.conn_p99, r.lat_us,
+               r.bw_mbs, r.ok ? "" : "  (FAILED)");
     if (res.size() == 2 && res[0].ok && res[1].ok) {
-        printf("\n%s/%s: conn/s %.2fx, p50 %.2fx, latency %.2fx, bandwidth %.2fx\n",
+        printf("\n%s/%s: conn/s %.2fx, p50 connect time %.2fx, latency %.2fx, bandwidth %.2fx\n",
                res[0].prov.c_str(), res[1].prov.c_str(), res[0].conn_rate / res[1].conn_rate,
                res[0].conn_p50 / res[1].conn_p50, res[0].lat_us / res[1].lat_us,
                res[0].bw_mbs / res[1].bw_mbs);
