@@ -88,7 +88,7 @@ fi
 
 # ------------------------------------------------------------ VM tier (rxe)
 if [ -z "${EVD_SKIP_VM:-}" ]; then
-    step vm-integration 3000 "$top/test/vm/run-in-vm" -- bash "$top/test/integration/run-in-guest.sh" "$top/build"
+    step vm-integration 3000 env EVD_VM_TIMEOUT=2900 "$top/test/vm/run-in-vm" -- bash "$top/test/integration/run-in-guest.sh" "$top/build"
 fi
 
 echo
