@@ -1,0 +1,44 @@
+#!/bin/bash
+# Runs stock fabtests (libfabric 1.17.0, built outside this repository) on evd
+# inside the Soft-RoCE VM: server on EVD_VM_ADDR0 (rxe0), client from
+# EVD_VM_ADDR1 (rxe1). See README.md.
+#
+#   test/vm/run-in-vm -- fabtests-config/run-fabtests.sh [BUILD_DIR] [-- RUNFABTESTS_ARGS...]
+#
+# BUILD_DIR: the evd build directory whose .libs holds libevd-fi.so
+# (default: $EVD_BUILD_DIR, else ./build). FABTESTS_BIN: directory with the
+# fabtests binaries and runfabtests.sh (default /opt/fabtests/bin).
+# FABTESTS_SETS: test sets (default "unit,functional,short").
+# Exit status: 0 when no selected test failed.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/.." && pwd)
+build=${1:-${EVD_BUILD_DIR:-$top/build}}
+[ $# -gt 0 ] && shift
+[ "${1:-}" = "--" ] && shift
+bin=${FABTESTS_BIN:-/opt/fabtests/bin}
+sets=${FABTESTS_SETS:-unit,functional,short}
+: "${EVD_VM_ADDR0:?run inside the evd VM (test/vm/run-in-vm)}"
+: "${EVD_VM_ADDR1:?run inside the evd VM (test/vm/run-in-vm)}"
+
+[ -f "$build/.libs/libevd-fi.so" ] || { echo "no $build/.libs/libevd-fi.so: build evd first" >&2; exit 2; }
+[ -x "$bin/runfabtests.sh" ] || { echo "no fabtests in $bin (see README.md)" >&2; exit 2; }
+
+export FI_PROVIDER_PATH="$build/.libs"
+# evd reports the device's maximum queue depths by default; fabtests size
+# their CQs and QPs from fi_info, and a 1M-entry rxe QP takes minutes to
+# create under TCG. Ask for moderate depths (see README.md).
+export FI_EVD_TX_SIZE=${FI_EVD_TX_SIZE:-256}
+export FI_EVD_RX_SIZE=${FI_EVD_RX_SIZE:-256}
+ulimit -l unlimited 2>/dev/null || true
+
+rc=0
+for prov in evd "evd;ofi_rxm"; do
+    excl="$here/exclude-evd.txt"
+    [ "$prov" != evd ] && excl="$here/exclude-evd-rxm.txt"
+    echo "# runfabtests.sh: provider '$prov', sets $sets, excluded: $excl"
+    "$bin/runfabtests.sh" -p "$bin/" -v -T "${FABTESTS_TIMEOUT:-120}" \
+        -s "$EVD_VM_ADDR0" -c "$EVD_VM_ADDR1" -g "$EVD_VM_ADDR0" \
+        -t "$sets" -f "$excl" "$@" "$prov" || rc=1
+done
+exit $rc
