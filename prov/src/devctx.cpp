@@ -27,10 +27,22 @@ namespace {
 
 // The table is never destroyed by static destructors: libfabric calls the
 // provider's cleanup from its own destructor, which may run after ours.
+//
+// librdmacm (rdma-core cma.c) counts, per device, the lists returned by
+// rdma_get_devices() and the rdma_cm ids bound to it; it closes the device's
+// context only when that count is zero AND it has noticed (on its next
+// rdma_get_devices, which re-reads the verbs device list) that the device is
+// gone. So evd keeps one "generation" per list it obtained and frees a list
+// as soon as every device it references is either referenced by the newest
+// list too or no longer used by evd.
+struct generation {
+    struct ibv_context** list = nullptr;
+    std::vector<devctx*> members;  // the devctx of each non-null entry
+};
 struct table {
     std::mutex mu;
-    std::vector<std::unique_ptr<devctx>> devs;
-    struct ibv_context** list = nullptr;  // rdma_get_devices(), freed at cleanup
+    std::vector<std::unique_ptr<devctx>> devs;  // never shrinks before cleanup
+    std::vector<generation> gens;               // oldest first; back() is the newest
 };
 table& tab() {
     static table* t = new table;
@@ -54,24 +66,107 @@ std::unique_ptr<devctx> make_devctx(struct ibv_context* verbs) {
     return d;
 }
 
-// Opens the table once devices exist. Holding tab().mu.
-void init_locked() {
-    if (tab().list) return;
+bool in_gen(const generation& g, const devctx* d) {
+    return std::find(g.members.begin(), g.members.end(), d) != g.members.end();
+}
+
+// Frees every list but the newest whose devices are all listed by the newest
+// too or unused, then releases the devices no list references any more.
+// Holding tab().mu.
+void collect_locked() {
+    auto& gens = tab().gens;
+    if (gens.empty()) return;
+    for (size_t k = 0; k + 1 < gens.size();) {
+        bool busy = false;
+        for (devctx* m : gens[k].members)
+            if (m->users > 0 && (m->dead.load() || !in_gen(gens.back(), m))) busy = true;
+        if (busy) {
+            ++k;
+            continue;
+        }
+        rdma_free_devices(gens[k].list);
+        gens.erase(gens.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+    for (auto& d : tab().devs) {
+        if (d->released) continue;
+        bool ref = false;
+        for (auto& g : gens) ref = ref || in_gen(g, d.get());
+        if (ref) continue;
+        // users == 0 here (a used device keeps its list), so nothing reads verbs.
+        d->dead.store(true);
+        d->released = true;
+        d->verbs = nullptr;
+        EVD_INFO(FI_LOG_DOMAIN, "%s: device gone, context released\n", d->name.c_str());
+    }
+}
+
+// Takes a fresh list from librdmacm (which also lets it notice removed and
+// added devices), marks the devices it no longer lists dead, and frees the
+// lists no longer needed. Holding tab().mu.
+void refresh_locked() {
     // Ask libibverbs first: librdmacm complains on stderr when there is no
     // device, and a host without RDMA must stay quiet.
     int n = 0;
-    struct ibv_device** devs = ibv_get_device_list(&n);
-    if (devs) ibv_free_device_list(devs);
-    if (n <= 0) return;
-    int num = 0;
-    struct ibv_context** list = rdma_get_devices(&num);
-    if (!list) return;
-    tab().devs.reserve(static_cast<size_t>(num));
-    for (int i = 0; i < num; ++i) {
-        if (!list[i]) continue;
-        if (auto d = make_devctx(list[i])) tab().devs.push_back(std::move(d));
+    struct ibv_device** vdevs = ibv_get_device_list(&n);
+    if (vdevs) ibv_free_device_list(vdevs);
+    generation g;
+    if (n > 0) {
+        int num = 0;
+        g.list = rdma_get_devices(&num);
+        if (!g.list) return;  // keep what we have
     }
-    tab().list = list;
+    tab().devs.reserve(tab().devs.size() + static_cast<size_t>(n > 0 ? n : 0));
+    for (int i = 0; g.list && g.list[i]; ++i) {
+        devctx* found = nullptr;
+        for (auto& d : tab().devs)
+            if (!d->released && d->verbs == g.list[i]) found = d.get();
+        if (!found) {
+            std::unique_ptr<devctx> d;
+            try {
+                d = make_devctx(g.list[i]);
+                if (d) {
+                    tab().devs.push_back(std::move(d));
+                    found = tab().devs.back().get();
+                }
+            } catch (...) {
+                rdma_free_devices(g.list);
+                throw;
+            }
+        }
+        if (found) {
+            try {
+                g.members.push_back(found);
+            } catch (...) {
+                rdma_free_devices(g.list);
+                throw;
+            }
+        }
+    }
+    for (auto& d : tab().devs) {
+        if (d->released || d->dead.load() || in_gen(g, d.get())) continue;
+        d->dead.store(true);
+        EVD_INFO(FI_LOG_DOMAIN, "%s: no longer listed by librdmacm (removed)\n", d->name.c_str());
+    }
+    if (g.list) {
+        try {
+            tab().gens.push_back(std::move(g));
+        } catch (...) {
+            rdma_free_devices(g.list);
+            throw;
+        }
+    } else {
+        // No device at all: librdmacm keeps its (dead) contexts until it
+        // sees a device list again; evd lets go of its own references.
+        tab().gens.push_back(generation{});
+    }
+    collect_locked();
+    if (!tab().gens.empty() && !tab().gens.back().list) tab().gens.pop_back();
+}
+
+devctx* live_by_name_locked(const char* name) {
+    for (auto& d : tab().devs)
+        if (!d->released && !d->dead.load() && d->name == name) return d.get();
+    return nullptr;
 }
 
 void source_progress(eq_source* src) { devctx_poll_async(static_cast<devctx*>(src->arg)); }
@@ -101,33 +196,63 @@ void note_port_event(devctx* d, const struct ibv_async_event& ev) {
 
 std::vector<devctx*> devctx_all() {
     std::lock_guard<std::mutex> lk(tab().mu);
-    init_locked();
+    refresh_locked();
     std::vector<devctx*> out;
     out.reserve(tab().devs.size());
-    for (auto& d : tab().devs) out.push_back(d.get());
+    for (auto& d : tab().devs) {
+        if (d->released || d->dead.load()) continue;
+        out.push_back(d.get());
+        ++d->users;
+    }
     return out;
 }
 
 devctx* devctx_get(struct ibv_context* verbs) {
     if (!verbs) return nullptr;
     std::lock_guard<std::mutex> lk(tab().mu);
-    init_locked();
-    for (auto& d : tab().devs)
-        if (d->verbs == verbs) return d.get();
-    // A context librdmacm opened after our table was built (hot-plugged device).
-    auto d = make_devctx(verbs);
-    if (!d) return nullptr;
-    tab().devs.push_back(std::move(d));
-    return tab().devs.back().get();
+    for (int pass = 0; pass < 2; ++pass) {
+        for (auto& d : tab().devs)
+            if (!d->released && !d->dead.load() && d->verbs == verbs) return d.get();
+        if (pass == 0) refresh_locked();  // a device librdmacm opened since
+    }
+    return nullptr;
 }
 
 devctx* devctx_by_name(const char* name) {
     if (!name) return nullptr;
     std::lock_guard<std::mutex> lk(tab().mu);
-    init_locked();
-    for (auto& d : tab().devs)
-        if (d->name == name) return d.get();
-    return nullptr;
+    devctx* d = live_by_name_locked(name);
+    if (!d) {
+        refresh_locked();  // added (or re-created) since the last look
+        d = live_by_name_locked(name);
+    }
+    if (d) ++d->users;
+    return d;
+}
+
+void devctx_put(devctx* d) noexcept {
+    if (!d) return;
+    std::lock_guard<std::mutex> lk(tab().mu);
+    if (d->users <= 0) {
+        EVD_WARN(FI_LOG_DOMAIN, "%s: devctx_put without a hold\n", d->name.c_str());
+        return;
+    }
+    if (--d->users > 0) return;
+    // The last user of this device left: if the device was removed meanwhile,
+    // this is the moment evd can give it back (a fresh list lets librdmacm
+    // notice the removal; freeing the old list drops evd's reference).
+    try {
+        refresh_locked();
+    } catch (...) {
+        EVD_WARN(FI_LOG_DOMAIN, "%s: device list refresh failed (out of memory)\n", d->name.c_str());
+    }
+}
+
+void devctx_put_all(const std::vector<devctx*>& v) noexcept {
+    std::lock_guard<std::mutex> lk(tab().mu);
+    for (devctx* d : v)
+        if (d && d->users > 0) --d->users;
+    collect_locked();
 }
 
 void devctx_cleanup() noexcept {
@@ -136,8 +261,9 @@ void devctx_cleanup() noexcept {
         if (!d->attached.empty() || !d->domains.empty())
             EVD_WARN(FI_LOG_DOMAIN, "%s: provider cleanup with objects still open\n", d->name.c_str());
     tab().devs.clear();
-    if (tab().list) rdma_free_devices(tab().list);
-    tab().list = nullptr;
+    for (auto& g : tab().gens)
+        if (g.list) rdma_free_devices(g.list);
+    tab().gens.clear();
 }
 
 std::vector<struct ibv_port_attr> devctx_refresh_ports(devctx* d) {
@@ -203,7 +329,7 @@ uint32_t devctx_max_inline(devctx* d) {
 }
 
 void devctx_poll_async(devctx* d) {
-    if (!d) return;
+    if (!d || !d->verbs) return;  // released: only reachable after every user left
     set_nonblock(d);
     std::unique_lock<std::mutex> lk(d->read_mu, std::try_to_lock);
     if (!lk.owns_lock()) return;  // another thread is draining this fd
@@ -225,6 +351,11 @@ void devctx_poll_async(devctx* d) {
         case IBV_EVENT_GID_CHANGE:
 #endif
             note_port_event(d, ev);
+            break;
+        case IBV_EVENT_DEVICE_FATAL:
+            // The context is unusable from now on: no new domain or fi_getinfo
+            // entry on it; it is released once its last user closed.
+            d->dead.store(true);
             break;
         default:
             break;

@@ -75,13 +75,32 @@ struct devctx {
     };
     std::mutex attach_mu;
     std::vector<attachment> attached;
+    // Lifetime (guarded by the table's lock, see devctx.cpp): holders (domains,
+    // an fi_getinfo describing the device), whether the device is gone, and
+    // whether evd gave its librdmacm reference back (verbs is then nullptr).
+    int users = 0;
+    std::atomic<bool> dead{false};
+    bool released = false;
 };
 
-// Finds (or opens the owner for) the device librdmacm knows by this context
-// or name. Contexts live until provider cleanup.
+// Device lifetime. evd holds librdmacm's device lists (rdma_get_devices) only
+// while they reference a device that is alive or still used by evd. When a
+// device disappears (DEVICE_FATAL, or it is no longer listed by librdmacm),
+// its devctx is marked dead: lookups skip it, and once its last user let go
+// evd frees the lists that referenced it, so librdmacm can close the context
+// and the kernel can finish removing the device. The devctx struct itself
+// stays allocated until provider cleanup (pointers to it never dangle), with
+// verbs == nullptr after the release.
+//
+// devctx_by_name: a live device by name, HELD (users + 1): the caller must
+// devctx_put() it (a domain does so on close). nullptr if none.
+// devctx_all: every live device, each HELD: devctx_put_all() them.
+// devctx_get: the live device of this context, NOT held (lookups only).
 devctx* devctx_get(struct ibv_context* verbs);
 devctx* devctx_by_name(const char* name);
 std::vector<devctx*> devctx_all();  // every device librdmacm can see
+void devctx_put(devctx* d) noexcept;  // last user: re-reads the device list, releases dead ones
+void devctx_put_all(const std::vector<devctx*>& v) noexcept;
 void devctx_cleanup() noexcept;     // provider cleanup: frees the table
 
 // Re-reads every port (ibv_query_port) and returns a copy of the result.

@@ -63,6 +63,7 @@ int domain_close(struct fid* f) {
         }
         unbind_eq(dom);
         if (dom->pd) pd_deleter{}(dom->pd);
+        devctx_put(dom->dev);  // held by devctx_by_name in domain_open
         fi_freeinfo(dom->info);
         dom->fab->refs.put();
         dom->tag = kind{0};
@@ -193,6 +194,10 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
                      info->domain_attr->name);
             return -FI_ENODEV;
         }
+        struct dev_hold {  // devctx_by_name held it; the domain keeps it on success
+            devctx* d;
+            ~dev_hold() { devctx_put(d); }
+        } hold{dev};
         std::unique_ptr<fi_info, info_deleter> dup(fi_dupinfo(info));
         if (!dup) return -FI_ENOMEM;
         std::unique_ptr<ibv_pd, pd_deleter> pd(ibv_alloc_pd(dev->verbs));
@@ -225,6 +230,7 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
         }
         dom->pd = pd.release();
         dom->info = dup.release();
+        hold.d = nullptr;
         fab->refs.get();
         *out = &dom.release()->fid;
         return 0;

@@ -838,6 +838,11 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
         *info = nullptr;
         if (int rc = check_static_hints(version, hints)) return rc;
         std::vector<devctx*> ctxs = devctx_all();
+        // Held while described: a removed device is released only after this.
+        struct put_all {
+            const std::vector<devctx*>& v;
+            ~put_all() { devctx_put_all(v); }
+        } hold{ctxs};
         if (ctxs.empty()) {
             EVD_INFO(FI_LOG_CORE, "fi_getinfo: no RDMA device\n");
             return -FI_ENODATA;
