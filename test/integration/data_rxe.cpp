@@ -581,6 +581,50 @@ TEST_F(DataRxe, BadKeyIsReportedAndEndsTheEndpointOnce) {
     fi_close(&tm->fid);
 }
 
+// Completions keep their order around an error: the ones before it are read,
+// then the error, then the requests flushed behind it, each with its context.
+TEST_F(DataRxe, ErrorKeepsCompletionOrder) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    std::vector<uint8_t> lb(4096), target(4096);
+    struct fid_mr* lm = reg(c, lb.data(), lb.size(), FI_WRITE);
+    struct fid_mr* tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+    uint64_t addr = reinterpret_cast<uintptr_t>(target.data());
+    int ctx[6];
+    for (int i = 0; i < 6; ++i) {
+        uint64_t key = fi_mr_key(tm) ^ (i == 3 ? 0x77700 : 0);  // the 4th has a bad key
+        ASSERT_EQ(fi_write(c.ep, lb.data(), 512, fi_mr_desc(lm), 0, addr, key, &ctx[i]), 0) << i;
+    }
+    struct fi_cq_data_entry e[16];
+    size_t good = 0;
+    auto end = clk::now() + std::chrono::seconds(20);
+    ssize_t r = 0;
+    while (good < 3 && clk::now() < end) {
+        r = fi_cq_read(c.tx, e, 16);
+        if (r > 0) {
+            for (ssize_t k = 0; k < r; ++k) EXPECT_EQ(e[k].op_context, &ctx[good + k]);
+            good += static_cast<size_t>(r);
+        } else if (r != -FI_EAGAIN) {
+            break;
+        }
+    }
+    ASSERT_EQ(good, 3u) << "last read " << r;
+    ASSERT_EQ(cq_one(c.tx, e[0]), -FI_EAVAIL);
+    struct fi_cq_err_entry err {};
+    ASSERT_EQ(fi_cq_readerr(c.tx, &err, 0), 1);
+    EXPECT_EQ(err.op_context, &ctx[3]);
+    EXPECT_EQ(err.err, FI_EACCES);
+    for (int i = 4; i < 6; ++i) {
+        ASSERT_EQ(cq_one(c.tx, e[0]), -FI_EAVAIL) << i;
+        ASSERT_EQ(fi_cq_readerr(c.tx, &err, 0), 1);
+        EXPECT_EQ(err.op_context, &ctx[i]);
+        EXPECT_EQ(err.err, FI_ECANCELED);
+        EXPECT_EQ(err.prov_errno, IBV_WC_WR_FLUSH_ERR);
+    }
+    EXPECT_EQ(fi_cq_read(c.tx, e, 16), -FI_EAGAIN);
+    fi_close(&lm->fid);
+    fi_close(&tm->fid);
+}
+
 TEST_F(DataRxe, ReceiveTooSmallIsACompletionError) {
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> rb(64), sb(4096);
