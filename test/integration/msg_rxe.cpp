@@ -140,11 +140,21 @@ struct side {
     }
     void close() {
         std::erase_if(all_eqs(), [this](auto& p) { return p.second == eq; });
-        if (txcq) EXPECT_EQ(fi_close(&txcq->fid), 0);
-        if (rxcq) EXPECT_EQ(fi_close(&rxcq->fid), 0);
-        if (eq) EXPECT_EQ(fi_close(&eq->fid), 0);
-        if (dom) EXPECT_EQ(fi_close(&dom->fid), 0);
-        if (fab) EXPECT_EQ(fi_close(&fab->fid), 0);
+        if (txcq) {
+            EXPECT_EQ(fi_close(&txcq->fid), 0);
+        }
+        if (rxcq) {
+            EXPECT_EQ(fi_close(&rxcq->fid), 0);
+        }
+        if (eq) {
+            EXPECT_EQ(fi_close(&eq->fid), 0);
+        }
+        if (dom) {
+            EXPECT_EQ(fi_close(&dom->fid), 0);
+        }
+        if (fab) {
+            EXPECT_EQ(fi_close(&fab->fid), 0);
+        }
         fi_freeinfo(info);
         *this = side{};
     }
@@ -231,7 +241,9 @@ struct CmRxe : ::testing::Test {
         ASSERT_EQ(fi_listen(pep), 0);
     }
     void TearDown() override {
-        if (pep) EXPECT_EQ(fi_close(&pep->fid), 0);
+        if (pep) {
+            EXPECT_EQ(fi_close(&pep->fid), 0);
+        }
         cli.close();
         srv.close();
     }
@@ -239,7 +251,9 @@ struct CmRxe : ::testing::Test {
     struct fid_ep* client_ep() {
         struct fid_ep* ep = nullptr;
         EXPECT_EQ(fi_endpoint(cli.dom, cli.info, &ep, nullptr), 0);
-        if (ep) EXPECT_EQ(cli.setup_ep(ep), 0);
+        if (ep) {
+            EXPECT_EQ(cli.setup_ep(ep), 0);
+        }
         return ep;
     }
 
@@ -581,7 +595,9 @@ TEST_F(CmRxe, PeerKilledMidConnection) {
     rec t = next_event(srv.eq, 60000);
     ASSERT_GT(t.rc == -FI_EAVAIL ? 1 : t.rc, 0) << describe(t);
     EXPECT_EQ(t.fid, &sep->fid);
-    if (t.rc > 0) EXPECT_EQ(t.event, static_cast<uint32_t>(FI_SHUTDOWN));
+    if (t.rc > 0) {
+        EXPECT_EQ(t.event, static_cast<uint32_t>(FI_SHUTDOWN));
+    }
     expect_quiet(srv.eq, 1000);
     EXPECT_EQ(fi_close(&sep->fid), 0);
 }
@@ -668,7 +684,9 @@ TEST(CmRxeHelper, RemovalVictim) {
     while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2)) {
         rec r = next_event(cli.eq, 100);
         if (r.rc == -FI_EAVAIL) ADD_FAILURE() << "second error: " << describe(r);
-        if (r.rc > 0) EXPECT_TRUE(r.event != FI_SHUTDOWN && r.event != FI_CONNECTED);
+        if (r.rc > 0) {
+            EXPECT_TRUE(r.event != FI_SHUTDOWN && r.event != FI_CONNECTED);
+        }
     }
     for (auto* ep : ceps) EXPECT_EQ(fi_close(&ep->fid), 0);
     EXPECT_EQ(fi_close(&pep1->fid), 0);
