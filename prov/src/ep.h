@@ -96,6 +96,7 @@ struct ep {
     struct rdma_cm_id* id = nullptr;
     connreq* creq = nullptr;              // adopted FI_CONNREQ handle (passive side)
     bool from_connreq = false;            // opened from an FI_CONNREQ info (fi_accept ok)
+    bool keep_src_port = false;           // opened from a pep handle: connect from its port
     std::atomic<bool> gone{false};        // that request ended before fi_accept
     std::atomic<eq*> eq_bound{nullptr};
     uint64_t eq_flags = 0;                // flags of fi_ep_bind(ep, eq, flags)

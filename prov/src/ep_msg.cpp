@@ -61,10 +61,12 @@ int bind_source(ep* e, const struct sockaddr* dst) {
     auto* given = static_cast<const struct sockaddr*>(e->info->src_addr);
     if (given && cm_addrlen(given)) {
         std::memcpy(&src, given, cm_addrlen(given));
-        // an active endpoint takes an ephemeral port
-        if (src.ss_family == AF_INET)
+        // an active endpoint takes an ephemeral port, unless it was opened
+        // from a passive endpoint's handle (fi_endpoint(3): it reuses the
+        // pep's address)
+        if (!e->keep_src_port && src.ss_family == AF_INET)
             reinterpret_cast<struct sockaddr_in*>(&src)->sin_port = 0;
-        else if (src.ss_family == AF_INET6)
+        else if (!e->keep_src_port && src.ss_family == AF_INET6)
             reinterpret_cast<struct sockaddr_in6*>(&src)->sin6_port = 0;
     } else if (!dst || !route_source(dst, &src)) {
         return 0;  // the device becomes known at ADDR_RESOLVED
@@ -739,7 +741,11 @@ int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** ou
             return -FI_EINVAL;
         }
         connreq* r = nullptr;
-        if (info->handle) {
+        pep* from_pep = nullptr;
+        if (info->handle && info->handle->fclass == FI_CLASS_PEP) {
+            from_pep = from_fid<pep>(reinterpret_cast<struct fid_pep*>(info->handle));
+            if (!from_pep) return -FI_EINVAL;
+        } else if (info->handle) {
             if (info->handle->fclass != FI_CLASS_CONNREQ) {
                 EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: info->handle is not an FI_CONNREQ handle\n");
                 return -FI_EINVAL;
@@ -760,6 +766,24 @@ int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** ou
             return -FI_ENOMEM;
         }
         e->info->handle = nullptr;
+        if (from_pep) {
+            // the active endpoint takes the passive endpoint's address (port included)
+            std::lock_guard plk(from_pep->mu);
+            auto* sa = static_cast<const struct sockaddr*>(from_pep->info->src_addr);
+            if (size_t n = cm_addrlen(sa)) {
+                void* a = std::malloc(n);
+                if (!a) {
+                    fi_freeinfo(e->info);
+                    delete e;
+                    return -FI_ENOMEM;
+                }
+                std::memcpy(a, sa, n);
+                std::free(e->info->src_addr);
+                e->info->src_addr = a;
+                e->info->src_addrlen = n;
+                e->keep_src_port = true;
+            }
+        }
         e->fid.fid.fclass = FI_CLASS_EP;
         e->fid.fid.context = context;
         e->fid.fid.ops = &ep_fi_ops;
