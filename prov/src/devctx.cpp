@@ -163,6 +163,19 @@ void refresh_locked() {
     if (!tab().gens.empty() && !tab().gens.back().list) tab().gens.pop_back();
 }
 
+// True while libibverbs still lists the device (it enumerates over netlink,
+// where an unregistering device disappears at once; its sysfs nodes linger
+// until every user context is closed, so they cannot tell).
+bool still_present(const devctx* d) {
+    int n = 0;
+    struct ibv_device** list = ibv_get_device_list(&n);
+    if (!list) return false;
+    bool found = false;
+    for (int i = 0; i < n && list[i]; ++i) found = found || list[i] == d->verbs->device;
+    ibv_free_device_list(list);
+    return found;
+}
+
 devctx* live_by_name_locked(const char* name) {
     for (auto& d : tab().devs)
         if (!d->released && !d->dead.load() && d->name == name) return d.get();
@@ -240,9 +253,13 @@ void devctx_put(devctx* d) noexcept {
     if (--d->users > 0) return;
     // The last user of this device left: if the device was removed meanwhile,
     // this is the moment evd can give it back (a fresh list lets librdmacm
-    // notice the removal; freeing the old list drops evd's reference).
+    // notice the removal; freeing the old list drops evd's reference). A
+    // fresh list costs two device scans, so only when the device looks gone.
     try {
-        refresh_locked();
+        if (!d->dead.load() && d->verbs && still_present(d))
+            collect_locked();
+        else
+            refresh_locked();
     } catch (...) {
         EVD_WARN(FI_LOG_DOMAIN, "%s: device list refresh failed (out of memory)\n", d->name.c_str());
     }
