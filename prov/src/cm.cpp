@@ -127,10 +127,15 @@ int cm_unpack(const void* pd, size_t pd_len, const uint8_t** data, size_t* len) 
 // ------------------------------------------------------------------ translation
 cm_action cm_translate(const struct rdma_cm_event& ev) {
     cm_action a;
-    a.row = &cm_row_for(ev.event);
+    // The event type comes from the kernel and may be newer than rdma_cma.h:
+    // read it as an integer, never as an out-of-range enum value (UBSan).
+    int type;
+    static_assert(sizeof type == sizeof ev.event);
+    std::memcpy(&type, &ev.event, sizeof type);
+    a.row = &cm_row_for(type);
     a.prov_errno = ev.status;
     bool carries_data = false;
-    switch (ev.event) {
+    switch (type) {
         case RDMA_CM_EVENT_CONNECT_REQUEST:
         case RDMA_CM_EVENT_ESTABLISHED:
             carries_data = true;
@@ -145,7 +150,7 @@ cm_action cm_translate(const struct rdma_cm_event& ev) {
     if (carries_data) {
         const void* pd = ev.param.conn.private_data;
         size_t pd_len = pd ? ev.param.conn.private_data_len : 0;
-        if (ev.event == RDMA_CM_EVENT_ESTABLISHED && pd_len == 0) {
+        if (type == RDMA_CM_EVENT_ESTABLISHED && pd_len == 0) {
             // the passive side's ESTABLISHED carries nothing: not an error
             a.data_ok = true;
         } else {
