@@ -26,8 +26,8 @@ echo "# guest: $(uname -r), devices: $(ibv_devices 2>/dev/null | awk 'NR>2{print
 # fi_info (stock libfabric tool) sees evd and both rxe devices.
 check "fi_info -p evd lists $EVD_VM_DEV0 and $EVD_VM_DEV1" bash -c \
     "out=\$(fi_info -p evd); echo \"\$out\"; echo \"\$out\" | grep -q 'domain: $EVD_VM_DEV0' && echo \"\$out\" | grep -q 'domain: $EVD_VM_DEV1'"
-check "fi_info -p evd -s -n $EVD_VM_ADDR1 selects $EVD_VM_DEV1" bash -c \
-    "out=\$(fi_info -p evd -s -n $EVD_VM_ADDR1); echo \"\$out\"; echo \"\$out\" | grep -q 'domain: $EVD_VM_DEV1' && ! echo \"\$out\" | grep -q 'domain: $EVD_VM_DEV0'"
+check "fi_info -p evd -s $EVD_VM_ADDR1 (source address) selects $EVD_VM_DEV1" bash -c \
+    "out=\$(fi_info -p evd -s $EVD_VM_ADDR1); echo \"\$out\"; echo \"\$out\" | grep -q 'domain: $EVD_VM_DEV1' && ! echo \"\$out\" | grep -q 'domain: $EVD_VM_DEV0'"
 check "fi_info -p evd -n $EVD_VM_ADDR0 selects $EVD_VM_DEV0" bash -c \
     "out=\$(fi_info -p evd -n $EVD_VM_ADDR0); echo \"\$out\"; echo \"\$out\" | grep -q 'domain: $EVD_VM_DEV0'"
 
