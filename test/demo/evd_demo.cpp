@@ -15,9 +15,10 @@
 #include <rdma/fi_ext_evd.h>
 #include <rdma/fi_rma.h>
 
+#include <infiniband/verbs.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -126,8 +127,13 @@ bool read_one(const named_eq& q, record& r) {
         auto* e = reinterpret_cast<fi_eq_entry*>(buf);
         r.fid = e->fid;
         r.data = e->data;
-        std::printf("[%9.3f ms] %-9s %-13s fid=%-14s data=0x%llx\n", now_ms() - g_t0, q.name,
-                    event_name(ev), fid_name(e->fid).c_str(), (unsigned long long)e->data);
+        char what[128] = "";
+        if (ev == FI_NOTIFY && FI_EVD_NOTIFY_IS_ASYNC(e->data))
+            std::snprintf(what, sizeof what, " (%s, port %u)",
+                          ibv_event_type_str(static_cast<ibv_event_type>(FI_EVD_NOTIFY_EVENT(e->data))),
+                          FI_EVD_NOTIFY_PORT(e->data));
+        std::printf("[%9.3f ms] %-9s %-13s fid=%-14s data=0x%llx%s\n", now_ms() - g_t0, q.name,
+                    event_name(ev), fid_name(e->fid).c_str(), (unsigned long long)e->data, what);
     }
     std::fflush(stdout);
     return true;
@@ -151,18 +157,26 @@ bool pump(std::vector<named_eq>& eqs, double timeout_ms,
     return false;
 }
 
-fi_info* info_for(const char* addr, bool source) {
+// fi_getinfo for evd: node/service (FI_SOURCE when `source`), and an
+// explicit source address when `src` is given (the client's own device).
+fi_info* info_for(const char* node, bool source, const char* src = nullptr) {
     fi_info* hints = fi_allocinfo();
     hints->ep_attr->type = FI_EP_MSG;
     hints->caps = FI_MSG | FI_RMA;
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     hints->fabric_attr->prov_name = strdup("evd");
     hints->addr_format = FI_SOCKADDR_IN;
+    if (src) {
+        auto* sin = static_cast<sockaddr_in*>(calloc(1, sizeof(sockaddr_in)));
+        sin->sin_family = AF_INET;
+        inet_pton(AF_INET, src, &sin->sin_addr);
+        hints->src_addr = sin;
+        hints->src_addrlen = sizeof *sin;
+    }
     fi_info* info = nullptr;
-    int rc = fi_getinfo(FI_VERSION(1, 17), addr, source ? "7471" : "7471",
-                        source ? FI_SOURCE : 0, hints, &info);
+    int rc = fi_getinfo(FI_VERSION(1, 17), node, "7471", source ? FI_SOURCE : 0, hints, &info);
     fi_freeinfo(hints);
-    if (rc) die("fi_getinfo", rc);
+    if (rc) die(source ? "fi_getinfo(server)" : "fi_getinfo(client)", rc);
     return info;
 }
 
@@ -192,26 +206,8 @@ int main() {
     g_t0 = now_ms();
 
     section("open: one fabric, a domain and an EQ per device");
-    fi_info* sinfo = info_for(a0, true);   // server side: rxe0
-    fi_info* cinfo = info_for(a0, false);  // client side: connects to a0 ...
-    // ... from a1: ask for the source address explicitly.
-    {
-        fi_info* hints = fi_dupinfo(cinfo);
-        sockaddr_in* src = (sockaddr_in*)calloc(1, sizeof(sockaddr_in));
-        src->sin_family = AF_INET;
-        inet_pton(AF_INET, a1, &src->sin_addr);
-        free(hints->src_addr);
-        hints->src_addr = src;
-        hints->src_addrlen = sizeof *src;
-        free(hints->dest_addr);
-        hints->dest_addr = nullptr;
-        hints->dest_addrlen = 0;
-        fi_freeinfo(cinfo);
-        cinfo = nullptr;
-        int rc = fi_getinfo(FI_VERSION(1, 17), a0, "7471", 0, hints, &cinfo);
-        fi_freeinfo(hints);
-        if (rc) die("fi_getinfo(client)", rc);
-    }
+    fi_info* sinfo = info_for(a0, true);        // server: listens on a0 (rxe0)
+    fi_info* cinfo = info_for(a0, false, a1);   // client: from a1 (rxe1) to a0
     std::printf("server: fabric %s domain %s\nclient: fabric %s domain %s\n",
                 sinfo->fabric_attr->name, sinfo->domain_attr->name, cinfo->fabric_attr->name,
                 cinfo->domain_attr->name);
@@ -382,9 +378,22 @@ int main() {
         });
         fi_close(&cdom->fid);
     }
-    while (waitpid(-1, nullptr, 0) > 0) {
+    {
+        // `rdma link delete` finishes once no process holds the device.
+        double until = now_ms() + 30000;
+        bool finished = false;
+        while (now_ms() < until) {
+            if (std::system("rdma link show 2>/dev/null | grep -q \"link $EVD_VM_DEV1/\"") != 0) {
+                finished = true;
+                break;
+            }
+            usleep(100000);
+        }
+        std::printf("[%9.3f ms] %s\n", now_ms() - g_t0,
+                    finished ? "device removal completed: evd released the device"
+                             : "device removal still pending after 30 s (the device is still held)");
     }
-    shell("sleep 1; rdma link show");
+    shell("rdma link show");
 
     section("close");
     fi_close(&sep->fid);
