@@ -95,6 +95,13 @@ int do_reg(struct fid* dfid, const struct iovec* iov, size_t count, uint64_t acc
                  static_cast<unsigned long long>(access & ~kAccessMask));
         return -FI_EINVAL;
     }
+    // Bits 60-63 carry hints between libfabric's own layers (ofi_rxm passes
+    // bit 60, "do not cache this registration", to the core provider for its
+    // bounce-buffer pools). evd has no registration cache: ignore them.
+    // Rejecting them made every ofi_rxm buffer-pool grow fail, and ofi_rxm's
+    // fi_send/fi_inject returned -FI_ENOMEM.
+    constexpr uint64_t kLayerHints = 0xfULL << 60;
+    flags &= ~kLayerHints;
     if (flags) {
         EVD_WARN(FI_LOG_MR, "fi_mr_reg: unsupported flags 0x%llx\n",
                  static_cast<unsigned long long>(flags));
