@@ -36,8 +36,8 @@ srx* srx_of(struct fid* f) {
 }
 
 ssize_t post(srx* s, const struct iovec* iov, void* const* desc, size_t count, void* context) {
-    if (count > kMaxIov || (count && !iov)) {
-        EVD_WARN(FI_LOG_EP_DATA, "fi_recv(srx): %zu iovs (at most %u)\n", count, s->max_sge);
+    if (count > s->max_sge || (count && !iov)) {
+        EVD_WARN(FI_LOG_EP_DATA, "fi_recv(srx): %zu iovs (at most %u, non-NULL)\n", count, s->max_sge);
         return -FI_EINVAL;
     }
     struct ibv_sge sge[kMaxIov];
@@ -194,14 +194,24 @@ int srx_open(struct fid_domain* dom_fid, struct fi_rx_attr* attr, struct fid_ep*
                           ? dom->info->rx_attr->size
                           : 256;
         size_t sge = (attr && attr->iov_limit) ? attr->iov_limit : 1;
-        if (da.max_srq_wr && size > static_cast<size_t>(da.max_srq_wr)) {
-            EVD_WARN(FI_LOG_EP_CTRL, "fi_srx_context: size %zu exceeds the device's %d\n", size,
-                     da.max_srq_wr);
-            return -FI_EINVAL;
+        // fi_getinfo's rx_attr describes a QP's receive queue (max_qp_wr,
+        // max_sge); an SRQ may offer less (rxe: 27 SGEs on an SRQ, 32 on a
+        // QP). Callers pass that rx_attr here (fabtests do), so a request
+        // beyond the SRQ's limits is trimmed to them, and the values granted
+        // are written back to *attr, as fi_endpoint(3) lets a provider do
+        // for context attributes. Posts check the granted iov_limit.
+        size_t max_wr = da.max_srq_wr > 0 ? static_cast<size_t>(da.max_srq_wr) : size;
+        size_t max_sge = std::min<size_t>(kMaxIov, da.max_srq_sge > 0 ? static_cast<size_t>(da.max_srq_sge)
+                                                                      : kMaxIov);
+        if (size > max_wr) {
+            EVD_INFO(FI_LOG_EP_CTRL, "fi_srx_context: size %zu trimmed to the device's SRQ depth %zu\n",
+                     size, max_wr);
+            size = max_wr;
         }
-        if (sge > kMaxIov || (da.max_srq_sge && sge > static_cast<size_t>(da.max_srq_sge))) {
-            EVD_WARN(FI_LOG_EP_CTRL, "fi_srx_context: iov_limit %zu too large\n", sge);
-            return -FI_EINVAL;
+        if (sge > max_sge) {
+            EVD_INFO(FI_LOG_EP_CTRL, "fi_srx_context: iov_limit %zu trimmed to the SRQ's %zu\n", sge,
+                     max_sge);
+            sge = max_sge;
         }
         auto s = std::make_unique<srx>();
         struct ibv_srq_init_attr ia {};
@@ -215,7 +225,7 @@ int srx_open(struct fid_domain* dom_fid, struct fi_rx_attr* attr, struct fid_ep*
             return fi_err(e);
         }
         s->dom = dom;
-        s->max_sge = ia.attr.max_sge;
+        s->max_sge = static_cast<uint32_t>(std::min<size_t>(ia.attr.max_sge, kMaxIov));  // sge[] bound
         s->fid.fid.fclass = FI_CLASS_SRX_CTX;
         s->fid.fid.context = context;
         s->fid.fid.ops = &srx_fi_ops;
@@ -223,7 +233,7 @@ int srx_open(struct fid_domain* dom_fid, struct fi_rx_attr* attr, struct fid_ep*
         s->fid.msg = &srx_msg_ops;
         if (attr) {
             attr->size = ia.attr.max_wr;
-            attr->iov_limit = ia.attr.max_sge;
+            attr->iov_limit = s->max_sge;
         }
         async_target t;
         t.fid = &s->fid.fid;

@@ -95,6 +95,8 @@ protected:
     side s, c;  // server (rxe0), client (rxe1)
     uint64_t tx_bind = 0;      // extra bind flags for the client's tx CQ
     bool server_srx = false;   // server endpoint on a shared receive context
+    bool srx_attr_from_info = false;  // fi_srx_context gets the fi_info's rx_attr
+    struct fi_rx_attr srx_granted {};  // what fi_srx_context wrote back
     enum fi_wait_obj cq_wait = FI_WAIT_FD;
 
     void SetUp() override {
@@ -168,7 +170,9 @@ protected:
             struct fi_rx_attr ra {};
             ra.size = 256;
             ra.iov_limit = 1;
+            if (srx_attr_from_info) ra = *info->rx_attr;  // as fabtests do
             ASSERT_EQ(fi_srx_context(x.dom, &ra, &x.srx, nullptr), 0);
+            srx_granted = ra;
             ASSERT_EQ(fi_ep_bind(x.ep, &x.srx->fid, 0), 0);
         }
         ASSERT_EQ(fi_enable(x.ep), 0);
@@ -749,6 +753,40 @@ TEST_F(DataRxe, SharedReceiveContext) {
     }
     // closing the SRX while an endpoint uses it is refused
     EXPECT_EQ(fi_close(&s.srx->fid), -FI_EBUSY);
+    fi_close(&rm->fid);
+    fi_close(&sm->fid);
+}
+
+// fabtests' fi_shared_ctx passes fi_getinfo's rx_attr to fi_srx_context.
+// That describes a QP receive queue (rxe: 32 SGEs) while an SRQ may offer
+// less (rxe: 27): the request is trimmed and the grant written back, and the
+// granted iov_limit is exactly what a post may use.
+TEST_F(DataRxe, SharedReceiveContextFromInfoRxAttr) {
+    server_srx = true;
+    srx_attr_from_info = true;
+    ASSERT_NO_FATAL_FAILURE(connect());
+    const size_t n = srx_granted.iov_limit;
+    ASSERT_GE(n, 1u);
+    EXPECT_LE(n, s.info->rx_attr->iov_limit);
+    EXPECT_GE(srx_granted.size, 1u);
+    const size_t piece = 8;
+    std::vector<uint8_t> rb((n + 1) * piece), sb(n * piece);
+    struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    std::vector<struct iovec> iov(n + 1);
+    std::vector<void*> desc(n + 1, fi_mr_desc(rm));
+    for (size_t i = 0; i <= n; ++i) iov[i] = {rb.data() + i * piece, piece};
+    int ctx;
+    EXPECT_EQ(fi_recvv(s.srx, iov.data(), desc.data(), n + 1, 0, nullptr), -FI_EINVAL);
+    ASSERT_EQ(fi_recvv(s.srx, iov.data(), desc.data(), n, 0, &ctx), 0);
+    fill(sb, sb.size(), 31);
+    ASSERT_EQ(fi_send(c.ep, sb.data(), sb.size(), fi_mr_desc(sm), 0, nullptr), 0);
+    struct fi_cq_data_entry e {};
+    ASSERT_EQ(cq_one(s.rx, e), 1);
+    EXPECT_EQ(e.op_context, &ctx);
+    EXPECT_EQ(e.len, sb.size());
+    EXPECT_EQ(check(rb, sb.size(), 31), sb.size());  // scattered over all n pieces in order
+    ASSERT_EQ(cq_one(c.tx, e), 1);
     fi_close(&rm->fid);
     fi_close(&sm->fid);
 }
