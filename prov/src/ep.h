@@ -38,6 +38,7 @@ struct eq;
 struct cq;    // data path (cq.cpp), opaque here
 struct cntr;  // data path (cntr.cpp), opaque here
 struct cm_chan;
+struct connreq;
 
 // What an rdma_cm_id's context points at (cm.cpp dispatches on it).
 enum class cm_owner_kind : uint32_t { pep = 1, connreq, ep };
@@ -69,11 +70,26 @@ struct pep {
     int backlog = 0;                      // fi_control(FI_BACKLOG)
     bool listening = false;
     std::atomic<bool> dead{false};        // DEVICE_REMOVAL seen: nothing more
+    struct connreq* reqs = nullptr;       // every FI_CONNREQ handle it issued (mu)
     std::mutex mu;
 };
 
 // The handle of an FI_CONNREQ: wraps the incoming rdma_cm_id until the app
 // accepts (fi_endpoint adopts the id) or rejects it.
+//
+// Lifetime (see fi_evd(7), "Connection request handles"):
+//  * refs: one held by the pep (dropped at fi_close(pep)), one by the ep that
+//    adopted it (dropped when that ep binds its own EQ or closes). The memory
+//    lives until both are gone, so fi_reject/fi_close/fi_endpoint on a handle
+//    that was already answered are detected while its pep is open.
+//  * st: pending -> adopted (fi_endpoint) | rejected (fi_reject, fi_close of
+//    a pending handle) | ended (pep closed, or adoption found the peer gone).
+//    Whoever moves it out of pending (CAS) owns the pending resources: id,
+//    the chan ref and the eq_bind_ref.
+//  * id is taken only under chan->mu (dispatch may destroy it when the peer
+//    gives up before an answer).
+enum class connreq_state : int { pending = 0, adopted, rejected, ended };
+
 struct connreq {
     struct fid fid;  // fclass FI_CLASS_CONNREQ; first member
     cm_owner owner{cm_owner_kind::connreq};
@@ -81,7 +97,20 @@ struct connreq {
     cm_chan* chan = nullptr;
     eq* eq_bound = nullptr;               // the pep's EQ (holds an eq_bind_ref)
     std::atomic<bool> gone{false};        // peer went away before accept
+    std::atomic<int> st{static_cast<int>(connreq_state::pending)};
+    std::atomic<bool> closed{false};      // fi_close(handle) was called
+    std::atomic<int> refs{1};             // pep + adopting ep
+    connreq* next = nullptr;              // the pep's list (pep::mu)
 };
+
+// Drops one reference; frees the handle at the last one. (pep.cpp)
+void connreq_put(connreq* r);
+// Moves r out of pending to `to`; true if this caller won. (pep.cpp)
+bool connreq_claim(connreq* r, connreq_state to);
+// After a successful claim: rejects (if reject) and destroys the id, drops
+// the chan and EQ refs. (pep.cpp)
+void connreq_release(connreq* r, bool reject, const void* data, size_t len);
+const char* connreq_state_name(int st);
 
 struct ep {
     static constexpr kind kTag = kind::ep;

@@ -181,6 +181,16 @@ void post_terminal_err(ep* e, int err, int prov_errno, const void* data, size_t 
     cm_post_err(ep_route_eq(e), &e->fid.fid, err, prov_errno, data, len);
 }
 
+// The adopted request's listener-EQ ref came to e with the id; the handle
+// itself stays alive for its pep.
+void drop_connreq(ep* e) {
+    connreq* r = e->creq;
+    e->creq = nullptr;
+    if (r->eq_bound) eq_bind_unref(r->eq_bound);
+    r->eq_bound = nullptr;
+    connreq_put(r);
+}
+
 // ------------------------------------------------------------------ entry points
 int ep_close(struct fid* f) {
     return guard([&] {
@@ -207,11 +217,7 @@ int ep_close(struct fid* f) {
         if (e->id) rdma_destroy_id(e->id);
         e->id = nullptr;
         if (e->chan) cm_chan_put(e->chan);
-        if (e->creq) {
-            if (e->creq->eq_bound) eq_bind_unref(e->creq->eq_bound);
-            e->creq->fid.fclass = 0;
-            delete e->creq;
-        }
+        if (e->creq) drop_connreq(e);
         if (e->tx_cq) cq_bind_unref(e->tx_cq);
         if (e->rx_cq) cq_bind_unref(e->rx_cq);
         if (e->srx_fid) srx_bind_unref(e->srx_fid);
@@ -267,12 +273,7 @@ int bind_eq(ep* e, struct fid* bfid, uint64_t flags) {
         e->id = id;
         e->chan = c;
     }
-    if (e->creq) {  // the id now lives on e's own binding
-        if (e->creq->eq_bound) eq_bind_unref(e->creq->eq_bound);
-        e->creq->fid.fclass = 0;
-        delete e->creq;
-        e->creq = nullptr;
-    }
+    if (e->creq) drop_connreq(e);  // the id now lives on e's own binding
     eq_bind_ref(q);
     int ret = devctx_attach_eq(e->dom->dev, q);
     if (ret && ret != -FI_ENOSYS)
@@ -727,6 +728,46 @@ eq* ep_route_eq(void* owner) {
 }
 
 // ------------------------------------------------------------------ fi_endpoint
+namespace {
+// Takes over a pending request's id: its events now go to e. The request's
+// chan ref and listener-EQ ref move to e; e holds a ref on the handle.
+int adopt_connreq(ep* e, connreq* r, domain* d) {
+    if (!connreq_claim(r, connreq_state::adopted)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: connection request %p was already answered (%s)\n",
+                 static_cast<void*>(r), connreq_state_name(r->st.load()));
+        return -FI_EINVAL;
+    }
+    {
+        std::lock_guard lk(r->chan->mu);
+        if (r->id && r->id->verbs != d->dev->verbs) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: the request arrived on %s, the domain is %s\n",
+                     ibv_get_device_name(r->id->verbs->device), d->dev->name.c_str());
+            r->st.store(static_cast<int>(connreq_state::pending));  // still answerable
+            return -FI_EINVAL;
+        }
+        if (r->id) {
+            r->id->context = &e->owner;
+            e->id = r->id;
+            r->id = nullptr;
+            e->gone.store(r->gone.load());
+        }
+    }
+    if (!e->id) {  // the peer gave up and dispatch freed the id
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: the peer abandoned connection request %p\n",
+                 static_cast<void*>(r));
+        r->st.store(static_cast<int>(connreq_state::ended));
+        connreq_release(r, false, nullptr, 0);
+        return -FI_ECONNABORTED;
+    }
+    e->chan = r->chan;  // the request's channel ref moves to e
+    r->chan = nullptr;
+    r->refs.fetch_add(1, std::memory_order_relaxed);
+    e->creq = r;  // keeps the listener's EQ bound until e binds its own
+    e->from_connreq = true;
+    return 0;
+}
+}  // namespace
+
 int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** out,
             void* context) {
     return guard([&] {
@@ -751,11 +792,10 @@ int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** ou
                 return -FI_EINVAL;
             }
             r = reinterpret_cast<connreq*>(info->handle);
-            if (!r->id) return -FI_EINVAL;
-            if (r->id->verbs != d->dev->verbs) {
+            if (r->st.load() != static_cast<int>(connreq_state::pending)) {
                 EVD_WARN(FI_LOG_EP_CTRL,
-                         "fi_endpoint: the request arrived on %s, the domain is %s\n",
-                         ibv_get_device_name(r->id->verbs->device), d->dev->name.c_str());
+                         "fi_endpoint: connection request %p was already answered (%s)\n",
+                         static_cast<void*>(r), connreq_state_name(r->st.load()));
                 return -FI_EINVAL;
             }
         }
@@ -791,17 +831,13 @@ int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** ou
         e->fid.cm = &ep_cm_ops;
         e->dom = d;
         if (r) {
-            // adopt the request's id: its events now go to e
-            {
-                std::lock_guard lk(r->chan->mu);
-                r->id->context = &e->owner;
-                e->id = r->id;
-                r->id = nullptr;
-                e->gone.store(r->gone.load());
+            int ret = adopt_connreq(e, r, d);
+            if (ret) {
+                fi_freeinfo(e->info);
+                e->tag = kind{0};
+                delete e;
+                return ret;
             }
-            e->chan = r->chan;  // the request's channel ref moves to e
-            e->creq = r;        // keeps the listener's EQ bound until e binds its own
-            e->from_connreq = true;
         }
         d->refs.get();
         ep_data_init(e);

@@ -42,36 +42,22 @@ int set_addr(void** slot, size_t* slot_len, const struct sockaddr* sa) {
     return 0;
 }
 
-// Detaches a connreq's id from dispatch and frees everything it holds.
-// reject: send an (empty) reject first.
-void connreq_destroy(connreq* r, bool reject, const void* data, size_t len) {
-    struct rdma_cm_id* id = nullptr;
-    {
-        std::lock_guard lk(r->chan->mu);
-        id = r->id;
-        r->id = nullptr;
-        if (id) id->context = nullptr;
-    }
-    if (id) {
-        if (reject) {
-            uint8_t buf[kCmHdrLen + kCmDataMax];
-            int n = cm_pack(buf, sizeof(buf), data, len);
-            if (n < 0 || rdma_reject(id, buf, static_cast<uint8_t>(n)))
-                EVD_INFO(FI_LOG_EP_CTRL, "rdma_reject: %s\n", strerror(errno));
-        }
-        rdma_destroy_id(id);
-    }
-    cm_chan_put(r->chan);
-    if (r->eq_bound) eq_bind_unref(r->eq_bound);
-    r->fid.fclass = 0;
-    delete r;
-}
-
 int connreq_close(struct fid* f) {
     return guard([&] {
         if (!f || f->fclass != FI_CLASS_CONNREQ) return -FI_EINVAL;
-        // Closing an unanswered request refuses it.
-        connreq_destroy(reinterpret_cast<connreq*>(f), true, nullptr, 0);
+        auto* r = reinterpret_cast<connreq*>(f);
+        if (r->closed.exchange(true)) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_close: connection request handle %p already closed\n",
+                     static_cast<void*>(r));
+            return -FI_EINVAL;
+        }
+        // Closing an unanswered request refuses it; closing an answered one
+        // only records that the app is done with the handle (its memory stays
+        // until the pep, and an adopting ep, are closed).
+        if (connreq_claim(r, connreq_state::rejected)) {
+            EVD_INFO(FI_LOG_EP_CTRL, "fi_close of an unanswered connection request: rejected\n");
+            connreq_release(r, true, nullptr, 0);
+        }
         return 0;
     });
 }
@@ -92,10 +78,29 @@ int pep_close(struct fid* f) {
         pep* p = pep_of(f);
         if (!p) return -FI_EINVAL;
         if (p->id) {
-            {
-                std::lock_guard lk(p->chan->mu);
-                p->id->context = nullptr;
+            std::lock_guard lk(p->chan->mu);
+            p->id->context = nullptr;  // no new requests after this
+        }
+        // Its requests end with it: unanswered ones are rejected, and the
+        // handles are invalid afterwards (the pep's ref is dropped).
+        connreq* list = nullptr;
+        {
+            std::lock_guard lk(p->mu);
+            list = p->reqs;
+            p->reqs = nullptr;
+        }
+        while (list) {
+            connreq* r = list;
+            list = r->next;
+            if (connreq_claim(r, connreq_state::ended)) {
+                EVD_INFO(FI_LOG_EP_CTRL,
+                         "fi_close(pep): connection request %p never answered: rejected\n",
+                         static_cast<void*>(r));
+                connreq_release(r, true, nullptr, 0);
             }
+            connreq_put(r);
+        }
+        if (p->id) {
             rdma_destroy_id(p->id);
             p->id = nullptr;
         }
@@ -237,7 +242,14 @@ int pep_reject(struct fid_pep* pf, fid_t handle, const void* param, size_t param
                      paramlen, kCmDataMax);
             return -FI_EINVAL;
         }
-        connreq_destroy(reinterpret_cast<connreq*>(handle), true, param, paramlen);
+        auto* r = reinterpret_cast<connreq*>(handle);
+        if (!connreq_claim(r, connreq_state::rejected)) {
+            EVD_WARN(FI_LOG_EP_CTRL,
+                     "fi_reject: connection request %p was already answered (%s)\n",
+                     static_cast<void*>(r), connreq_state_name(r->st.load()));
+            return -FI_EINVAL;
+        }
+        connreq_release(r, true, param, paramlen);
         return 0;
     });
 }
@@ -362,10 +374,23 @@ struct rdma_cm_id* pep_cm_event(pep* p, struct rdma_cm_event* ev, const cm_actio
             eq_bind_ref(r->eq_bound);
             ev->id->context = &r->owner;
             info->handle = &r->fid;
+            {
+                std::lock_guard plk(p->mu);
+                r->next = p->reqs;
+                p->reqs = r;
+            }
             ret = cm_post_cm(p->eq_bound, FI_CONNREQ, &p->fid.fid, info, a.data, a.data_len);
             if (ret) {
                 EVD_WARN(FI_LOG_EP_CTRL, "FI_CONNREQ could not be queued (%d): rejected\n", ret);
                 fi_freeinfo(info);
+                {
+                    std::lock_guard plk(p->mu);
+                    for (connreq** pp = &p->reqs; *pp; pp = &(*pp)->next)
+                        if (*pp == r) {
+                            *pp = r->next;
+                            break;
+                        }
+                }
                 ev->id->context = nullptr;
                 rdma_reject(ev->id, nullptr, 0);
                 r->id = nullptr;
@@ -389,12 +414,64 @@ struct rdma_cm_id* pep_cm_event(pep* p, struct rdma_cm_event* ev, const cm_actio
     }
 }
 
-struct rdma_cm_id* connreq_cm_event(connreq* r, struct rdma_cm_event*, const cm_action& a) {
-    // Before fi_endpoint adopts the id only the end of the request can arrive.
-    if (a.row->terminal) r->gone.store(true);
+struct rdma_cm_id* connreq_cm_event(connreq* r, struct rdma_cm_event* ev, const cm_action& a) {
+    // Called with chan->mu held. Before fi_endpoint adopts the id only the
+    // end of the request can arrive: the peer gave up (or timed out). The id
+    // is then useless, so free it now rather than when the app answers (it
+    // may never: fi_freeinfo does not close info->handle).
     EVD_DBG(FI_LOG_EP_CTRL, "pending connection request: %s (status %d)\n", a.row->name,
             a.prov_errno);
-    return nullptr;
+    if (!a.row->terminal) return nullptr;
+    r->gone.store(true);
+    if (r->id != ev->id) return nullptr;
+    r->id = nullptr;
+    ev->id->context = nullptr;
+    return ev->id;  // destroyed by dispatch after the ack
+}
+
+void connreq_put(connreq* r) {
+    if (r->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    r->fid.fclass = 0;
+    r->fid.ops = nullptr;
+    delete r;
+}
+
+bool connreq_claim(connreq* r, connreq_state to) {
+    int expect = static_cast<int>(connreq_state::pending);
+    return r->st.compare_exchange_strong(expect, static_cast<int>(to), std::memory_order_acq_rel);
+}
+
+void connreq_release(connreq* r, bool reject, const void* data, size_t len) {
+    struct rdma_cm_id* id = nullptr;
+    {
+        std::lock_guard lk(r->chan->mu);
+        id = r->id;
+        r->id = nullptr;
+        if (id) id->context = nullptr;
+    }
+    if (id) {
+        if (reject) {
+            uint8_t buf[kCmHdrLen + kCmDataMax];
+            int n = cm_pack(buf, sizeof(buf), data, len);
+            if (n < 0 || rdma_reject(id, buf, static_cast<uint8_t>(n)))
+                EVD_INFO(FI_LOG_EP_CTRL, "rdma_reject: %s\n", strerror(errno));
+        }
+        rdma_destroy_id(id);
+    }
+    cm_chan_put(r->chan);
+    r->chan = nullptr;
+    if (r->eq_bound) eq_bind_unref(r->eq_bound);
+    r->eq_bound = nullptr;
+}
+
+const char* connreq_state_name(int st) {
+    switch (static_cast<connreq_state>(st)) {
+        case connreq_state::pending: return "pending";
+        case connreq_state::adopted: return "adopted by fi_endpoint";
+        case connreq_state::rejected: return "rejected or closed";
+        case connreq_state::ended: return "ended: its listener closed or the peer gave up";
+    }
+    return "unknown";
 }
 
 // ------------------------------------------------------------------ fi_passive_ep

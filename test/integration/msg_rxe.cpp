@@ -456,6 +456,163 @@ TEST_F(CmRxe, MalformedOrUnansweredRequestsDoNotStallTheListener) {
     EXPECT_EQ(fi_close(&s2->fid), 0);
 }
 
+// ---- FI_CONNREQ handle lifetime (fi_evd(7), "Connection request handles")
+namespace {
+// Client connects; returns the server's FI_CONNREQ record (info owned by caller).
+rec request(CmRxe& t, struct fid_ep** cep) {
+    *cep = t.client_ep();
+    rec req;
+    if (!*cep) return req;
+    EXPECT_EQ(fi_connect(*cep, nullptr, "hi", 2), 0);
+    req = next_event(t.srv.eq, kWait);
+    EXPECT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ)) << describe(req);
+    EXPECT_NE(req.info, nullptr);
+    if (req.info) {
+        EXPECT_NE(req.info->handle, nullptr);
+    }
+    return req;
+}
+
+// Accepts on sep and waits for FI_CONNECTED on both sides.
+void accept_and_wait(CmRxe& t, struct fid_ep* cep, struct fid_ep* sep) {
+    ASSERT_EQ(t.srv.setup_ep(sep), 0);
+    ASSERT_EQ(fi_accept(sep, nullptr, 0), 0);
+    rec c = next_event(t.cli.eq, kWait);
+    EXPECT_EQ(c.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(c);
+    EXPECT_EQ(c.fid, &cep->fid);
+    rec s = next_event(t.srv.eq, kWait);
+    EXPECT_EQ(s.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(s);
+    EXPECT_EQ(s.fid, &sep->fid);
+}
+
+// One message client -> server through the connection.
+void expect_message_flows(CmRxe& t, struct fid_ep* cep, struct fid_ep* sep) {
+    auto out = pattern(64, 0x3c);
+    std::vector<uint8_t> in(64, 0);
+    struct fid_mr *smr = nullptr, *rmr = nullptr;
+    ASSERT_EQ(fi_mr_reg(t.cli.dom, out.data(), out.size(), FI_SEND, 0, 0, 0, &smr, nullptr), 0);
+    ASSERT_EQ(fi_mr_reg(t.srv.dom, in.data(), in.size(), FI_RECV, 0, 0, 0, &rmr, nullptr), 0);
+    int rctx = 0, sctx = 0;
+    ASSERT_EQ(fi_recv(sep, in.data(), in.size(), fi_mr_desc(rmr), 0, &rctx), 0);
+    ASSERT_EQ(fi_send(cep, out.data(), out.size(), fi_mr_desc(smr), 0, &sctx), 0);
+    auto wait_one = [](struct fid_cq* cq, void* ctx) {
+        struct fi_cq_entry ce = {};
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWait);
+        ssize_t n = -FI_EAGAIN;
+        while (n == -FI_EAGAIN && std::chrono::steady_clock::now() < deadline) {
+            n = fi_cq_read(cq, &ce, 1);
+            if (n == -FI_EAGAIN) usleep(1000);
+        }
+        EXPECT_EQ(n, 1) << fi_strerror(static_cast<int>(-n));
+        EXPECT_EQ(ce.op_context, ctx);
+    };
+    wait_one(t.cli.txcq, &sctx);
+    wait_one(t.srv.rxcq, &rctx);
+    EXPECT_EQ(in, out);
+    EXPECT_EQ(fi_close(&smr->fid), 0);
+    EXPECT_EQ(fi_close(&rmr->fid), 0);
+}
+}  // namespace
+
+// (a) fi_close(handle) after fi_endpoint adopted it is harmless: the ep owns
+// the id, fi_accept still works; a second fi_close is refused, not a crash.
+TEST_F(CmRxe, HandleClosedAfterAdoptionThenAccept) {
+    struct fid_ep* cep = nullptr;
+    rec req = request(*this, &cep);
+    ASSERT_NE(req.info, nullptr);
+    struct fid_ep* sep = nullptr;
+    ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+    EXPECT_EQ(fi_close(req.info->handle), 0);
+    EXPECT_EQ(fi_close(req.info->handle), -FI_EINVAL);  // twice: refused
+    fi_freeinfo(req.info);
+    accept_and_wait(*this, cep, sep);
+    expect_message_flows(*this, cep, sep);
+    EXPECT_EQ(fi_close(&cep->fid), 0);
+    expect_shutdown(srv.eq, sep);
+    EXPECT_EQ(fi_close(&sep->fid), 0);
+}
+
+// (b) fi_reject after the request was adopted and accepted is an error and
+// leaves the connection alone.
+TEST_F(CmRxe, RejectAfterAdoptAndAcceptIsRefused) {
+    struct fid_ep* cep = nullptr;
+    rec req = request(*this, &cep);
+    ASSERT_NE(req.info, nullptr);
+    struct fid_ep* sep = nullptr;
+    ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+    accept_and_wait(*this, cep, sep);
+    EXPECT_EQ(fi_reject(pep, req.info->handle, "no", 2), -FI_EINVAL);
+    // a second fi_endpoint on the same request is refused too
+    struct fid_ep* sep2 = nullptr;
+    EXPECT_EQ(fi_endpoint(srv.dom, req.info, &sep2, nullptr), -FI_EINVAL);
+    EXPECT_EQ(sep2, nullptr);
+    expect_quiet(cli.eq);
+    expect_message_flows(*this, cep, sep);
+    // closing the server ep first, then the handle: the handle outlives it
+    EXPECT_EQ(fi_close(&sep->fid), 0);
+    EXPECT_EQ(fi_close(req.info->handle), 0);
+    fi_freeinfo(req.info);
+    expect_shutdown(cli.eq, cep);
+    EXPECT_EQ(fi_close(&cep->fid), 0);
+}
+
+// (c) fi_endpoint with a rejected request's info is refused.
+// (d) a second fi_reject is refused; the client sees exactly one reject.
+TEST_F(CmRxe, RejectedRequestCannotBeAdoptedOrRejectedAgain) {
+    struct fid_ep* cep = nullptr;
+    rec req = request(*this, &cep);
+    ASSERT_NE(req.info, nullptr);
+    EXPECT_EQ(fi_reject(pep, req.info->handle, "r1", 2), 0);
+    EXPECT_EQ(fi_reject(pep, req.info->handle, "r2", 2), -FI_EINVAL);
+    struct fid_ep* sep = nullptr;
+    EXPECT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), -FI_EINVAL);
+    EXPECT_EQ(sep, nullptr);
+    EXPECT_EQ(fi_close(req.info->handle), 0);  // still safe after the reject
+    fi_freeinfo(req.info);
+    rec r = next_event(cli.eq, kWait);
+    ASSERT_EQ(r.rc, -FI_EAVAIL) << describe(r);
+    EXPECT_EQ(r.err.err, FI_ECONNREFUSED);
+    EXPECT_EQ(r.err_data, (std::vector<uint8_t>{'r', '1'}));
+    expect_quiet(cli.eq);
+    EXPECT_EQ(fi_close(&cep->fid), 0);
+}
+
+// (e) fi_freeinfo does not close info->handle (libfabric frees only the
+// info's own fields), so an unanswered request stays pending: closing the
+// pep rejects it and frees the id and the handle (ASan/LSan checks the
+// memory). The listener's EQ can then be closed (no ref left behind).
+TEST_F(CmRxe, FreeinfoOfUnansweredRequestIsRejectedAtPepClose) {
+    struct fid_ep* cep = nullptr;
+    rec req = request(*this, &cep);
+    ASSERT_NE(req.info, nullptr);
+    fi_freeinfo(req.info);
+    expect_quiet(cli.eq);  // still pending: nobody answered
+    ASSERT_EQ(fi_close(&pep->fid), 0);
+    pep = nullptr;
+    rec r = next_event(cli.eq, kWait);
+    ASSERT_EQ(r.rc, -FI_EAVAIL) << describe(r);
+    EXPECT_EQ(r.err.err, FI_ECONNREFUSED);
+    EXPECT_EQ(r.fid, &cep->fid);
+    EXPECT_EQ(fi_close(&cep->fid), 0);
+}
+
+// The adopting ep may outlive the pep: the handle's ref keeps what it needs.
+TEST_F(CmRxe, AdoptedEndpointOutlivesItsListener) {
+    struct fid_ep* cep = nullptr;
+    rec req = request(*this, &cep);
+    ASSERT_NE(req.info, nullptr);
+    struct fid_ep* sep = nullptr;
+    ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+    fi_freeinfo(req.info);
+    ASSERT_EQ(fi_close(&pep->fid), 0);  // the adopted request is not rejected
+    pep = nullptr;
+    accept_and_wait(*this, cep, sep);
+    expect_message_flows(*this, cep, sep);
+    EXPECT_EQ(fi_close(&cep->fid), 0);
+    expect_shutdown(srv.eq, sep);
+    EXPECT_EQ(fi_close(&sep->fid), 0);
+}
+
 TEST_F(CmRxe, HundredConcurrentConnectionsOnOneEq) {
     constexpr int kN = 100;
     // Fresh sides with CQs big enough for 100 endpoints' worth of nothing.
