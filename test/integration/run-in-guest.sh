@@ -38,6 +38,14 @@ rc=$?
 # gtest exits 1 when tests failed (already counted); anything else is a crash.
 case $rc in 0 | 1) ;; *) echo "not ok - evd_integration crashed or was killed (exit $rc)" ;; esac
 
+# The destructive device-removal suites (they delete and re-create rxe0 /
+# rxe1), each in a process of its own, after everything else.
+for suite in 'AsyncRxe.LinkDelete*' 'CmRxeRemoval.*'; do
+    EVD_TEST_LINK_DELETE=1 EVD_TEST_DEVICE_REMOVAL=1 "$build/evd_integration" --gtest_color=no --gtest_filter="$suite"
+    rc=$?
+    case $rc in 0 | 1) ;; *) echo "not ok - evd_integration $suite crashed or was killed (exit $rc)" ;; esac
+done
+
 # Extra guest-side checks contributed by each part (each prints ok/not ok lines).
 for extra in "$top"/test/integration/guest.d/*.sh; do
     [ -f "$extra" ] || continue
