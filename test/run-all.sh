@@ -68,6 +68,11 @@ step unit-api 600 "$top/build/evd_unit_api"
 step unit-internal 600 "$top/build/evd_unit_internal"
 # the plugin is visible to stock libfabric tools
 step man-page 60 bash "$top/man/assemble.sh" --check
+# `make install` puts the plugin where stock libfabric finds it with no
+# variable (then uninstalls, leaving the machine as it was).
+step install-check 300 bash -c "cd '$top/build' && make install >/dev/null && \
+    (unset FI_PROVIDER_PATH; fi_info -l | grep -q '^evd:') && echo 'ok - installed evd is found by libfabric with no FI_PROVIDER_PATH'; \
+    rc=\$?; make uninstall >/dev/null; exit \$rc"
 step fi-info-lists-evd 120 bash -c "FI_PROVIDER_PATH='$top/build/.libs' fi_info -l | grep -q '^evd:' && echo 'ok - fi_info -l lists evd'"
 
 if [ -z "${EVD_SKIP_SAN:-}" ]; then
