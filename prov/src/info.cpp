@@ -494,6 +494,14 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
     dom->threading = FI_THREAD_SAFE;
     dom->control_progress = FI_PROGRESS_AUTO;
     dom->data_progress = FI_PROGRESS_AUTO;
+    // An application that asks for manual progress gets it: it drives the EQ
+    // and CQs itself, which evd supports as well (fi_getinfo(3)).
+    if (h && h->domain_attr) {
+        if (raw_enum(h->domain_attr->control_progress) == FI_PROGRESS_MANUAL)
+            dom->control_progress = FI_PROGRESS_MANUAL;
+        if (raw_enum(h->domain_attr->data_progress) == FI_PROGRESS_MANUAL)
+            dom->data_progress = FI_PROGRESS_MANUAL;
+    }
     dom->resource_mgmt = FI_RM_ENABLED;
     dom->av_type = FI_AV_UNSPEC;
     dom->mr_mode = w.mr_mode;

@@ -373,7 +373,16 @@ std::vector<hint_case> cases() {
         {"threading DOMAIN", [](fi_info* h) { h->domain_attr->threading = FI_THREAD_DOMAIN; }, 0, kAll,
          each([](fi_info* i) { EXPECT_EQ(i->domain_attr->threading, FI_THREAD_DOMAIN); })},
         {"threading bogus", [](fi_info* h) { set_raw(h->domain_attr->threading, 77); }, -FI_EINVAL},
-        {"progress MANUAL", [](fi_info* h) { h->domain_attr->control_progress = FI_PROGRESS_MANUAL; h->domain_attr->data_progress = FI_PROGRESS_MANUAL; }, 0, kAll},
+        {"progress MANUAL", [](fi_info* h) { h->domain_attr->control_progress = FI_PROGRESS_MANUAL; h->domain_attr->data_progress = FI_PROGRESS_MANUAL; }, 0, kAll,
+         each([](fi_info* i) {
+             EXPECT_EQ(i->domain_attr->control_progress, FI_PROGRESS_MANUAL);
+             EXPECT_EQ(i->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+         })},
+        {"progress data MANUAL only", [](fi_info* h) { h->domain_attr->data_progress = FI_PROGRESS_MANUAL; }, 0, kAll,
+         each([](fi_info* i) {
+             EXPECT_EQ(i->domain_attr->control_progress, FI_PROGRESS_AUTO);
+             EXPECT_EQ(i->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+         })},
         {"progress bogus", [](fi_info* h) { set_raw(h->domain_attr->data_progress, 9); }, -FI_EINVAL},
         {"resource_mgmt bogus", [](fi_info* h) { set_raw(h->domain_attr->resource_mgmt, 5); }, -FI_EINVAL},
         {"av_type bogus", [](fi_info* h) { set_raw(h->domain_attr->av_type, 6); }, -FI_EINVAL},
