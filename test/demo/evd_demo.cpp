@@ -361,9 +361,10 @@ int main() {
         std::string del = std::string("rdma link delete ") + dev1 + " &";
         shell(del.c_str());
         int terminal = 0;
-        bool removed = false;
+        bool removed = false, server_gone = false;
         pump(eqs, 20000, [&](const named_eq&, record& r) {
             if (r.error && r.fid == &cdom->fid) removed = true;
+            if (r.fid == &sep->fid && (r.error || r.event == FI_SHUTDOWN)) server_gone = true;
             if ((r.error || r.event == FI_SHUTDOWN) && (r.fid == &cep->fid)) ++terminal;
             return removed && terminal >= 1;
         });
@@ -372,10 +373,11 @@ int main() {
         fi_close(&cep->fid);
         fi_close(&cmr->fid);
         fi_close(&ccq->fid);
-        // The server sees its peer go away.
-        pump(eqs, 10000, [&](const named_eq&, record& r) {
-            return r.fid == &sep->fid && (r.error || r.event == FI_SHUTDOWN);
-        });
+        // The server sees its peer go away (unless it already has).
+        if (!server_gone)
+            pump(eqs, 10000, [&](const named_eq&, record& r) {
+                return r.fid == &sep->fid && (r.error || r.event == FI_SHUTDOWN);
+            });
         fi_close(&cdom->fid);
     }
     {
