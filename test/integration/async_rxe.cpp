@@ -39,20 +39,13 @@
 #include <vector>
 
 #include "../unit/common.h"
+#include "rxe_util.h"
 #include "rdma/fi_ext_evd.h"
 
 namespace {
 
-const char* env_or(const char* name, const char* def) {
-    const char* v = std::getenv(name);
-    return v && *v ? v : def;
-}
-bool in_vm() { return std::getenv("EVD_VM_ADDR0") != nullptr; }
-
-#define REQUIRE_VM()                                                           \
-    do {                                                                       \
-        if (!in_vm()) GTEST_SKIP() << "needs the rxe VM (test/vm/run-in-vm)"; \
-    } while (0)
+using rxetest::env_or;
+using rxetest::in_vm;
 
 constexpr int kWait = 20000;  // ms: TCG emulation is slow
 
@@ -75,42 +68,11 @@ std::string next_port() {
     return std::to_string(23000 + (getpid() % 200) * 20 + (n++ % 20));
 }
 
-struct fi_info* make_hints(bool shared_rx) {
-    struct fi_info* h = fi_allocinfo();
-    h->ep_attr->type = FI_EP_MSG;
-    h->caps = FI_MSG;
-    h->mode = ~0ULL;
-    h->fabric_attr->prov_name = strdup("evd");
-    h->tx_attr->size = 16;
-    h->rx_attr->size = 16;
-    if (shared_rx) h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
-    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-    return h;
-}
-
 // rxe0 (EVD_VM_ADDR0) as a listener's source, or rxe1 (EVD_VM_ADDR1) as the
 // source of a client connecting to rxe0.
 struct fi_info* get_info(bool server, const std::string& port, bool shared_rx = false) {
-    evdtest::use_build_tree_provider();
-    struct fi_info* h = make_hints(shared_rx);
-    struct fi_info* info = nullptr;
-    int ret;
-    if (server) {
-        ret = fi_getinfo(FI_VERSION(1, 17), env_or("EVD_VM_ADDR0", "192.0.2.1"), port.c_str(),
-                         FI_SOURCE, h, &info);
-    } else {
-        auto* sin = static_cast<struct sockaddr_in*>(calloc(1, sizeof(struct sockaddr_in)));
-        sin->sin_family = AF_INET;
-        inet_pton(AF_INET, env_or("EVD_VM_ADDR1", "192.0.2.2"), &sin->sin_addr);
-        h->addr_format = FI_SOCKADDR_IN;
-        h->src_addr = sin;
-        h->src_addrlen = sizeof(*sin);
-        ret = fi_getinfo(FI_VERSION(1, 17), env_or("EVD_VM_ADDR0", "192.0.2.1"), port.c_str(), 0,
-                         h, &info);
-    }
-    fi_freeinfo(h);
-    EXPECT_EQ(ret, 0) << fi_strerror(-ret);
-    return ret ? nullptr : info;
+    return server ? rxetest::server_info(port, shared_rx)
+                  : rxetest::client_info(port, nullptr, shared_rx);
 }
 
 // fabric + domain + EQ bound to the domain (with `bind_flags`) + CQs.
