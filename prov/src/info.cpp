@@ -251,21 +251,33 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
             REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode FI_MR_SCALABLE: evd needs "
                    "FI_MR_LOCAL|FI_MR_VIRT_ADDR|FI_MR_ALLOCATED|FI_MR_PROV_KEY\n");
         } else {
+            // API >= 1.5: mr_mode lists the registration duties the application
+            // accepts; the answer may only require duties from that list (the
+            // app could not honour any other). FI_LOCAL_MR in mode is the
+            // pre-1.5 spelling of FI_MR_LOCAL: when it is how the app offers
+            // local registration, the answer says so the same way (mode bit,
+            // not mr_mode bit). mr_mode 0 is no longer "any" here: it offers
+            // no bit at all (fi_domain(3): FI_MR_SCALABLE is the default).
             int need = kMrMode;
             // Without RMA nobody addresses our memory remotely.
             if (h->caps && !(h->caps & FI_RMA)) need &= ~(FI_MR_VIRT_ADDR | FI_MR_PROV_KEY);
             if (!local_ok)
                 REJECT(-FI_ENODATA, "hints: neither domain_attr->mr_mode FI_MR_LOCAL nor mode "
                        "FI_LOCAL_MR is set; evd needs local buffers registered\n");
-            // FI_LOCAL_MR (mode) stands for FI_MR_LOCAL (mr_mode), as in API 1.4.
-            const bool mode_local = (h->mode & FI_LOCAL_MR) && !(user & FI_MR_LOCAL);
-            if (user != FI_MR_UNSPEC && ((user | (mode_local ? FI_MR_LOCAL : 0)) & need) != need) {
-                int missing = need & ~user & ~(mode_local ? FI_MR_LOCAL : 0);
-                REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode lacks required bits: %s\n",
+            const bool mode_local = !(user & FI_MR_LOCAL);  // local_ok: FI_LOCAL_MR is set
+            const int offered = user | FI_MR_LOCAL;
+            if ((offered & need) != need) {
+                int missing = need & ~offered;
+                REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode 0x%x%s lacks bits evd requires: %s\n",
+                       user, user == FI_MR_UNSPEC ? " (FI_MR_UNSPEC: from API 1.5 no bit offered)" : "",
                        fi_tostr(&missing, FI_TYPE_MR_MODE));
             }
-            w->mr_mode = need;
-            if (mode_local) w->mode |= FI_LOCAL_MR;  // the app's way of accepting FI_MR_LOCAL
+            if (mode_local) {
+                w->mr_mode = need & ~FI_MR_LOCAL;
+                w->mode |= FI_LOCAL_MR;  // the app's way of accepting FI_MR_LOCAL
+            } else {
+                w->mr_mode = need;
+            }
         }
     }
     if (w->cq_data) w->mode |= FI_RX_CQ_DATA;

@@ -308,9 +308,43 @@ std::vector<hint_case> cases() {
              h->mode = FI_LOCAL_MR;
              h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
          }, 0, kAll, each([](fi_info* i) {
-             EXPECT_EQ(i->domain_attr->mr_mode, evd::kMrMode);
+             // FI_MR_LOCAL was offered as the mode bit: answered the same way.
+             EXPECT_EQ(i->domain_attr->mr_mode, evd::kMrMode & ~FI_MR_LOCAL);
              EXPECT_TRUE(i->mode & FI_LOCAL_MR);
          })},
+        {"mode LOCAL_MR and extra mr_mode bits", [](fi_info* h) {
+             h->mode = FI_LOCAL_MR;
+             h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_RAW |
+                                       FI_MR_ENDPOINT | FI_MR_MMU_NOTIFY | FI_MR_RMA_EVENT;
+         }, 0, kAll, each([](fi_info* i) {
+             EXPECT_EQ(i->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
+             EXPECT_TRUE(i->mode & FI_LOCAL_MR);
+         })},
+        {"mr_mode UNSPEC with mode LOCAL_MR (API >= 1.5 offers no bit)", [](fi_info* h) {
+             h->mode = FI_LOCAL_MR;
+             h->domain_attr->mr_mode = FI_MR_UNSPEC;
+         }, -FI_ENODATA},
+        {"mr_mode UNSPEC, msg-only caps, mode LOCAL_MR (ALLOCATED still needed)", [](fi_info* h) {
+             h->caps = FI_MSG;
+             h->mode = FI_LOCAL_MR;
+             h->domain_attr->mr_mode = FI_MR_UNSPEC;
+         }, -FI_ENODATA},
+        {"msg-only caps, mode LOCAL_MR, mr_mode ALLOCATED", [](fi_info* h) {
+             h->caps = FI_MSG;
+             h->mode = FI_LOCAL_MR;
+             h->domain_attr->mr_mode = FI_MR_ALLOCATED;
+         }, 0, kAll, each([](fi_info* i) {
+             EXPECT_EQ(i->domain_attr->mr_mode, FI_MR_ALLOCATED);
+             EXPECT_TRUE(i->mode & FI_LOCAL_MR);
+         })},
+        {"msg-only caps, mr_mode LOCAL only", [](fi_info* h) {
+             h->caps = FI_MSG;
+             h->domain_attr->mr_mode = FI_MR_LOCAL;
+         }, -FI_ENODATA},
+        {"rma caps, mr_mode LOCAL|ALLOCATED", [](fi_info* h) {
+             h->caps = FI_MSG | FI_RMA;
+             h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED;
+         }, -FI_ENODATA},
         {"mode LOCAL_MR with mr_mode LOCAL is not echoed", [](fi_info* h) { h->mode = FI_LOCAL_MR; }, 0, kAll,
          each([](fi_info* i) { EXPECT_FALSE(i->mode & FI_LOCAL_MR); })},
         {"mr_mode UNSPEC without LOCAL_MR", [](fi_info* h) { h->domain_attr->mr_mode = FI_MR_UNSPEC; }, -FI_ENODATA},
@@ -478,6 +512,101 @@ TEST(InfoFilter, OldApiUsesBasicRegistration) {
     h.h->mode = FI_LOCAL_MR;
     h.h->domain_attr->mr_mode = evd::kMrMode;  // 1.5 bits are meaningless before 1.5
     EXPECT_EQ(run(h.h, none, {}, all(), FI_VERSION(1, 4)), -FI_ENODATA);
+}
+
+// Stock fabtests' getinfo_mr_mode6: hints->mode = ~0 (so FI_LOCAL_MR is
+// offered as a mode bit), no caps, every combination of the eight 1.5 mr_mode
+// bits. Each answer must be -FI_ENODATA or infos whose mr_mode only has bits
+// the combination offered.
+TEST(InfoFilter, EveryMrModeCombinationAnswersASubsetOrNoData) {
+    const int bits[] = {FI_MR_LOCAL,     FI_MR_RAW,      FI_MR_VIRT_ADDR,   FI_MR_ALLOCATED,
+                        FI_MR_PROV_KEY,  FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT, FI_MR_ENDPOINT};
+    const int evd_needs = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;  // LOCAL via mode
+    int accepted = 0;
+    for (unsigned combo = 0; combo < 256; ++combo) {
+        int mr = 0;
+        for (int b = 0; b < 8; ++b)
+            if (combo & (1u << b)) mr |= bits[b];
+        SCOPED_TRACE(testing::Message() << "mr_mode 0x" << std::hex << mr);
+        hints_ptr h;
+        h.h->mode = ~0ull;
+        h.h->domain_attr->mr_mode = mr;
+        infos out;
+        int rc = run(h.h, out);
+        if ((mr & evd_needs) != evd_needs) {
+            EXPECT_EQ(rc, -FI_ENODATA);
+            continue;
+        }
+        ASSERT_EQ(rc, 0);
+        ++accepted;
+        for (fi_info* i : out.list()) {
+            EXPECT_EQ(i->domain_attr->mr_mode & ~mr, 0) << "bits not offered";
+            EXPECT_EQ(i->domain_attr->mr_mode | FI_MR_LOCAL, evd::kMrMode);
+            // FI_MR_LOCAL is required either as the mr_mode bit or as FI_LOCAL_MR.
+            EXPECT_NE(!!(i->domain_attr->mr_mode & FI_MR_LOCAL), !!(i->mode & FI_LOCAL_MR));
+        }
+    }
+    EXPECT_EQ(accepted, 32);  // VIRT_ADDR|ALLOCATED|PROV_KEY with any of the other 5 bits
+}
+
+// The 17 combinations stock fabtests 1.17.0 caught before the fix: mr_mode 0
+// and VIRT_ADDR|ALLOCATED|PROV_KEY plus any of RAW/MMU_NOTIFY/RMA_EVENT/
+// ENDPOINT without FI_MR_LOCAL (FI_LOCAL_MR offered through mode).
+TEST(InfoFilter, FormerlyFailingMrModeCombinations) {
+    const int extra[] = {FI_MR_RAW, FI_MR_MMU_NOTIFY, FI_MR_RMA_EVENT, FI_MR_ENDPOINT};
+    int n = 0;
+    {
+        hints_ptr h;
+        h.h->mode = ~0ull;
+        h.h->domain_attr->mr_mode = FI_MR_UNSPEC;
+        infos out;
+        EXPECT_EQ(run(h.h, out), -FI_ENODATA);
+        ++n;
+    }
+    for (unsigned combo = 0; combo < 16; ++combo) {
+        int mr = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+        for (int b = 0; b < 4; ++b)
+            if (combo & (1u << b)) mr |= extra[b];
+        SCOPED_TRACE(testing::Message() << "mr_mode 0x" << std::hex << mr);
+        hints_ptr h;
+        h.h->mode = ~0ull;
+        h.h->domain_attr->mr_mode = mr;
+        infos out;
+        ASSERT_EQ(run(h.h, out), 0);
+        for (fi_info* i : out.list()) {
+            EXPECT_EQ(i->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
+            EXPECT_TRUE(i->mode & FI_LOCAL_MR);
+        }
+        ++n;
+    }
+    EXPECT_EQ(n, 17);
+}
+
+// fabtests getinfo_mr_mode1..5: FI_MR_BASIC is answered as such from any
+// API; FI_MR_UNSPEC before 1.5 means BASIC or SCALABLE (evd: BASIC);
+// FI_MR_SCALABLE is never possible.
+TEST(InfoFilter, LegacyMrModesPerApiVersion) {
+    for (uint32_t ver : {uint32_t{FI_VERSION(1, 0)}, uint32_t{FI_VERSION(1, 4)}, uint32_t{FI_VERSION(1, 5)}, kVer}) {
+        SCOPED_TRACE(testing::Message() << "api " << FI_MAJOR(ver) << "." << FI_MINOR(ver));
+        hints_ptr h;
+        h.h->mode = ~0ull;
+        h.h->caps = FI_MSG | FI_RMA;
+        h.h->domain_attr->mr_mode = FI_MR_BASIC;
+        infos basic;
+        ASSERT_EQ(run(h.h, basic, {}, all(), ver), 0);
+        for (fi_info* i : basic.list()) EXPECT_EQ(i->domain_attr->mr_mode, FI_MR_BASIC);
+        h.h->domain_attr->mr_mode = FI_MR_SCALABLE;
+        infos scalable;
+        EXPECT_EQ(run(h.h, scalable, {}, all(), ver), -FI_ENODATA);
+        h.h->domain_attr->mr_mode = FI_MR_UNSPEC;
+        infos unspec;
+        if (FI_VERSION_LT(ver, FI_VERSION(1, 5))) {
+            ASSERT_EQ(run(h.h, unspec, {}, all(), ver), 0);
+            for (fi_info* i : unspec.list()) EXPECT_EQ(i->domain_attr->mr_mode, FI_MR_BASIC);
+        } else {
+            EXPECT_EQ(run(h.h, unspec, {}, all(), ver), -FI_ENODATA);
+        }
+    }
 }
 
 // ------------------------------------------------------------------ resolved addresses
