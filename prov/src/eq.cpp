@@ -311,10 +311,8 @@ void signal(eq* q, wake_plan w) noexcept {
 // ------------------------------------------------------------------ sources
 
 // Runs the progress callback of every readable source (never under mu).
-void run_sources(eq* q) {
-    if (q->nsources.load(std::memory_order_acquire) == 0) return;
-    struct epoll_event evs[16];
-    int n = epoll_wait(q->epfd, evs, 16, 0);
+// Progresses the sources epoll reported ready (evs[0..n)).
+void run_ready(eq* q, const struct epoll_event* evs, int n) {
     for (int k = 0; k < n; k++) {
         auto* src = static_cast<eq_source*>(evs[k].data.ptr);
         if (!src) continue;  // the eventfd
@@ -332,6 +330,13 @@ void run_sources(eq* q) {
         tl_running = prev;
         src->busy.store(0, std::memory_order_release);
     }
+}
+
+void run_sources(eq* q) {
+    if (q->nsources.load(std::memory_order_acquire) == 0) return;
+    struct epoll_event evs[16];
+    int n = epoll_wait(q->epfd, evs, 16, 0);
+    run_ready(q, evs, n);
 }
 
 // ------------------------------------------------------------------ blocking
@@ -362,6 +367,12 @@ struct deadline {
     }
 };
 
+// A timeout for epoll_wait (ms), rounded up so that a wait never ends early.
+int ceil_ms(const struct timespec& t) {
+    long long ms = static_cast<long long>(t.tv_sec) * 1000 + (t.tv_nsec + 999999) / 1000000;
+    return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
+}
+
 bool waitable(const eq* q) { return q->wobj != FI_WAIT_NONE && q->wobj != FI_WAIT_SET; }
 
 // Shared by fi_eq_sread (threshold 1, woken => -FI_EAGAIN) and wait_n
@@ -390,7 +401,12 @@ ssize_t wait_impl(eq* q, size_t threshold, int timeout, uint32_t* event, void* b
             r = ext ? -FI_EINTR : -FI_EAGAIN;
             break;
         }
-        if (!progressed && q->nsources.load(std::memory_order_relaxed)) {
+        // Poll the sources once before giving up or sleeping; a wait that
+        // will sleep in epoll_wait skips this (epoll_wait returns at once
+        // with the ready sources, one syscall instead of two).
+        const bool epoll_sleep = q->wobj != FI_WAIT_YIELD && q->efd >= 0;
+        if (!progressed && q->nsources.load(std::memory_order_relaxed) &&
+            (!epoll_sleep || timeout == 0)) {
             lk.unlock();
             run_sources(q);
             lk.lock();
@@ -410,13 +426,23 @@ ssize_t wait_impl(eq* q, size_t threshold, int timeout, uint32_t* event, void* b
             sched_yield();
             lk.lock();
         } else if (q->nsources.load(std::memory_order_relaxed)) {
+            // Sleep in epoll_wait itself and progress what it reports: one
+            // syscall per wakeup instead of a poll followed by a zero-timeout
+            // epoll_wait (under emulation each syscall costs tens of us).
             arm_locked(q);
             q->fd_sleepers++;
             lk.unlock();
-            struct pollfd p = {q->epfd, POLLIN, 0};
-            (void)::ppoll(&p, 1, dl.infinite ? nullptr : &left, nullptr);
+            struct epoll_event evs[16];
+            int n = epoll_wait(q->epfd, evs, 16, dl.infinite ? -1 : ceil_ms(left));
             lk.lock();
-            q->fd_sleepers--;
+            q->fd_sleepers--;  // awake: what the sources post needs no eventfd signal
+            if (n > 0) {
+                lk.unlock();
+                run_ready(q, evs, n);
+                lk.lock();
+                progressed = true;  // the ready sources ran: re-check, then sleep again
+                continue;
+            }
         } else {
             const uint32_t seq = q->futex_seq.load(std::memory_order_relaxed);
             q->futex_sleepers++;
