@@ -134,6 +134,7 @@ struct ep {
     std::atomic<bool> terminal{false};    // one terminal event already posted
     std::atomic<uint64_t> suppressed{0};  // later terminal causes, dropped
     bool enabled = false;
+    bool disconnect_sent = false;         // rdma_disconnect already called (under mu)
     uint8_t conn_data[256];               // header + user data for rdma_connect
     size_t conn_data_len = 0;
     std::mutex mu;                        // serializes CM calls on this ep

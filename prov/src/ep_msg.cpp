@@ -546,11 +546,13 @@ int ep_shutdown(struct fid_ep* f, uint64_t flags) {
         auto st = state_of(e);
         if (st == ep_state::idle || !e->id) return -FI_EOPBADSTATE;
         // FI_SHUTDOWN arrives on both sides from RDMA_CM_EVENT_DISCONNECTED.
+        if (e->disconnect_sent) return 0;  // already on its way (the peer's DREQ was answered)
         if (rdma_disconnect(e->id)) {
             int err = errno;
             EVD_INFO(FI_LOG_EP_CTRL, "fi_shutdown: rdma_disconnect: %s\n", strerror(err));
             return fi_err(err);
         }
+        e->disconnect_sent = true;
         return 0;
     });
 }
@@ -609,8 +611,10 @@ struct fi_ops_cm ep_cm_ops = {
 struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a) {
     std::lock_guard lk(e->mu);
     const cm_row& r = *a.row;
-    if (r.outcome == cm_outcome::shutdown && e->terminal.load() && e->id)
+    if (r.outcome == cm_outcome::shutdown && e->terminal.load() && e->id && !e->disconnect_sent) {
         rdma_disconnect(e->id);  // still answer the peer's DREQ
+        e->disconnect_sent = true;
+    }
     if (e->terminal.load() && r.outcome != cm_outcome::internal) {
         e->suppressed.fetch_add(1, std::memory_order_relaxed);
         EVD_DBG(FI_LOG_EP_CTRL, "ep %p: %s after its terminal event: suppressed\n",
@@ -667,7 +671,12 @@ struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action&
         case cm_outcome::shutdown:
             // Answer the peer's DREQ (DREP) now, so the side that called
             // fi_shutdown sees its DISCONNECTED without waiting for a timeout.
-            if (e->id) rdma_disconnect(e->id);
+            // The side that called fi_shutdown already sent its DREQ: this
+            // DISCONNECTED is the answer, nothing more to send.
+            if (e->id && !e->disconnect_sent) {
+                rdma_disconnect(e->id);
+                e->disconnect_sent = true;
+            }
             if (ep_claim_terminal(e)) {
                 set_state(e, ep_state::shutdown);
                 cm_post_cm(ep_route_eq(e), FI_SHUTDOWN, &e->fid.fid, nullptr, nullptr, 0);
