@@ -10,10 +10,13 @@
 //     FI_CONNECTED on the client;
 //   * latency: 8-byte ping-pong (send/recv, busy-polled CQs), half round trip;
 //   * bandwidth: 64 KiB sends, 64 in flight, 128 receives posted and
-//     reposted as they complete.
+//     reposted as they complete;
+//   * -P: where a sequential cycle spends its time (mean/median per phase);
+//   * -c K: K connections set up at once (rate and connect latency), the
+//     pattern of a client meeting many peers.
 // Built by `make bench`; run inside the VM:
 //   test/vm/run-in-vm -- ./msg_bench [-n conns] [-i pingpongs] [-b messages] [-p evd,verbs]
-//                                    [-s iov_limit (4)] [-j inject_size (64)] [-r rounds (3)]
+//                                    [-s iov_limit (4)] [-j inject_size (64)] [-r rounds (3)] [-P] [-c K]
 // Both providers are asked for the same queue shapes (256 deep, iov_limit and
 // inject_size as given; 0 = the provider's default).
 // FI_PROVIDER_PATH defaults to the .libs directory next to the binary.
@@ -42,6 +45,14 @@ using clk = std::chrono::steady_clock;
 
 size_t g_iov = 4;       // -s: tx/rx iov_limit asked of both providers
 size_t g_inject = 64;   // -j: tx inject_size asked of both providers
+bool g_phases = false;  // -P: print where a connect/teardown cycle spends its time
+
+// Phases of one connect_once/teardown cycle (medians printed with -P).
+enum phase { kEpOpen, kConnectCall, kToConnreq, kAccept, kToEstab, kToShutdown, kClose, kPhases };
+const char* const phase_name[kPhases] = {
+    "client fi_endpoint+bind+enable", "fi_connect call",   "-> server FI_CONNREQ",
+    "server fi_endpoint..fi_accept",  "-> both CONNECTED", "fi_shutdown -> FI_SHUTDOWN",
+    "fi_close both endpoints"};
 
 double us_since(clk::time_point t0) {
     return std::chrono::duration<double, std::micro>(clk::now() - t0).count();
@@ -69,6 +80,10 @@ struct result {
     double conn_rate = 0, conn_p50 = 0, conn_p99 = 0;
     double lat_us = 0;
     double bw_mbs = 0;
+    std::vector<double> phase_us[kPhases];  // every cycle's phase times
+    // -c K: K connections set up at once (all fi_connect calls issued, then
+    // every CONNREQ accepted as it arrives), torn down at once
+    double burst_rate = 0, burst_p50 = 0, burst_p99 = 0;
 };
 
 class bench {
@@ -115,18 +130,24 @@ public:
 
     // One connect/accept cycle. Leaves sep_/cep_ connected when keep is true.
     bool connect_once(double& connect_us, bool keep) {
+        auto tp = clk::now();
         CHECK(fi_endpoint(cdom_, cinfo_, &cep_, nullptr));
         CHECK(fi_ep_bind(cep_, &eq_->fid, 0));
         CHECK(fi_ep_bind(cep_, &ccq_->fid, FI_TRANSMIT | FI_RECV));
         CHECK(fi_enable(cep_));
         auto t0 = clk::now();
+        note(kEpOpen, tp, t0);
         CHECK(fi_connect(cep_, cinfo_->dest_addr, nullptr, 0));
+        tp = clk::now();
+        note(kConnectCall, t0, tp);
         bool c_up = false, s_up = false;
         while (!c_up || !s_up) {
             uint32_t ev;
             struct fi_eq_cm_entry ent {};
             if (!wait_event(ev, ent)) return false;
             if (ev == FI_CONNREQ) {
+                auto ta = clk::now();
+                note(kToConnreq, tp, ta);
                 CHECK(fi_endpoint(sdom_, ent.info, &sep_, nullptr));
                 fi_freeinfo(ent.info);
                 CHECK(fi_ep_bind(sep_, &eq_->fid, 0));
@@ -134,6 +155,8 @@ public:
                 CHECK(fi_enable(sep_));
                 if (keep) post_server_recvs();
                 CHECK(fi_accept(sep_, nullptr, 0));
+                tp = clk::now();
+                note(kAccept, ta, tp);
             } else if (ev == FI_CONNECTED && ent.fid == &cep_->fid) {
                 connect_us = us_since(t0);
                 c_up = true;
@@ -146,11 +169,13 @@ public:
                 return false;
             }
         }
+        note(kToEstab, tp, clk::now());
         if (keep) return true;
         return teardown();
     }
 
     bool teardown() {
+        auto t0 = clk::now();
         CHECK(fi_shutdown(cep_, 0));
         // the server side learns it (FI_SHUTDOWN); the client may or may not
         auto end = clk::now() + std::chrono::seconds(10);
@@ -161,13 +186,90 @@ public:
             if (!wait_event(ev, ent)) return false;
             if (ev == FI_SHUTDOWN && ent.fid == &sep_->fid) s_down = true;
         }
+        auto t1 = clk::now();
+        note(kToShutdown, t0, t1);
         fi_close(&cep_->fid);
         fi_close(&sep_->fid);
+        note(kClose, t1, clk::now());
         cep_ = sep_ = nullptr;
         drain(scq_);
         drain(ccq_);
         if (!s_down) fprintf(stderr, "%s: no FI_SHUTDOWN on the server side\n", prov_);
         return s_down;
+    }
+
+    // K connections at once, the way a client of many servers (or ofi_rxm
+    // meeting many peers) sets them up: every client endpoint opened and
+    // fi_connect issued back to back, the server accepting each FI_CONNREQ
+    // as it comes. rate = K / (first fi_endpoint .. last side CONNECTED);
+    // lat = each client's fi_connect-to-FI_CONNECTED. Then all are shut down
+    // and closed (not timed).
+    bool burst(int k, double& rate, std::vector<double>& lat) {
+        std::vector<struct fid_ep*> cl(k, nullptr), sv;
+        std::vector<clk::time_point> t_conn(k);
+        lat.assign(k, 0);
+        auto fail = [&]() {
+            for (auto* e : cl) if (e) fi_close(&e->fid);
+            for (auto* e : sv) if (e) fi_close(&e->fid);
+            return false;
+        };
+        auto t0 = clk::now();
+        for (int i = 0; i < k; ++i) {
+            // context = index + 1 tells the client endpoints apart in events
+            if (fi_endpoint(cdom_, cinfo_, &cl[i], reinterpret_cast<void*>(static_cast<uintptr_t>(i + 1))) ||
+                fi_ep_bind(cl[i], &eq_->fid, 0) || fi_ep_bind(cl[i], &ccq_->fid, FI_TRANSMIT | FI_RECV) ||
+                fi_enable(cl[i])) {
+                fprintf(stderr, "%s: burst: client endpoint %d\n", prov_, i);
+                return fail();
+            }
+            t_conn[i] = clk::now();
+            if (fi_connect(cl[i], cinfo_->dest_addr, nullptr, 0)) {
+                fprintf(stderr, "%s: burst: fi_connect %d\n", prov_, i);
+                return fail();
+            }
+        }
+        int c_up = 0, s_up = 0;
+        while (c_up < k || s_up < k) {
+            uint32_t ev;
+            struct fi_eq_cm_entry ent {};
+            if (!wait_event(ev, ent)) return fail();
+            uintptr_t ctx = reinterpret_cast<uintptr_t>(ent.fid->context);
+            if (ev == FI_CONNREQ) {
+                struct fid_ep* e = nullptr;
+                int rc = fi_endpoint(sdom_, ent.info, &e, nullptr);
+                fi_freeinfo(ent.info);
+                if (rc) return fail();
+                sv.push_back(e);
+                if (fi_ep_bind(e, &eq_->fid, 0) || fi_ep_bind(e, &scq_->fid, FI_TRANSMIT | FI_RECV) ||
+                    fi_enable(e) || fi_accept(e, nullptr, 0)) {
+                    fprintf(stderr, "%s: burst: accept\n", prov_);
+                    return fail();
+                }
+            } else if (ev == FI_CONNECTED && ctx >= 1 && ctx <= static_cast<uintptr_t>(k)) {
+                lat[ctx - 1] = us_since(t_conn[ctx - 1]);
+                ++c_up;
+            } else if (ev == FI_CONNECTED) {
+                ++s_up;
+            } else if (ev != FI_SHUTDOWN) {
+                fprintf(stderr, "%s: burst: unexpected event %u\n", prov_, ev);
+                return fail();
+            }
+        }
+        rate = k / (us_since(t0) / 1e6);
+        for (auto* e : cl) fi_shutdown(e, 0);
+        int s_down = 0;
+        auto end = clk::now() + std::chrono::seconds(20);
+        while (s_down < k && clk::now() < end) {
+            uint32_t ev;
+            struct fi_eq_cm_entry ent {};
+            if (!wait_event(ev, ent)) break;
+            if (ev == FI_SHUTDOWN && ent.fid->context == nullptr) ++s_down;
+        }
+        for (auto* e : cl) fi_close(&e->fid);
+        for (auto* e : sv) fi_close(&e->fid);
+        drain(scq_);
+        drain(ccq_);
+        return s_down == k;
     }
 
     bool pingpong(int iters, double& lat_us) {
@@ -244,8 +346,13 @@ public:
     }
 
     const char* prov_;
+    std::vector<double> phase_us[kPhases];
 
 private:
+    void note(phase p, clk::time_point a, clk::time_point b) {
+        phase_us[p].push_back(std::chrono::duration<double, std::micro>(b - a).count());
+    }
+
     static inline int runs_ = 0;
     std::string port_ = std::to_string(20000 + (getpid() % 500) * 20 + runs_++ % 20);
     struct fi_info *sinfo_ = nullptr, *cinfo_ = nullptr;
@@ -394,6 +501,8 @@ double pct(std::vector<double> v, double p) {
     return v[std::min(i, v.size() - 1)];
 }
 
+int g_burst = 0;  // -c K: also K connections at once
+
 result run(const char* prov, int conns, int iters, int bw_msgs) {
     result r;
     r.prov = prov;
@@ -414,6 +523,16 @@ result run(const char* prov, int conns, int iters, int bw_msgs) {
     r.conn_rate = conns / secs;
     r.conn_p50 = pct(lat, 50);
     r.conn_p99 = pct(lat, 99);
+    for (int p = 0; p < kPhases; ++p) r.phase_us[p] = b.phase_us[p];
+    if (g_burst > 0) {
+        std::vector<double> bl;
+        if (!b.burst(g_burst, r.burst_rate, bl)) {
+            fprintf(stderr, "%s: burst of %d connections failed\n", prov, g_burst);
+            return r;
+        }
+        r.burst_p50 = pct(bl, 50);
+        r.burst_p99 = pct(bl, 99);
+    }
     double us = 0;
     if (!b.connect_once(us, true)) return r;
     if (!b.pingpong(iters, r.lat_us)) return r;
@@ -429,7 +548,7 @@ int main(int argc, char** argv) {
     int conns = 50, iters = 2000, bw = 2000, rounds = 3;
     std::string provs = "evd,verbs";
     int opt;
-    while ((opt = getopt(argc, argv, "n:i:b:p:s:j:r:h")) != -1) {
+    while ((opt = getopt(argc, argv, "n:i:b:p:s:j:r:c:Ph")) != -1) {
         switch (opt) {
         case 'n': conns = atoi(optarg); break;
         case 'i': iters = atoi(optarg); break;
@@ -438,9 +557,11 @@ int main(int argc, char** argv) {
         case 'r': rounds = atoi(optarg); break;
         case 's': g_iov = strtoul(optarg, nullptr, 0); break;
         case 'j': g_inject = strtoul(optarg, nullptr, 0); break;
+        case 'P': g_phases = true; break;
+        case 'c': g_burst = atoi(optarg); break;
         default:
             fprintf(stderr, "usage: %s [-n conns] [-i pingpongs] [-b 64KiB messages] [-p evd,verbs] "
-                    "[-s iov_limit] [-j inject_size] [-r rounds]\n",
+                    "[-s iov_limit] [-j inject_size] [-r rounds] [-P] [-c burst]\n",
                     argv[0]);
             return 2;
         }
@@ -483,6 +604,9 @@ int main(int argc, char** argv) {
             if (!r.ok) all = false;
             printf(row, r.prov.c_str(), r.conns, r.conn_rate, r.conn_p50, r.conn_p99, r.lat_us,
                    r.bw_mbs, r.ok ? "" : "  (FAILED)");
+            if (g_burst > 0)
+                printf("%-8s burst of %d: %.1f conn/s, connect p50 %.0f us, p99 %.0f us\n",
+                       r.prov.c_str(), g_burst, r.burst_rate, r.burst_p50, r.burst_p99);
             fflush(stdout);
             all_res[k].push_back(r);
         }
@@ -493,10 +617,13 @@ int main(int argc, char** argv) {
         result m;
         m.prov = names[k];
         m.ok = true;
-        std::vector<double> a, b, c, d, e;
+        std::vector<double> a, b, c, d, e, ba, bb, bc;
         for (const auto& r : all_res[k]) {
             if (!r.ok) continue;
             m.conns += r.conns;
+            ba.push_back(r.burst_rate);
+            bb.push_back(r.burst_p50);
+            bc.push_back(r.burst_p99);
             a.push_back(r.conn_rate);
             b.push_back(r.conn_p50);
             c.push_back(r.conn_p99);
@@ -509,6 +636,9 @@ int main(int argc, char** argv) {
         m.conn_p99 = med(c);
         m.lat_us = med(d);
         m.bw_mbs = med(e);
+        m.burst_rate = med(ba);
+        m.burst_p50 = med(bb);
+        m.burst_p99 = med(bc);
         res.push_back(m);
     }
     printf("\nmedian of %d round(s) (conns = total over the rounds):\n", rounds);
@@ -517,11 +647,44 @@ int main(int argc, char** argv) {
     for (const auto& r : res)
         printf(row, r.prov.c_str(), r.conns, r.conn_rate, r.conn_p50, r.conn_p99, r.lat_us,
                r.bw_mbs, r.ok ? "" : "  (FAILED)");
+    if (g_burst > 0)
+        for (const auto& r : res)
+            printf("%-8s burst of %d: %.1f conn/s, connect p50 %.0f us, p99 %.0f us\n",
+                   r.prov.c_str(), g_burst, r.burst_rate, r.burst_p50, r.burst_p99);
+    if (g_phases) {
+        // medians over every cycle of every round, per phase
+        // mean (which adds up to the cycle) and median per phase, over every
+        // cycle of every round
+        printf("\nconnection cycle phases, us over all cycles (-P): mean / median\n%-32s", "phase");
+        for (const auto& n : names) printf(" %16s", n.c_str());
+        printf("\n");
+        std::vector<double> total(names.size());
+        for (int p = 0; p < kPhases; ++p) {
+            printf("%-32s", phase_name[p]);
+            for (size_t k = 0; k < names.size(); ++k) {
+                std::vector<double> v;
+                for (const auto& r : all_res[k]) v.insert(v.end(), r.phase_us[p].begin(), r.phase_us[p].end());
+                double sum = 0;
+                for (double x : v) sum += x;
+                double mean = v.empty() ? 0 : sum / static_cast<double>(v.size());
+                total[k] += mean;
+                printf(" %7.0f / %6.0f", mean, med(v));
+            }
+            printf("\n");
+        }
+        printf("%-32s", "sum of the means");
+        for (double t : total) printf(" %7.0f         ", t);
+        printf("\n");
+    }
     if (res.size() == 2 && res[0].ok && res[1].ok) {
         printf("\n%s/%s: conn/s %.2fx, p50 connect time %.2fx, latency %.2fx, bandwidth %.2fx\n",
                res[0].prov.c_str(), res[1].prov.c_str(), res[0].conn_rate / res[1].conn_rate,
                res[0].conn_p50 / res[1].conn_p50, res[0].lat_us / res[1].lat_us,
                res[0].bw_mbs / res[1].bw_mbs);
+        if (g_burst > 0 && res[1].burst_rate > 0)
+            printf("%s/%s: burst of %d: conn/s %.2fx, p50 connect time %.2fx\n", res[0].prov.c_str(),
+                   res[1].prov.c_str(), g_burst, res[0].burst_rate / res[1].burst_rate,
+                   res[0].burst_p50 / res[1].burst_p50);
     }
     return all ? 0 : 1;
 }
