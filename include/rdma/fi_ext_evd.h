@@ -230,7 +230,9 @@ struct fi_evd_async_ops {
  * reject reason. FI_EVD_CM_REJ_CONSUMER means the peer called fi_reject
  * (err_data then holds its data); FI_EVD_CM_REJ_NO_LISTENER means nobody
  * listens on that port. Other values are transport rejects. For the other
- * connection errors prov_errno is rdma_cm's event status (a negative errno).
+ * connection errors prov_errno is rdma_cm's event status (a negative errno);
+ * RDMA_CM_EVENT_DEVICE_REMOVAL (FI_ENODEV) comes with status 0 and gets
+ * -ENODEV.
  */
 #define FI_EVD_CM_REJ_CONSUMER 28
 #define FI_EVD_CM_REJ_NO_LISTENER 8

@@ -9,6 +9,7 @@
 #include <rdma/rdma_cma.h>
 #include <infiniband/ib.h>
 
+#include <cerrno>
 #include <cstring>
 #include <unordered_map>
 
@@ -54,7 +55,9 @@ constexpr cm_row kRows[] = {
      0, true, "FI_SHUTDOWN on both sides, including the one that called fi_shutdown."},
     {RDMA_CM_EVENT_DEVICE_REMOVAL, "RDMA_CM_EVENT_DEVICE_REMOVAL", cm_outcome::removal, 0,
      FI_ENODEV, true, "Error FI_ENODEV on every endpoint and listener of the device, then "
-                      "nothing more from them; the application closes them."},
+                      "nothing more from them; the application closes them. rdma_cm reports "
+                      "the removal with status 0, so prov_errno is -ENODEV (fi_eq_strerror: "
+                      "\"No such device\"), and the device's name is logged (FI_LOG_LEVEL=warn)."},
     {RDMA_CM_EVENT_MULTICAST_JOIN, "RDMA_CM_EVENT_MULTICAST_JOIN", cm_outcome::internal, 0, 0,
      false, "Not used (evd joins no multicast group). Logged and dropped."},
     {RDMA_CM_EVENT_MULTICAST_ERROR, "RDMA_CM_EVENT_MULTICAST_ERROR", cm_outcome::internal, 0, 0,
@@ -144,6 +147,12 @@ cm_action cm_translate(const struct rdma_cm_event& ev) {
             a.peer_reject = ev.status == kRejConsumer;
             carries_data = a.peer_reject;
             break;
+        case RDMA_CM_EVENT_DEVICE_REMOVAL:
+            // rdma_cm says "removed" with status 0; give the record the same
+            // kind of prov_errno as the other CM errors (a negative errno),
+            // so fi_eq_strerror names the cause instead of "no detail".
+            if (a.prov_errno == 0) a.prov_errno = -ENODEV;
+            break;
         default:
             break;
     }
@@ -201,6 +210,14 @@ void dispatch(cm_chan* c, struct rdma_cm_event* ev) {
     cm_action a = cm_translate(*ev);
     EVD_DBG(FI_LOG_EP_CTRL, "rdma_cm %s status %d id %p\n", a.row->name, ev->status,
             static_cast<void*>(ev->id));
+    if (a.row->outcome == cm_outcome::removal) {
+        // The record itself cannot carry the device's name: say it here.
+        struct ibv_context* v = ev->id ? ev->id->verbs : nullptr;
+        EVD_WARN(FI_LOG_EP_CTRL, "rdma_cm %s: device %s was removed; rdma_cm id %p gets "
+                 "FI_ENODEV (prov_errno %d)\n", a.row->name,
+                 v && v->device ? ibv_get_device_name(v->device) : "(unknown)",
+                 static_cast<void*>(ev->id), a.prov_errno);
+    }
     struct rdma_cm_id* destroy = nullptr;
     {
         std::lock_guard lk(c->mu);

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "cm.h"
+#include "eq.h"
+#include "fabric.h"
 
 using namespace evd;
 
@@ -202,6 +204,57 @@ TEST(CmPrivateData, ErrorsKeepRdmaCmStatus) {
         EXPECT_EQ(a.row->outcome, cm_outcome::error);
         EXPECT_EQ(a.data_len, 0u);
     }
+}
+
+// rdma_cm reports DEVICE_REMOVAL with status 0; the record must still say
+// why (like the other CM errors: a negative errno), never "no detail".
+TEST(CmPrivateData, DeviceRemovalHasAnErrnoLikeTheOtherCmErrors) {
+    auto ev = make_event(RDMA_CM_EVENT_DEVICE_REMOVAL, 0, nullptr, 0);
+    cm_action a = cm_translate(ev);
+    EXPECT_EQ(a.row->outcome, cm_outcome::removal);
+    EXPECT_EQ(a.row->fi_err, FI_ENODEV);
+    EXPECT_EQ(a.prov_errno, -ENODEV);
+    EXPECT_EQ(a.data_len, 0u);
+    // A status rdma_cm does give is kept verbatim, as for every CM error.
+    auto ev2 = make_event(RDMA_CM_EVENT_DEVICE_REMOVAL, -EIO, nullptr, 0);
+    EXPECT_EQ(cm_translate(ev2).prov_errno, -EIO);
+}
+
+// The same record end to end: posted to a real EQ as ep_msg.cpp/pep.cpp do,
+// read back with fi_eq_readerr and explained by fi_eq_strerror.
+TEST(CmPrivateData, DeviceRemovalRecordExplainsItself) {
+    struct fi_fabric_attr fa {};
+    fa.api_version = FI_VERSION(1, 17);
+    struct fid_fabric* fab = nullptr;
+    ASSERT_EQ(evd::fabric_open(&fa, &fab, nullptr), 0);
+    struct fi_eq_attr qa {};
+    qa.size = 8;
+    qa.wait_obj = FI_WAIT_NONE;
+    struct fid_eq* q = nullptr;
+    ASSERT_EQ(evd::eq_open(fab, &qa, &q, nullptr), 0);
+
+    int ctx = 0;
+    struct fid ep_fid {};
+    ep_fid.fclass = FI_CLASS_EP;
+    ep_fid.context = &ctx;
+    cm_action a = cm_translate(make_event(RDMA_CM_EVENT_DEVICE_REMOVAL, 0, nullptr, 0));
+    ASSERT_EQ(cm_post_err(evd::eq_from_fid(q), &ep_fid, a.row->fi_err, a.prov_errno, nullptr, 0), 0);
+
+    struct fi_eq_err_entry err {};
+    ASSERT_EQ(fi_eq_readerr(q, &err, 0), static_cast<ssize_t>(sizeof err));
+    EXPECT_EQ(err.fid, &ep_fid);
+    EXPECT_EQ(err.context, &ctx);
+    EXPECT_EQ(err.err, FI_ENODEV);
+    EXPECT_EQ(err.prov_errno, -ENODEV);
+    char buf[256];
+    const char* s = fi_eq_strerror(q, err.prov_errno, err.err_data, buf, sizeof buf);
+    ASSERT_NE(s, nullptr);
+    std::string text(s);
+    EXPECT_NE(text.find(std::strerror(ENODEV)), std::string::npos) << text;
+    EXPECT_EQ(text.find("no provider-specific detail"), std::string::npos) << text;
+
+    EXPECT_EQ(fi_close(&q->fid), 0);
+    EXPECT_EQ(fi_close(&fab->fid), 0);
 }
 
 TEST(CmPrivateData, MalformedHeadersAreRejected) {
