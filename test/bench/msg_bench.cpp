@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -503,43 +504,63 @@ double pct(std::vector<double> v, double p) {
 
 int g_burst = 0;  // -c K: also K connections at once
 
-result run(const char* prov, int conns, int iters, int bw_msgs) {
-    result r;
-    r.prov = prov;
-    bench b(prov);
-    if (!b.setup()) return r;
-    std::vector<double> lat;
-    auto t0 = clk::now();
+// One round: every provider's objects are open at once and the sequential
+// connect/teardown cycles alternate between providers cycle by cycle, so
+// that the host's load (the guest is emulated on a shared machine) falls on
+// both alike; conn/s is cycles over the summed cycle times of that provider.
+// Then each provider's burst, latency and bandwidth in turn.
+std::vector<result> run_round(const std::vector<std::string>& names, int conns, int iters,
+                              int bw_msgs) {
+    std::vector<result> rs(names.size());
+    std::vector<std::unique_ptr<bench>> bs;
+    std::vector<std::vector<double>> lat(names.size());
+    std::vector<double> busy(names.size(), 0.0);
+    std::vector<bool> alive(names.size(), true);
+    for (size_t k = 0; k < names.size(); ++k) {
+        rs[k].prov = names[k];
+        bs.push_back(std::make_unique<bench>(names[k].c_str()));
+        if (!bs[k]->setup()) alive[k] = false;
+    }
     for (int i = 0; i < conns; ++i) {
+        for (size_t k = 0; k < names.size(); ++k) {
+            if (!alive[k]) continue;
+            double us = 0;
+            auto t0 = clk::now();
+            if (!bs[k]->connect_once(us, false)) {
+                fprintf(stderr, "%s: connection %d failed\n", names[k].c_str(), i);
+                alive[k] = false;
+                continue;
+            }
+            busy[k] += us_since(t0);
+            lat[k].push_back(us);
+        }
+    }
+    for (size_t k = 0; k < names.size(); ++k) {
+        result& r = rs[k];
+        bench& b = *bs[k];
+        if (!alive[k]) continue;
+        r.conns = conns;
+        r.conn_rate = conns / (busy[k] / 1e6);
+        r.conn_p50 = pct(lat[k], 50);
+        r.conn_p99 = pct(lat[k], 99);
+        for (int p = 0; p < kPhases; ++p) r.phase_us[p] = b.phase_us[p];
+        if (g_burst > 0) {
+            std::vector<double> bl;
+            if (!b.burst(g_burst, r.burst_rate, bl)) {
+                fprintf(stderr, "%s: burst of %d connections failed\n", r.prov.c_str(), g_burst);
+                continue;
+            }
+            r.burst_p50 = pct(bl, 50);
+            r.burst_p99 = pct(bl, 99);
+        }
         double us = 0;
-        if (!b.connect_once(us, false)) {
-            fprintf(stderr, "%s: connection %d failed\n", prov, i);
-            return r;
-        }
-        lat.push_back(us);
+        if (!b.connect_once(us, true)) continue;
+        if (!b.pingpong(iters, r.lat_us)) continue;
+        if (!b.bandwidth(bw_msgs, r.bw_mbs)) continue;
+        b.teardown();
+        r.ok = true;
     }
-    double secs = us_since(t0) / 1e6;
-    r.conns = conns;
-    r.conn_rate = conns / secs;
-    r.conn_p50 = pct(lat, 50);
-    r.conn_p99 = pct(lat, 99);
-    for (int p = 0; p < kPhases; ++p) r.phase_us[p] = b.phase_us[p];
-    if (g_burst > 0) {
-        std::vector<double> bl;
-        if (!b.burst(g_burst, r.burst_rate, bl)) {
-            fprintf(stderr, "%s: burst of %d connections failed\n", prov, g_burst);
-            return r;
-        }
-        r.burst_p50 = pct(bl, 50);
-        r.burst_p99 = pct(bl, 99);
-    }
-    double us = 0;
-    if (!b.connect_once(us, true)) return r;
-    if (!b.pingpong(iters, r.lat_us)) return r;
-    if (!b.bandwidth(bw_msgs, r.bw_mbs)) return r;
-    b.teardown();
-    r.ok = true;
-    return r;
+    return rs;
 }
 
 }  // namespace
@@ -590,8 +611,8 @@ int main(int argc, char** argv) {
         if (comma == std::string::npos) break;
         pos = comma + 1;
     }
-    // rounds alternate the providers so that load on the (shared, emulated)
-    // machine hits both alike; the summary is the median of the rounds
+    // within a round the providers' connection cycles alternate (run_round);
+    // the summary is the median of the rounds
     std::vector<std::vector<result>> all_res(names.size());
     const char* hdr = "%-8s %6s %12s %14s %14s %12s %14s\n";
     const char* row = "%-8s %6d %12.1f %14.0f %14.0f %12.2f %14.1f%s\n";
@@ -599,8 +620,9 @@ int main(int argc, char** argv) {
            "bw 64K (MB/s)");
     bool all = true;
     for (int round = 0; round < rounds; ++round) {
+        std::vector<result> rr = run_round(names, conns, iters, bw);
         for (size_t k = 0; k < names.size(); ++k) {
-            result r = run(names[k].c_str(), conns, iters, bw);
+            const result& r = rr[k];
             if (!r.ok) all = false;
             printf(row, r.prov.c_str(), r.conns, r.conn_rate, r.conn_p50, r.conn_p99, r.lat_us,
                    r.bw_mbs, r.ok ? "" : "  (FAILED)");
