@@ -9,6 +9,11 @@
 # (default: $EVD_BUILD_DIR, else ./build). FABTESTS_BIN: directory with the
 # fabtests binaries and runfabtests.sh (default /opt/fabtests/bin).
 # FABTESTS_SETS: test sets (default "unit,functional,short").
+# FABTESTS_PROVIDERS: the passes to run, separated by spaces (default
+# "evd evd;ofi_rxm"; one of them alone lets two VMs run the passes at once).
+# Memory: fi_rdm_atomic allocates ~3 GiB per process (its buffers are sized
+# for fabtests' largest message times the window) and runs server and client
+# in the same VM: give the VM 10G (EVD_VM_MEM=10G), 4G ends in the OOM killer.
 # Exit status: 0 when no selected test failed.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,15 +30,16 @@ sets=${FABTESTS_SETS:-unit,functional,short}
 [ -x "$bin/runfabtests.sh" ] || { echo "no fabtests in $bin (see README.md)" >&2; exit 2; }
 
 export FI_PROVIDER_PATH="$build/.libs"
-# evd reports the device's maximum queue depths by default; fabtests size
-# their CQs and QPs from fi_info, and a 1M-entry rxe QP takes minutes to
-# create under TCG. Ask for moderate depths (see README.md).
-export FI_EVD_TX_SIZE=${FI_EVD_TX_SIZE:-256}
-export FI_EVD_RX_SIZE=${FI_EVD_RX_SIZE:-256}
+# Queue depths: evd's defaults (FI_EVD_TX_SIZE/FI_EVD_RX_SIZE, 384 when the
+# hints leave them at 0); set those variables to try others.
 ulimit -l unlimited 2>/dev/null || true
 
 rc=0
-for prov in evd "evd;ofi_rxm"; do
+mem_kb=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
+[ "${mem_kb:-0}" -lt 8000000 ] &&
+    echo "# warning: $((mem_kb / 1024)) MiB of memory; fi_rdm_atomic needs ~6 GiB (EVD_VM_MEM=10G)" >&2
+IFS=' ' read -r -a provs <<< "${FABTESTS_PROVIDERS:-evd evd;ofi_rxm}"
+for prov in "${provs[@]}"; do
     excl="$here/exclude-evd.txt"
     [ "$prov" != evd ] && excl="$here/exclude-evd-rxm.txt"
     echo "# runfabtests.sh: provider '$prov', sets $sets, excluded: $excl"
