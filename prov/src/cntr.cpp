@@ -1,6 +1,423 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Completion counters (fi_cntr(3)).
+//
+// A counter is two atomics (successes, errors). Completions are counted by
+// whoever polls them from a verbs CQ (cq.cpp); the counter keeps the list of
+// CQs that may hold its completions ("sources") so that fi_cntr_read and
+// fi_cntr_wait make progress on their own: they pull the sources' pending
+// completions into the CQs' backlogs (nothing is lost for fi_cq_read).
+//
+// Waiting: an epoll fd (FI_GETWAIT) holds an eventfd (written when the value
+// changes while somebody waits, e.g. fi_cntr_add from another thread) and the
+// completion channel fd of every source that has one.
+#include "cntr.h"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
 #include "cq.h"
+#include "domain.h"
+#include "wait.h"
 
 namespace evd {
-int cntr_open(struct fid_domain*, struct fi_cntr_attr*, struct fid_cntr**, void*) { return -FI_ENOSYS; }
+
+uint8_t tx_slot_ids[kMaxTxSlots];
+
+namespace {
+
+struct fd_owner {
+    int fd = -1;
+    fd_owner() = default;
+    fd_owner(const fd_owner&) = delete;
+    fd_owner& operator=(const fd_owner&) = delete;
+    ~fd_owner() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+struct source {
+    cq* q;
+    int n;    // attachments (endpoints x directions)
+    int fd;   // completion channel fd in the epoll set, or -1
+};
+
+}  // namespace
+
+struct cntr {
+    static constexpr kind kTag = kind::cntr;
+    struct fid_cntr fid;  // first member
+    kind tag = kTag;
+    refcount refs;        // endpoints bound
+    domain* dom = nullptr;
+    enum fi_wait_obj wait_obj = FI_WAIT_NONE;
+
+    std::atomic<uint64_t> value{0};
+    std::atomic<uint64_t> err{0};
+    std::atomic<int> waiters{0};        // threads in fi_cntr_wait
+    std::atomic<bool> fd_exported{false};  // FI_GETWAIT was called: always signal
+
+    fd_owner signal_fd;  // eventfd: the value changed while somebody waits
+    fd_owner wait_fd;    // epoll: signal_fd + source channel fds
+
+    std::mutex mu;  // sources; serializes progress of this counter
+    std::vector<source> sources;
+    int unwaitable = 0;  // sources without a completion channel
+};
+
+namespace {
+
+cntr* cntr_of(struct fid_cntr* f) {
+    if (!f || f->fid.fclass != FI_CLASS_CNTR) return nullptr;
+    return from_fid<cntr>(f);
+}
+
+void wake(cntr* c) noexcept {
+    if (c->signal_fd.fd < 0) return;
+    if (!c->waiters.load() && !c->fd_exported.load(std::memory_order_relaxed)) return;
+    uint64_t one = 1;
+    ssize_t r = ::write(c->signal_fd.fd, &one, sizeof one);
+    (void)r;  // EAGAIN: the eventfd is already readable
+}
+
+bool drain_signal(cntr* c) {
+    if (c->signal_fd.fd < 0) return false;
+    uint64_t v;
+    return ::read(c->signal_fd.fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v);
+}
+
+// Pulls the completions waiting in every source (counting them).
+void progress(cntr* c) {
+    std::lock_guard<std::mutex> g(c->mu);
+    for (const source& s : c->sources) {
+        int r = cq_progress(s.q);
+        if (r < 0) EVD_DBG(FI_LOG_CNTR, "counter progress: cq_progress %d\n", r);
+    }
+}
+
+// Arms every source's completion channel; true if all sources can wake us.
+bool arm(cntr* c) {
+    std::lock_guard<std::mutex> g(c->mu);
+    for (const source& s : c->sources) cq_arm(s.q);
+    return c->unwaitable == 0;
+}
+
+uint64_t cntr_read(struct fid_cntr* f) {
+    return guard([&]() -> uint64_t {
+        cntr* c = cntr_of(f);
+        if (!c) return 0;
+        progress(c);
+        return c->value.load(std::memory_order_acquire);
+    });
+}
+
+uint64_t cntr_readerr(struct fid_cntr* f) {
+    return guard([&]() -> uint64_t {
+        cntr* c = cntr_of(f);
+        if (!c) return 0;
+        progress(c);
+        return c->err.load(std::memory_order_acquire);
+    });
+}
+
+int cntr_add(struct fid_cntr* f, uint64_t v) {
+    cntr* c = cntr_of(f);
+    if (!c) return -FI_EINVAL;
+    c->value.fetch_add(v);
+    wake(c);
+    return 0;
+}
+
+int cntr_adderr(struct fid_cntr* f, uint64_t v) {
+    cntr* c = cntr_of(f);
+    if (!c) return -FI_EINVAL;
+    c->err.fetch_add(v);
+    wake(c);
+    return 0;
+}
+
+int cntr_set(struct fid_cntr* f, uint64_t v) {
+    cntr* c = cntr_of(f);
+    if (!c) return -FI_EINVAL;
+    c->value.store(v);
+    wake(c);
+    return 0;
+}
+
+int cntr_seterr(struct fid_cntr* f, uint64_t v) {
+    cntr* c = cntr_of(f);
+    if (!c) return -FI_EINVAL;
+    c->err.store(v);
+    wake(c);
+    return 0;
+}
+
+int do_wait(cntr* c, uint64_t threshold, int timeout) {
+    using clock = std::chrono::steady_clock;
+    const auto deadline = clock::now() + std::chrono::milliseconds(timeout < 0 ? 0 : timeout);
+    const uint64_t err0 = c->err.load();
+    c->waiters.fetch_add(1);
+    struct leave {
+        cntr* c;
+        ~leave() { c->waiters.fetch_sub(1); }
+    } lv{c};
+    for (;;) {
+        progress(c);
+        if (c->value.load() >= threshold) return 0;
+        if (c->err.load() != err0) return -FI_EAVAIL;
+        bool all_waitable = arm(c);
+        progress(c);  // completions that raced the arm
+        if (c->value.load() >= threshold) return 0;
+        if (c->err.load() != err0) return -FI_EAVAIL;
+        int wait_ms = -1;
+        if (timeout >= 0) {
+            auto left =
+                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now())
+                    .count();
+            if (left <= 0) return -FI_ETIMEDOUT;
+            wait_ms = static_cast<int>(left);
+        }
+        // A source without a channel cannot wake us: poll it every ms. With
+        // several waiters one may consume the other's wake-up: re-check often.
+        int slice = !all_waitable ? 1 : (c->waiters.load() > 1 ? 20 : -1);
+        if (slice >= 0 && (wait_ms < 0 || wait_ms > slice)) wait_ms = slice;
+        struct epoll_event evs[8];
+        int r = epoll_wait(c->wait_fd.fd, evs, 8, wait_ms);
+        if (r < 0 && errno != EINTR) {
+            int e = errno;
+            EVD_WARN(FI_LOG_CNTR, "fi_cntr_wait: epoll_wait: %s\n", strerror(e));
+            return -e;
+        }
+        drain_signal(c);
+    }
+}
+
+int cntr_wait(struct fid_cntr* f, uint64_t threshold, int timeout) {
+    return guard([&] {
+        cntr* c = cntr_of(f);
+        if (!c) return -FI_EINVAL;
+        if (c->wait_obj == FI_WAIT_NONE) {
+            EVD_WARN(FI_LOG_CNTR, "fi_cntr_wait: the counter was opened with FI_WAIT_NONE "
+                                  "(poll it with fi_cntr_read)\n");
+            return -FI_EINVAL;
+        }
+        return do_wait(c, threshold, timeout);
+    });
+}
+
+// fi_trywait: 0 when the wait fd may be slept on (sources armed, nothing
+// pulled), -FI_EAGAIN when the counter changed since the last look.
+int do_trywait(cntr* c) {
+    if (c->wait_obj == FI_WAIT_NONE) return -FI_EINVAL;
+    bool changed = drain_signal(c);
+    if (!arm(c)) {
+        EVD_DBG(FI_LOG_CNTR, "fi_trywait(cntr): a source CQ has no wait object\n");
+        changed = true;
+    }
+    uint64_t v = c->value.load(), e = c->err.load();
+    progress(c);
+    if (c->value.load() != v || c->err.load() != e) changed = true;
+    return changed ? -FI_EAGAIN : 0;
+}
+
+int cntr_close(struct fid* f) {
+    return guard([&] {
+        cntr* c = cntr_of(reinterpret_cast<struct fid_cntr*>(f));
+        if (!c) return -FI_EINVAL;
+        if (c->refs.busy()) {
+            EVD_WARN(FI_LOG_CNTR, "fi_close(cntr): %d endpoint bindings still use it\n",
+                     c->refs.n.load());
+            return -FI_EBUSY;
+        }
+        domain* dom = c->dom;
+        c->tag = kind{0};
+        delete c;
+        dom->refs.put();
+        return 0;
+    });
+}
+
+int cntr_control(struct fid* f, int command, void* arg) {
+    return guard([&] {
+        cntr* c = cntr_of(reinterpret_cast<struct fid_cntr*>(f));
+        if (!c) return -FI_EINVAL;
+        switch (command) {
+        case FI_GETWAIT:
+            if (!arg) return -FI_EINVAL;
+            if (c->wait_fd.fd < 0) {
+                EVD_WARN(FI_LOG_CNTR, "FI_GETWAIT: the counter has no wait object (FI_WAIT_NONE)\n");
+                return -FI_ENODATA;
+            }
+            c->fd_exported.store(true);
+            *static_cast<int*>(arg) = c->wait_fd.fd;
+            return 0;
+        case FI_GETWAITOBJ:
+            if (!arg) return -FI_EINVAL;
+            *static_cast<enum fi_wait_obj*>(arg) = c->wait_obj;
+            return 0;
+        case kCtrlTrywait:
+            return do_trywait(c);
+        default:
+            EVD_WARN(FI_LOG_CNTR, "fi_control(cntr): command %d not supported\n", command);
+            return -FI_ENOSYS;
+        }
+    });
+}
+
+struct fi_ops cntr_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = cntr_close,
+    .bind = op_no_bind,
+    .control = cntr_control,
+    .ops_open = op_no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_cntr cntr_ops = {
+    .size = sizeof(struct fi_ops_cntr),
+    .read = cntr_read,
+    .readerr = cntr_readerr,
+    .add = cntr_add,
+    .set = cntr_set,
+    .wait = cntr_wait,
+    .adderr = cntr_adderr,
+    .seterr = cntr_seterr,
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------- contract
+cntr* cntr_from_fid(struct fid* f) {
+    if (!f) return nullptr;
+    return cntr_of(reinterpret_cast<struct fid_cntr*>(f));
+}
+struct fid_domain* cntr_domain(cntr* c) { return c ? &c->dom->fid : nullptr; }
+void cntr_bind_ref(cntr* c) { c->refs.get(); }
+void cntr_bind_unref(cntr* c) { c->refs.put(); }
+
+void cntr_inc(cntr* c) noexcept {
+    c->value.fetch_add(1);
+    wake(c);
+}
+
+void cntr_inc_err(cntr* c) noexcept {
+    c->err.fetch_add(1);
+    wake(c);
+}
+
+int cntr_add_source(cntr* c, cq* q) {
+    return guard([&] {
+        std::lock_guard<std::mutex> g(c->mu);
+        for (source& s : c->sources)
+            if (s.q == q) {
+                ++s.n;
+                return 0;
+            }
+        int fd = cq_chan_fd(q);
+        c->sources.push_back({q, 1, -1});
+        if (fd < 0) {
+            ++c->unwaitable;
+            return 0;
+        }
+        if (c->wait_fd.fd >= 0) {
+            struct epoll_event ev {};
+            ev.events = EPOLLIN;
+            ev.data.fd = fd;
+            if (epoll_ctl(c->wait_fd.fd, EPOLL_CTL_ADD, fd, &ev)) {
+                int e = errno;
+                EVD_WARN(FI_LOG_CNTR, "counter: epoll_ctl(ADD cq channel): %s\n", strerror(e));
+                ++c->unwaitable;  // still counted; waits poll it
+                return 0;
+            }
+            c->sources.back().fd = fd;
+        }
+        return 0;
+    });
+}
+
+void cntr_del_source(cntr* c, cq* q) {
+    std::lock_guard<std::mutex> g(c->mu);
+    for (size_t i = 0; i < c->sources.size(); ++i) {
+        source& s = c->sources[i];
+        if (s.q != q) continue;
+        if (--s.n > 0) return;
+        if (s.fd >= 0)
+            epoll_ctl(c->wait_fd.fd, EPOLL_CTL_DEL, s.fd, nullptr);
+        else
+            --c->unwaitable;
+        c->sources.erase(c->sources.begin() + static_cast<std::ptrdiff_t>(i));
+        return;
+    }
+}
+
+int cntr_open(struct fid_domain* dom_fid, struct fi_cntr_attr* attr, struct fid_cntr** out,
+              void* context) {
+    return guard([&] {
+        domain* dom = domain_from_fid(dom_fid);
+        if (!dom || !out) {
+            EVD_WARN(FI_LOG_CNTR, "fi_cntr_open: invalid domain or NULL cntr\n");
+            return -FI_EINVAL;
+        }
+        struct fi_cntr_attr defaults {};
+        defaults.events = FI_CNTR_EVENTS_COMP;
+        defaults.wait_obj = FI_WAIT_NONE;
+        const struct fi_cntr_attr& a = attr ? *attr : defaults;
+        if (a.events != FI_CNTR_EVENTS_COMP) {
+            EVD_WARN(FI_LOG_CNTR, "fi_cntr_open: events %d not supported (only "
+                                  "FI_CNTR_EVENTS_COMP)\n", a.events);
+            return -FI_ENOSYS;
+        }
+        if (a.flags) {
+            EVD_WARN(FI_LOG_CNTR, "fi_cntr_open: flags 0x%llx: reserved, must be 0\n",
+                     static_cast<unsigned long long>(a.flags));
+            return -FI_EINVAL;
+        }
+        auto c = std::make_unique<cntr>();
+        switch (a.wait_obj) {
+        case FI_WAIT_NONE:
+            c->wait_obj = FI_WAIT_NONE;
+            break;
+        case FI_WAIT_UNSPEC:
+        case FI_WAIT_FD:
+            c->wait_obj = FI_WAIT_FD;
+            break;
+        case FI_WAIT_SET:
+            EVD_WARN(FI_LOG_CNTR, "fi_cntr_open: counters cannot join wait sets (FI_WAIT_SET); "
+                                  "use FI_WAIT_FD and its FI_GETWAIT fd\n");
+            return -FI_ENOSYS;
+        default:
+            EVD_WARN(FI_LOG_CNTR, "fi_cntr_open: wait object %d not supported (NONE, UNSPEC, "
+                                  "FD)\n", a.wait_obj);
+            return -FI_ENOSYS;
+        }
+        c->sources.reserve(4);
+        if (c->wait_obj != FI_WAIT_NONE) {
+            c->signal_fd.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+            if (c->signal_fd.fd < 0) return -errno;
+            c->wait_fd.fd = epoll_create1(EPOLL_CLOEXEC);
+            if (c->wait_fd.fd < 0) return -errno;
+            struct epoll_event ev {};
+            ev.events = EPOLLIN;
+            ev.data.fd = c->signal_fd.fd;
+            if (epoll_ctl(c->wait_fd.fd, EPOLL_CTL_ADD, c->signal_fd.fd, &ev)) return -errno;
+        }
+        c->dom = dom;
+        c->fid.fid.fclass = FI_CLASS_CNTR;
+        c->fid.fid.context = context;
+        c->fid.fid.ops = &cntr_fi_ops;
+        c->fid.ops = &cntr_ops;
+        dom->refs.get();
+        *out = &c.release()->fid;
+        return 0;
+    });
+}
+
 }  // namespace evd

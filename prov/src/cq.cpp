@@ -7,6 +7,7 @@
 // kept; read answers -FI_EAVAIL while an error is at the head, readerr pops it.
 // The ring only fills when it is empty, so it never holds more than one batch.
 #include "cq.h"
+#include "cntr.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -130,9 +131,21 @@ struct cq {
     fd_owner wait_fd;               // epoll over chan->fd and signal_fd (FI_GETWAIT)
     std::mutex chan_mu;                // serializes draining the comp channel
 
-    std::mutex mu;  // the one lock of the read path: ring + ibv_poll_cq
-    struct ibv_wc ring[kBatch];
+    std::mutex mu;  // the one lock of the read path: ring + routes + ibv_poll_cq
+    // Backlog of polled, already counted completions, in order: one batch
+    // stopped by an error, and whatever counter progress pulled before the
+    // user read the CQ. ibcq->cqe + kBatch entries, allocated at fi_cq_open.
+    std::unique_ptr<struct ibv_wc[]> ring;
+    size_t ring_cap = 0;
     size_t ring_head = 0, ring_count = 0;
+    fd_owner backlog_fd;  // eventfd: counter progress filled the backlog (sread)
+    bool internal = false;  // an endpoint's private CQ (counter-only direction)
+
+    struct route_ent {
+        uint32_t qpn;
+        cntr_route* r;
+    };
+    std::vector<route_ent> routes;  // endpoints with counters (under mu)
 
     wait_set* wset = nullptr;  // FI_WAIT_SET: the (FD) set this CQ joined
     wait_member wmember;
@@ -182,8 +195,37 @@ void emit(const cq* c, const struct ibv_wc& wc, char* out) {
 
 void ring_push(cq* c, const struct ibv_wc& wc) {
     // never overflows: the ring is only refilled when empty, from one batch
-    c->ring[(c->ring_head + c->ring_count) % kBatch] = wc;
+    c->ring[(c->ring_head + c->ring_count) % c->ring_cap] = wc;
     ++c->ring_count;
+}
+
+// Under c->mu, once for every completion polled from the ibv_cq: turns a
+// send-queue slot id back into the user's context (or the hidden marker) and
+// counts the completion on its endpoint's counters. False: drop it (a slot of
+// an endpoint that is gone).
+bool acct(cq* c, struct ibv_wc& wc) {
+    bool slot = is_tx_slot_wr_id(wc.wr_id);
+    if (!slot && c->routes.empty()) return true;
+    cntr_route* r = nullptr;
+    for (const auto& e : c->routes)
+        if (e.qpn == wc.qp_num) {
+            r = e.r;
+            break;
+        }
+    bool ok = wc.status == IBV_WC_SUCCESS;
+    if (slot) {
+        uint32_t i = tx_slot_index(wc.wr_id);
+        if (!r || i >= r->nslots) return false;
+        tx_slot& s = r->slots[i];
+        cntr* k = s.kind == tx_kind::send ? r->send : s.kind == tx_kind::read ? r->read : r->write;
+        wc.wr_id = s.hidden ? wr_id_suppressed() : reinterpret_cast<uintptr_t>(s.context);
+        s.busy.store(false, std::memory_order_release);
+        if (k) ok ? cntr_inc(k) : cntr_inc_err(k);
+        return true;
+    }
+    // an endpoint with counters posts every send as a slot: this is a receive
+    if (r && r->recv) ok ? cntr_inc(r->recv) : cntr_inc_err(r->recv);
+    return true;
 }
 
 struct fatal_note {
@@ -205,7 +247,8 @@ int poll_batch(cq* c, char*& out, size_t want, fatal_note* notes, size_t& nnotes
     int written = 0;
     bool stashing = false;
     for (int i = 0; i < got; ++i) {
-        const struct ibv_wc& wc = wcs[i];
+        struct ibv_wc& wc = wcs[i];
+        if (!acct(c, wc)) continue;
         if (wc.status != IBV_WC_SUCCESS) {
             // flushed internal work requests are nobody's business
             if (wc.wr_id == wr_id_suppressed() && wc.status == IBV_WC_WR_FLUSH_ERR) continue;
@@ -260,7 +303,7 @@ ssize_t do_read(cq* c, void* buf, size_t count, fi_addr_t* src_addr) {
                 out += c->entry_size;
                 ++n;
             }
-            c->ring_head = (c->ring_head + 1) % kBatch;
+            c->ring_head = (c->ring_head + 1) % c->ring_cap;
             --c->ring_count;
         }
         if (!c->ring_count) {
@@ -317,6 +360,7 @@ ssize_t cq_readerr(struct fid_cq* f, struct fi_cq_err_entry* buf, uint64_t flags
                 struct ibv_wc wcs[kBatch];
                 int got = ibv_poll_cq(c->ibcq, static_cast<int>(kBatch), wcs);
                 for (int i = 0; i < got; ++i) {
+                    if (!acct(c, wcs[i])) continue;
                     if (wcs[i].status != IBV_WC_SUCCESS) {
                         if (wcs[i].wr_id == wr_id_suppressed() &&
                             wcs[i].status == IBV_WC_WR_FLUSH_ERR)
@@ -332,7 +376,7 @@ ssize_t cq_readerr(struct fid_cq* f, struct fi_cq_err_entry* buf, uint64_t flags
             }
             if (c->ring_count && c->ring[c->ring_head].status != IBV_WC_SUCCESS) {
                 wc = c->ring[c->ring_head];
-                c->ring_head = (c->ring_head + 1) % kBatch;
+                c->ring_head = (c->ring_head + 1) % c->ring_cap;
                 --c->ring_count;
                 have = true;
             }
@@ -371,6 +415,12 @@ bool drain_signal(cq* c) {
     return ::read(c->signal_fd.fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v);
 }
 
+bool drain_backlog(cq* c) {
+    if (c->backlog_fd.fd < 0) return false;
+    uint64_t v;
+    return ::read(c->backlog_fd.fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v);
+}
+
 ssize_t do_sread(cq* c, void* buf, size_t count, fi_addr_t* src_addr, int timeout) {
     if (c->wait_obj == FI_WAIT_NONE) {
         EVD_WARN(FI_LOG_CQ, "fi_cq_sread: the CQ was opened with FI_WAIT_NONE\n");
@@ -395,8 +445,10 @@ ssize_t do_sread(cq* c, void* buf, size_t count, fi_addr_t* src_addr, int timeou
             if (left <= 0) return -FI_EAGAIN;
             wait_ms = static_cast<int>(left);
         }
-        struct pollfd pfd[2] = {{c->chan->fd, POLLIN, 0}, {c->signal_fd.fd, POLLIN, 0}};
-        int r = ::poll(pfd, 2, wait_ms);
+        struct pollfd pfd[3] = {{c->chan->fd, POLLIN, 0},
+                                {c->signal_fd.fd, POLLIN, 0},
+                                {c->backlog_fd.fd, POLLIN, 0}};
+        int r = ::poll(pfd, 3, wait_ms);
         if (r < 0) {
             if (errno == EINTR) continue;
             return -errno;
@@ -405,6 +457,7 @@ ssize_t do_sread(cq* c, void* buf, size_t count, fi_addr_t* src_addr, int timeou
             drain_signal(c);
             return -FI_EAGAIN;  // woken by fi_cq_signal
         }
+        if (pfd[2].revents & POLLIN) drain_backlog(c);  // a counter pulled completions
         if (r == 0 && timeout >= 0 && clock::now() >= deadline) return -FI_EAGAIN;
     }
 }
@@ -546,19 +599,131 @@ cq* cq_from_fid(struct fid* f) {
 struct ibv_cq* cq_ibv(cq* c) { return c ? c->ibcq : nullptr; }
 struct fid_domain* cq_domain(cq* c) { return c ? &c->dom->fid : nullptr; }
 void cq_bind_ref(cq* c) { c->refs.get(); }
-void cq_bind_unref(cq* c) { c->refs.put(); }
+void cq_bind_unref(cq* c) {
+    if (c->refs.n.fetch_sub(1, std::memory_order_acq_rel) == 1 && c->internal) {
+        int r = cq_close(&c->fid.fid);  // the endpoint's private CQ: its QP is gone
+        if (r) EVD_WARN(FI_LOG_CQ, "closing an endpoint's internal CQ: %d\n", r);
+    }
+}
+
+namespace {
+// The counters of route r whose completions land in c (per direction).
+template <class F>
+void for_cntrs(cq* c, ep* owner, cntr_route* r, F&& f) {
+    if (c == owner->tx_cq)
+        for (cntr* k : {r->send, r->read, r->write})
+            if (k) f(k);
+    if (c == owner->rx_cq && r->recv) f(r->recv);
+}
+}  // namespace
 
 int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
     return guard([&] {
-        std::lock_guard<std::mutex> g(c->reg_mu);
-        c->qps.emplace_back(qp_num, owner);
-        return 0;
+        {
+            std::lock_guard<std::mutex> g(c->reg_mu);
+            c->qps.emplace_back(qp_num, owner);
+        }
+        cntr_route* r = ep_data_route(owner);
+        if (!r) return 0;
+        {
+            std::lock_guard<std::mutex> g(c->mu);
+            c->routes.push_back({qp_num, r});
+        }
+        int ret = 0;
+        for_cntrs(c, owner, r, [&](cntr* k) {
+            if (!ret) ret = cntr_add_source(k, c);
+        });
+        return ret;
     });
 }
 
 void cq_detach_qp(cq* c, uint32_t qp_num) {
-    std::lock_guard<std::mutex> g(c->reg_mu);
-    std::erase_if(c->qps, [&](const auto& p) { return p.first == qp_num; });
+    ep* owner = nullptr;
+    {
+        std::lock_guard<std::mutex> g(c->reg_mu);
+        for (auto& [qpn, o] : c->qps)
+            if (qpn == qp_num) owner = o;
+        std::erase_if(c->qps, [&](const auto& p) { return p.first == qp_num; });
+    }
+    cntr_route* r = nullptr;
+    {
+        std::lock_guard<std::mutex> g(c->mu);
+        for (auto& e : c->routes)
+            if (e.qpn == qp_num) r = e.r;
+        std::erase_if(c->routes, [&](const auto& e) { return e.qpn == qp_num; });
+    }
+    if (r && owner) for_cntrs(c, owner, r, [&](cntr* k) { cntr_del_source(k, c); });
+}
+
+int cq_progress(cq* c) {
+    fatal_note notes[kBatch];
+    size_t nnotes = 0;
+    int pulled = 0, ret = 0, pushed = 0;
+    {
+        std::lock_guard<std::mutex> g(c->mu);
+        // bounded: at most one CQ's worth per call
+        for (size_t rounds = c->ring_cap / kBatch + 1; rounds; --rounds) {
+            size_t room = c->internal ? kBatch : c->ring_cap - c->ring_count;
+            if (!room) break;
+            int want = static_cast<int>(std::min(room, kBatch));
+            struct ibv_wc wcs[kBatch];
+            int got = ibv_poll_cq(c->ibcq, want, wcs);
+            if (got < 0) {
+                ret = -FI_EIO;
+                break;
+            }
+            for (int i = 0; i < got; ++i) {
+                struct ibv_wc& wc = wcs[i];
+                if (!acct(c, wc)) continue;
+                if (wc.status != IBV_WC_SUCCESS) {
+                    if (wc.wr_id == wr_id_suppressed() && wc.status == IBV_WC_WR_FLUSH_ERR)
+                        continue;
+                    const wc_row* r = wc_lookup(wc.status);
+                    if ((!r || r->qp_fatal) && nnotes < kBatch) notes[nnotes++] = {wc.qp_num, wc.status};
+                } else if (wc.wr_id == wr_id_suppressed()) {
+                    continue;
+                }
+                if (c->internal) continue;  // nobody reads it: counted is all
+                ring_push(c, wc);
+                ++pushed;
+            }
+            pulled += got;
+            if (got < want || nnotes) break;
+        }
+    }
+    if (pushed && c->backlog_fd.fd >= 0) {
+        uint64_t one = 1;
+        ssize_t w = ::write(c->backlog_fd.fd, &one, sizeof one);
+        (void)w;
+    }
+    deliver_fatal(c, notes, nnotes);
+    return ret ? ret : pulled;
+}
+
+int cq_chan_fd(cq* c) { return c && c->chan ? c->chan->fd : -1; }
+
+int cq_arm(cq* c) {
+    if (!c || !c->chan) return -1;
+    drain_channel(c);
+    if (ibv_req_notify_cq(c->ibcq, 0)) {
+        EVD_WARN(FI_LOG_CQ, "ibv_req_notify_cq: %s\n", strerror(errno));
+        return -1;
+    }
+    return c->chan->fd;
+}
+
+int cq_open_internal(struct fid_domain* dom, size_t size, cq** out) {
+    struct fi_cq_attr a {};
+    a.size = size;
+    a.format = FI_CQ_FORMAT_CONTEXT;
+    a.wait_obj = FI_WAIT_FD;
+    struct fid_cq* f = nullptr;
+    int r = cq_open(dom, &a, &f, nullptr);
+    if (r) return r;
+    cq* c = cq_from_fid(&f->fid);
+    c->internal = true;
+    *out = c;
+    return 0;
 }
 
 int cq_trywait(cq* c) {
@@ -566,6 +731,7 @@ int cq_trywait(cq* c) {
     if (c->chan) {
         drain_channel(c);
         drain_signal(c);
+        drain_backlog(c);
         if (ibv_req_notify_cq(c->ibcq, 0)) return -FI_EIO;
     }
     std::lock_guard<std::mutex> g(c->mu);
@@ -575,6 +741,7 @@ int cq_trywait(cq* c) {
     int got = ibv_poll_cq(c->ibcq, static_cast<int>(kBatch), wcs);
     int kept = 0;
     for (int i = 0; i < got; ++i) {
+        if (!acct(c, wcs[i])) continue;
         if (wcs[i].wr_id == wr_id_suppressed() &&
             (wcs[i].status == IBV_WC_SUCCESS || wcs[i].status == IBV_WC_WR_FLUSH_ERR))
             continue;
@@ -670,11 +837,13 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
             if (fl < 0 || fcntl(c->chan->fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
             c->signal_fd.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
             if (c->signal_fd.fd < 0) return -errno;
+            c->backlog_fd.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+            if (c->backlog_fd.fd < 0) return -errno;
             c->wait_fd.fd = epoll_create1(EPOLL_CLOEXEC);
             if (c->wait_fd.fd < 0) return -errno;
             struct epoll_event ev {};
             ev.events = EPOLLIN;
-            for (int fd : {c->chan->fd, c->signal_fd.fd}) {
+            for (int fd : {c->chan->fd, c->signal_fd.fd, c->backlog_fd.fd}) {
                 ev.data.fd = fd;
                 if (epoll_ctl(c->wait_fd.fd, EPOLL_CTL_ADD, fd, &ev)) return -errno;
             }
@@ -684,6 +853,12 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
             int e = errno;
             EVD_WARN(FI_LOG_CQ, "ibv_create_cq(%zu entries): %s\n", size, strerror(e));
             return fi_err(e);
+        }
+        c->ring_cap = static_cast<size_t>(c->ibcq->cqe) + kBatch;
+        c->ring.reset(new (std::nothrow) struct ibv_wc[c->ring_cap]);
+        if (!c->ring) {
+            ibv_destroy_cq(c->ibcq);
+            return -FI_ENOMEM;
         }
         c->dom = dom;
         if (dom->info && dom->info->fabric_attr)

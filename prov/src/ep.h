@@ -171,6 +171,9 @@ ep* ep_from_fid(struct fid* f);  // nullptr unless f is an evd active ep
 void ep_data_init(ep* e);                                   // set fid.msg, fid.rma, ...
 int ep_data_bind(ep* e, struct fid* bfid, uint64_t flags);  // FI_CLASS_CNTR
 void ep_data_close(ep* e);                                  // drop refs taken by ep_data_bind
+// fi_enable, before the CQ check: prepares counting for an endpoint with
+// counters (cntr.h) and gives a counter-only direction an internal CQ.
+int ep_data_enable(ep* e);
 
 // ---- provided by ep_msg.cpp (CM half), callable from anywhere
 // Posts the endpoint's one terminal error (err = positive FI_E* code) to its

@@ -17,7 +17,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include <memory>
+
+#include "cntr.h"
 #include "cq.h"
+#include "domain.h"
 #include "ep.h"
 #include "mr.h"
 
@@ -32,6 +36,11 @@ struct ep_dp {
     size_t max_inline = 0;
     uint32_t signal_every = 1;  // unsignaled sends between forced signals
     std::atomic<uint32_t> unsignaled{0};
+    // Counters (cntr.h): set at fi_enable when a counter is bound, then every
+    // send-queue work request is signaled and carries a slot id.
+    std::unique_ptr<tx_slot[]> slots;
+    cntr_route route;
+    bool counted = false;
 };
 
 ep* ep_of(struct fid_ep* f) {
@@ -44,11 +53,29 @@ ep_dp* dp_of(ep* e) { return static_cast<ep_dp*>(e->data_priv); }
 // Decides signaling and wr_id for a send-queue work request.
 //  comp:   the user asked for a completion (FI_COMPLETION or no selective)
 //  no_ctx: never report success (fi_inject*)
-void set_completion(ep* e, struct ibv_send_wr& wr, bool comp, bool no_ctx, void* context) {
+//  With counters bound (slot mode) every request is signaled: the counter
+//  counts it, the CQ hides it unless the user asked for a completion.
+ssize_t set_completion(ep* e, struct ibv_send_wr& wr, bool comp, bool no_ctx, void* context,
+                       tx_kind kind, uint32_t& slot_out) {
+    ep_dp* dp = dp_of(e);
+    if (dp && dp->counted) {
+        cntr_route& r = dp->route;
+        uint32_t i = r.next.fetch_add(1, std::memory_order_relaxed) % r.nslots;
+        if (r.slots[i].busy.exchange(true, std::memory_order_acquire))
+            return -FI_EAGAIN;  // its completion was not polled yet
+        tx_slot& s = r.slots[i];
+        s.context = context;
+        s.kind = kind;
+        s.hidden = !comp || no_ctx;
+        wr.send_flags |= IBV_SEND_SIGNALED;
+        wr.wr_id = tx_slot_wr_id(i);
+        slot_out = i;
+        return 0;
+    }
     if (comp && !no_ctx) {
         wr.send_flags |= IBV_SEND_SIGNALED;
         wr.wr_id = reinterpret_cast<uintptr_t>(context);
-        return;
+        return 0;
     }
     // Unsignaled send-queue slots are only reclaimed when a later signaled
     // request completes: signal one in every signal_every, and hide it.
@@ -60,6 +87,7 @@ void set_completion(ep* e, struct ibv_send_wr& wr, bool comp, bool no_ctx, void*
         wr.send_flags |= IBV_SEND_SIGNALED;
         wr.wr_id = wr_id_suppressed();
     }
+    return 0;
 }
 
 bool tx_wants_completion(ep* e, uint64_t flags) {
@@ -170,8 +198,17 @@ ssize_t do_sq(ep* e, enum ibv_wr_opcode op, const struct iovec* iov, void* const
         wr.wr.rdma.remote_addr = raddr;
         wr.wr.rdma.rkey = static_cast<uint32_t>(rkey);
     }
-    set_completion(e, wr, !no_ctx && tx_wants_completion(e, flags), no_ctx, context);
-    return post_send(e, wr);
+    tx_kind kind = op == IBV_WR_RDMA_READ ? tx_kind::read
+                   : (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM) ? tx_kind::write
+                                                                                    : tx_kind::send;
+    uint32_t slot = UINT32_MAX;
+    if (ssize_t r = set_completion(e, wr, !no_ctx && tx_wants_completion(e, flags), no_ctx,
+                                   context, kind, slot))
+        return r;
+    ssize_t r = post_send(e, wr);
+    if (r && slot != UINT32_MAX)
+        dp_of(e)->route.slots[slot].busy.store(false, std::memory_order_release);
+    return r;
 }
 
 ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, void* context,
@@ -398,11 +435,108 @@ void ep_data_init(ep* e) {
 }
 
 int ep_data_bind(ep* e, struct fid* bfid, uint64_t flags) {
-    EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: counters are not supported by evd\n");
-    return -FI_ENOSYS;
+    cntr* c = cntr_from_fid(bfid);
+    if (!c) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: not an evd counter\n");
+        return -FI_EINVAL;
+    }
+    if (cntr_domain(c) != &e->dom->fid) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: the counter belongs to another domain\n");
+        return -FI_EINVAL;
+    }
+    if (flags & (FI_REMOTE_READ | FI_REMOTE_WRITE)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind(cntr): FI_REMOTE_READ/FI_REMOTE_WRITE counters need "
+                                 "FI_RMA_EVENT, which evd does not offer (verbs reports no "
+                                 "completion for RMA it is the target of)\n");
+        return -FI_EINVAL;
+    }
+    const uint64_t ok = FI_SEND | FI_RECV | FI_READ | FI_WRITE;
+    if (!flags || (flags & ~ok)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind(cntr): flags 0x%llx: give a non-empty set of "
+                                 "FI_SEND, FI_RECV, FI_READ, FI_WRITE\n",
+                 static_cast<unsigned long long>(flags));
+        return -FI_EINVAL;
+    }
+    if (e->enabled) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind(cntr): bind counters before fi_enable\n");
+        return -FI_EOPBADSTATE;
+    }
+    struct {
+        uint64_t bit;
+        cntr** slot;
+        const char* name;
+    } dirs[] = {{FI_SEND, &e->send_cntr, "FI_SEND"},
+                {FI_RECV, &e->recv_cntr, "FI_RECV"},
+                {FI_READ, &e->read_cntr, "FI_READ"},
+                {FI_WRITE, &e->write_cntr, "FI_WRITE"}};
+    for (auto& d : dirs)
+        if ((flags & d.bit) && *d.slot) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind(cntr): a %s counter is already bound\n", d.name);
+            return -FI_EINVAL;
+        }
+    for (auto& d : dirs)
+        if (flags & d.bit) {
+            *d.slot = c;
+            cntr_bind_ref(c);
+        }
+    return 0;
+}
+
+int ep_data_enable(ep* e) {
+    bool tx = e->send_cntr || e->read_cntr || e->write_cntr;
+    bool rx = e->recv_cntr != nullptr;
+    if (!tx && !rx) return 0;
+    ep_dp* d = dp_of(e);
+    if (!d) return -FI_ENOMEM;
+    if (!d->counted) {
+        size_t n = e->info && e->info->tx_attr && e->info->tx_attr->size ? e->info->tx_attr->size
+                                                                        : 256;
+        n = std::min<size_t>(n, kMaxTxSlots);
+        d->slots.reset(new (std::nothrow) tx_slot[n]);
+        if (!d->slots) return -FI_ENOMEM;
+        d->route.slots = d->slots.get();
+        d->route.nslots = static_cast<uint32_t>(n);
+        d->route.send = e->send_cntr;
+        d->route.recv = e->recv_cntr;
+        d->route.read = e->read_cntr;
+        d->route.write = e->write_cntr;
+        d->counted = true;
+    }
+    // A direction with a counter but no CQ completes into a CQ of its own,
+    // which counter progress polls (freed with the endpoint: cq_bind_unref).
+    bool need_tx = tx && !e->tx_cq, need_rx = rx && !e->rx_cq;
+    if (need_tx || need_rx) {
+        size_t sz = 0;
+        if (need_tx) sz += e->info && e->info->tx_attr ? e->info->tx_attr->size : 256;
+        if (need_rx) sz += e->info && e->info->rx_attr ? e->info->rx_attr->size : 256;
+        cq* q = nullptr;
+        if (int r = cq_open_internal(&e->dom->fid, std::max<size_t>(sz, 1), &q)) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: internal CQ for a counter-only endpoint: %d\n", r);
+            return r;
+        }
+        if (need_tx) {
+            e->tx_cq = q;
+            cq_bind_ref(q);
+        }
+        if (need_rx) {
+            e->rx_cq = q;
+            cq_bind_ref(q);
+        }
+    }
+    return 0;
+}
+
+cntr_route* ep_data_route(ep* e) {
+    ep_dp* d = dp_of(e);
+    return d && d->counted ? &d->route : nullptr;
 }
 
 void ep_data_close(ep* e) {
+    for (cntr** k : {&e->send_cntr, &e->recv_cntr, &e->read_cntr, &e->write_cntr})
+        if (*k) {
+            cntr_bind_unref(*k);
+            *k = nullptr;
+        }
     delete static_cast<ep_dp*>(e->data_priv);
     e->data_priv = nullptr;
 }

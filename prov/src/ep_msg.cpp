@@ -162,6 +162,7 @@ int do_enable(ep* e) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: no EQ bound\n");
         return -FI_ENOEQ;
     }
+    if (int r = ep_data_enable(e)) return r;  // counters: internal CQs, send slots
     if (!e->tx_cq || !e->rx_cq) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: bind a transmit and a receive CQ first\n");
         return -FI_ENOCQ;

@@ -397,8 +397,10 @@ std::string device_mismatch(const dev_desc& d, const fi_info* h) {
         if (a->max_ep_srx_ctx > d.max_srq)
             return over("hints->domain_attr->max_ep_srx_ctx", a->max_ep_srx_ctx, d.max_srq);
         if (a->mr_cnt > d.max_mr) return over("hints->domain_attr->mr_cnt", a->mr_cnt, d.max_mr);
-        if (a->cntr_cnt > 0)  // fi_cntr_open is not implemented (fi_evd(7))
-            return over("hints->domain_attr->cntr_cnt", a->cntr_cnt, 0);
+        // counters are software objects; an endpoint counting without a CQ
+        // uses a verbs CQ of its own: bounded by the device's CQs (fi_evd(7))
+        if (a->cntr_cnt > d.max_cq)
+            return over("hints->domain_attr->cntr_cnt", a->cntr_cnt, d.max_cq);
     }
     if (h->fabric_attr && h->fabric_attr->name && fabric_name(d) != h->fabric_attr->name)
         return "hints->fabric_attr->name is '" + std::string(h->fabric_attr->name) + "', device is on '" +
@@ -527,7 +529,7 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
     dom->max_ep_rx_ctx = 1;
     dom->max_ep_stx_ctx = 0;
     dom->max_ep_srx_ctx = d.max_srq;
-    dom->cntr_cnt = 0;  // no counters yet: fi_cntr_open returns -FI_ENOSYS
+    dom->cntr_cnt = d.max_cq;  // see the filter above
     dom->mr_iov_limit = 1;
     dom->caps = w.caps & kDomainCaps;
     dom->mode = 0;

@@ -172,6 +172,7 @@ TEST(InfoFilter, LimitsComeFromTheDevice) {
         EXPECT_EQ(i->tx_attr->inject_size, d.max_inline);
         EXPECT_EQ(i->tx_attr->rma_iov_limit, 1u);
         EXPECT_EQ(i->domain_attr->cq_cnt, d.max_cq);
+        EXPECT_EQ(i->domain_attr->cntr_cnt, d.max_cq);
         EXPECT_EQ(i->domain_attr->ep_cnt, d.max_qp);
         EXPECT_EQ(i->domain_attr->tx_ctx_cnt, d.max_qp);
         EXPECT_EQ(i->domain_attr->rx_ctx_cnt, d.max_qp);
@@ -432,7 +433,9 @@ std::vector<hint_case> cases() {
         {"tx_ctx_cnt over", [](fi_info* h) { h->domain_attr->tx_ctx_cnt = 1001; }, -FI_ENODATA},
         {"rx_ctx_cnt over", [](fi_info* h) { h->domain_attr->rx_ctx_cnt = 1001; }, -FI_ENODATA},
         {"mr_cnt over", [](fi_info* h) { h->domain_attr->mr_cnt = 4001; }, -FI_ENODATA},
-        {"cntr_cnt (no counters)", [](fi_info* h) { h->domain_attr->cntr_cnt = 1; }, -FI_ENODATA},
+        {"cntr_cnt at max", [](fi_info* h) { h->domain_attr->cntr_cnt = 2000; }, 0, kAll,
+         each([](fi_info* i) { EXPECT_EQ(i->domain_attr->cntr_cnt, 2000u); })},
+        {"cntr_cnt over", [](fi_info* h) { h->domain_attr->cntr_cnt = 2001; }, -FI_ENODATA},
         {"max_ep_srx_ctx needs SRQs", [](fi_info* h) { h->domain_attr->max_ep_srx_ctx = 1; }, 0, kRoce},
         {"max_ep_tx_ctx 2", [](fi_info* h) { h->domain_attr->max_ep_tx_ctx = 2; }, -FI_ENODATA},
         {"max_ep_rx_ctx 2", [](fi_info* h) { h->domain_attr->max_ep_rx_ctx = 2; }, -FI_ENODATA},

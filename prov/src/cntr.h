@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Completion counters (fi_cntr(3)). Owned by the data path (cntr.cpp; the
+// counting itself happens where work completions are polled, in cq.cpp).
+//
+// CONTRACT between cntr.cpp, cq.cpp and ep_data.cpp:
+//  * fi_ep_bind(ep, cntr, flags) fills ep->send_cntr/recv_cntr/read_cntr/
+//    write_cntr (ep_data_bind) before fi_enable and holds cntr_bind_ref().
+//  * At fi_enable (ep_data_enable) an endpoint with a counter builds its
+//    cntr_route: the counters per operation kind and a table of send-queue
+//    slots. Every send-queue work request of such an endpoint is signaled and
+//    carries wr_id = tx_slot_wr_id(i): the slot keeps the user context, the
+//    operation kind and whether the CQ must hide its success. Receive-side
+//    completions of that QP are the ones whose wr_id is not a slot id.
+//  * cq_attach_qp() registers the route with the CQ (under the CQ's read lock)
+//    and makes the CQ a source of the route's counters; cq_detach_qp() undoes
+//    both before the endpoint frees the route.
+//  * Whoever polls a work completion from an ibv_cq (fi_cq_read, counter
+//    progress) accounts it exactly once: cntr_inc()/cntr_inc_err().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "evd.h"
+
+namespace evd {
+
+struct cntr;
+struct cq;
+
+// ------------------------------------------------------------ send-queue slots
+enum class tx_kind : uint8_t { send = 0, read, write };
+
+struct tx_slot {
+    void* context = nullptr;     // the user's context (reported by the CQ)
+    tx_kind kind = tx_kind::send;
+    bool hidden = false;         // success not shown in the CQ (selective, inject)
+    std::atomic<bool> busy{false};
+};
+
+// Largest slot table of one endpoint (the wr_id range reserved for slot ids).
+inline constexpr uint32_t kMaxTxSlots = 1u << 16;
+// Provider-private address range: a wr_id inside it is a slot id, never a
+// user context.
+extern uint8_t tx_slot_ids[kMaxTxSlots];
+inline uint64_t tx_slot_wr_id(uint32_t i) noexcept {
+    return reinterpret_cast<uintptr_t>(&tx_slot_ids[0]) + i;
+}
+inline bool is_tx_slot_wr_id(uint64_t wr_id) noexcept {
+    return wr_id - reinterpret_cast<uintptr_t>(&tx_slot_ids[0]) < kMaxTxSlots;
+}
+inline uint32_t tx_slot_index(uint64_t wr_id) noexcept {
+    return static_cast<uint32_t>(wr_id - reinterpret_cast<uintptr_t>(&tx_slot_ids[0]));
+}
+
+struct cntr_route {
+    cntr* send = nullptr;
+    cntr* recv = nullptr;
+    cntr* read = nullptr;
+    cntr* write = nullptr;
+    tx_slot* slots = nullptr;  // nslots entries (owned by the endpoint)
+    uint32_t nslots = 0;
+    std::atomic<uint32_t> next{0};
+};
+
+// ------------------------------------------------------------ counter object
+cntr* cntr_from_fid(struct fid* f);  // nullptr unless f is an evd counter
+struct fid_domain* cntr_domain(cntr* c);
+void cntr_bind_ref(cntr* c);
+void cntr_bind_unref(cntr* c);
+// One successful / failed operation (never blocks, allocates nothing).
+void cntr_inc(cntr* c) noexcept;
+void cntr_inc_err(cntr* c) noexcept;
+// The CQ `q` may hold completions counted by c: fi_cntr_read/wait poll it.
+// Counted: attaching the same CQ twice needs two deletes.
+int cntr_add_source(cntr* c, cq* q);
+void cntr_del_source(cntr* c, cq* q);
+
+// ------------------------------------------------------------ from cq.cpp
+// Pulls pending completions of q into its backlog (fi_cq_read returns them
+// later, in order), accounting each on its counters. Returns how many were
+// pulled, or a negative FI_E* code.
+int cq_progress(cq* q);
+// Arms q's completion channel (drain + ibv_req_notify_cq); returns its fd, or
+// -1 when q has no channel (opened with FI_WAIT_NONE).
+int cq_arm(cq* q);
+int cq_chan_fd(cq* q);
+// A CQ private to one endpoint (counter-only direction): opened with a
+// completion channel, freed when the last endpoint reference is dropped.
+int cq_open_internal(struct fid_domain* dom, size_t size, cq** out);
+
+// ------------------------------------------------------------ from ep_data.cpp
+struct ep;
+cntr_route* ep_data_route(ep* e);  // nullptr when the endpoint has no counter
+
+}  // namespace evd

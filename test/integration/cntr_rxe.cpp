@@ -1,0 +1,441 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Completion counters on Soft-RoCE, through the real libfabric API: a server
+// endpoint on rxe0 and a client endpoint on rxe1, connected in one process,
+// each with a send, recv, read and write counter (and CQs only where a test
+// asks for them). Counter-only endpoints, selective completion (the counter
+// counts every operation, the CQ shows only the requested ones and loses
+// none when the counter is read first), RMA counters, a bad key counted as an
+// error, and fi_cntr_wait woken by a real completion.
+// Runs inside the VM: test/vm/run-in-vm -- ./evd_integration --gtest_filter='Cntr*'
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_rma.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rxe_util.h"
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+bool have_rxe() {
+    int n = 0;
+    struct ibv_device** l = ibv_get_device_list(&n);
+    if (l) ibv_free_device_list(l);
+    return n >= 2;
+}
+
+struct fi_info* hints() {
+    struct fi_info* h = fi_allocinfo();
+    h->ep_attr->type = FI_EP_MSG;
+    h->caps = FI_MSG | FI_RMA;
+    h->mode = FI_CONTEXT | FI_RX_CQ_DATA;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    h->addr_format = FI_SOCKADDR_IN;
+    h->fabric_attr->prov_name = strdup("evd");
+    h->tx_attr->size = 64;
+    h->rx_attr->size = 64;
+    return h;
+}
+
+struct side {
+    struct fi_info* info = nullptr;
+    struct fid_domain* dom = nullptr;
+    struct fid_eq* eq = nullptr;
+    struct fid_ep* ep = nullptr;
+    struct fid_cq* tx = nullptr;  // only when the test wants one
+    struct fid_cq* rx = nullptr;
+    struct fid_cntr* send = nullptr;
+    struct fid_cntr* recv = nullptr;
+    struct fid_cntr* read = nullptr;
+    struct fid_cntr* write = nullptr;
+    std::vector<struct fid_mr*> mrs;
+};
+
+class CntrRxe : public ::testing::Test {
+protected:
+    struct fid_fabric* fab = nullptr;
+    struct fid_eq* peq = nullptr;
+    struct fid_pep* pep = nullptr;
+    struct fi_info* srv_info = nullptr;
+    side s, c;  // server (rxe0), client (rxe1)
+    bool client_cqs = true, server_cqs = true;
+    uint64_t client_tx_flags = 0;  // e.g. FI_SELECTIVE_COMPLETION
+
+    void SetUp() override {
+        if (!have_rxe()) GTEST_SKIP() << "needs rxe0/rxe1 (run inside test/vm/run-in-vm)";
+        evdtest::use_build_tree_provider();
+    }
+
+    void TearDown() override {
+        for (side* x : {&c, &s}) {
+            for (auto* mr : x->mrs) EXPECT_EQ(fi_close(&mr->fid), 0);
+            if (x->ep) { EXPECT_EQ(fi_close(&x->ep->fid), 0); }
+            for (auto* k : {x->send, x->recv, x->read, x->write})
+                if (k) { EXPECT_EQ(fi_close(&k->fid), 0); }
+            if (x->tx) { EXPECT_EQ(fi_close(&x->tx->fid), 0); }
+            if (x->rx) { EXPECT_EQ(fi_close(&x->rx->fid), 0); }
+            if (x->eq) { EXPECT_EQ(fi_close(&x->eq->fid), 0); }
+            if (x->dom) { EXPECT_EQ(fi_close(&x->dom->fid), 0); }
+            if (x->info) fi_freeinfo(x->info);
+        }
+        if (pep) { EXPECT_EQ(fi_close(&pep->fid), 0); }
+        if (peq) { EXPECT_EQ(fi_close(&peq->fid), 0); }
+        if (srv_info) fi_freeinfo(srv_info);
+        if (fab) { EXPECT_EQ(fi_close(&fab->fid), 0); }
+    }
+
+    void pump_except(struct fid_eq* except) {
+        for (struct fid_eq* q : {peq, s.eq, c.eq}) {
+            if (!q || q == except) continue;
+            struct fid* f = &q->fid;
+            (void)fi_trywait(fab, &f, 1);
+        }
+    }
+
+    int eq_wait(struct fid_eq* eq, uint32_t& event, struct fi_eq_cm_entry& ent, int ms = 20000) {
+        alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+        auto end = clk::now() + milliseconds(ms);
+        ssize_t r;
+        do {
+            pump_except(eq);
+            r = fi_eq_sread(eq, &event, buf, sizeof buf, 50, 0);
+        } while (r == -FI_EAGAIN && clk::now() < end);
+        if (r == -FI_EAVAIL) {
+            struct fi_eq_err_entry err {};
+            fi_eq_readerr(eq, &err, 0);
+            ADD_FAILURE() << "EQ error: " << fi_strerror(err.err);
+            return -err.err;
+        }
+        if (r < 0) return static_cast<int>(r);
+        memcpy(&ent, buf, sizeof ent);
+        return 0;
+    }
+
+    void open_side(side& x, struct fi_info* info, bool cqs) {
+        x.info = info;
+        ASSERT_EQ(fi_domain(fab, info, &x.dom, nullptr), 0);
+        struct fi_eq_attr ea {};
+        ea.wait_obj = FI_WAIT_UNSPEC;
+        ASSERT_EQ(fi_eq_open(fab, &ea, &x.eq, nullptr), 0);
+        ASSERT_EQ(fi_endpoint(x.dom, info, &x.ep, nullptr), 0);
+        ASSERT_EQ(fi_ep_bind(x.ep, &x.eq->fid, 0), 0);
+        if (cqs) {
+            struct fi_cq_attr ca {};
+            ca.format = FI_CQ_FORMAT_DATA;
+            ca.wait_obj = FI_WAIT_FD;
+            ca.size = 256;
+            ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.tx, nullptr), 0);
+            ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.rx, nullptr), 0);
+            ASSERT_EQ(fi_ep_bind(x.ep, &x.tx->fid, FI_TRANSMIT | (&x == &c ? client_tx_flags : 0)), 0);
+            ASSERT_EQ(fi_ep_bind(x.ep, &x.rx->fid, FI_RECV), 0);
+        }
+        struct fi_cntr_attr ka {};
+        ka.events = FI_CNTR_EVENTS_COMP;
+        ka.wait_obj = FI_WAIT_UNSPEC;
+        ASSERT_EQ(fi_cntr_open(x.dom, &ka, &x.send, nullptr), 0);
+        ASSERT_EQ(fi_cntr_open(x.dom, &ka, &x.recv, nullptr), 0);
+        ASSERT_EQ(fi_cntr_open(x.dom, &ka, &x.read, nullptr), 0);
+        ASSERT_EQ(fi_cntr_open(x.dom, &ka, &x.write, nullptr), 0);
+        EXPECT_EQ(fi_ep_bind(x.ep, &x.write->fid, FI_REMOTE_WRITE), -FI_EINVAL)
+            << "evd has no FI_RMA_EVENT";
+        ASSERT_EQ(fi_ep_bind(x.ep, &x.send->fid, FI_SEND), 0);
+        ASSERT_EQ(fi_ep_bind(x.ep, &x.recv->fid, FI_RECV), 0);
+        ASSERT_EQ(fi_ep_bind(x.ep, &x.read->fid, FI_READ), 0);
+        ASSERT_EQ(fi_ep_bind(x.ep, &x.write->fid, FI_WRITE), 0);
+        ASSERT_EQ(fi_enable(x.ep), 0);
+        EXPECT_EQ(fi_ep_bind(x.ep, &x.send->fid, FI_SEND), -FI_EOPBADSTATE)
+            << "counters are bound before fi_enable";
+        EXPECT_EQ(fi_close(&x.send->fid), -FI_EBUSY) << "bound to an open endpoint";
+    }
+
+    template <class F>
+    void connect(F before_connect) {
+        struct fi_info* h = hints();
+        ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), rxetest::env_or("EVD_VM_ADDR0", "192.0.2.1"), "0",
+                             FI_SOURCE, h, &srv_info), 0);
+        ASSERT_EQ(fi_fabric(srv_info->fabric_attr, &fab, nullptr), 0);
+        struct fi_eq_attr ea {};
+        ea.wait_obj = FI_WAIT_UNSPEC;
+        ASSERT_EQ(fi_eq_open(fab, &ea, &peq, nullptr), 0);
+        ASSERT_EQ(fi_passive_ep(fab, srv_info, &pep, nullptr), 0);
+        ASSERT_EQ(fi_pep_bind(pep, &peq->fid, 0), 0);
+        ASSERT_EQ(fi_listen(pep), 0);
+        struct sockaddr_in sin {};
+        size_t len = sizeof sin;
+        ASSERT_EQ(fi_getname(&pep->fid, &sin, &len), 0);
+        std::string port = std::to_string(ntohs(sin.sin_port));
+        struct sockaddr_in src {};
+        src.sin_family = AF_INET;
+        inet_pton(AF_INET, rxetest::env_or("EVD_VM_ADDR1", "192.0.2.2"), &src.sin_addr);
+        h->src_addr = malloc(sizeof src);
+        memcpy(h->src_addr, &src, sizeof src);
+        h->src_addrlen = sizeof src;
+        struct fi_info* ci = nullptr;
+        ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), rxetest::env_or("EVD_VM_ADDR0", "192.0.2.1"),
+                             port.c_str(), 0, h, &ci), 0);
+        fi_freeinfo(h);
+        ASSERT_NO_FATAL_FAILURE(open_side(c, ci, client_cqs));
+        ASSERT_NO_FATAL_FAILURE(before_connect(c));
+        ASSERT_EQ(fi_connect(c.ep, ci->dest_addr, nullptr, 0), 0);
+        uint32_t ev = 0;
+        struct fi_eq_cm_entry ent {};
+        ASSERT_EQ(eq_wait(peq, ev, ent), 0);
+        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNREQ));
+        ASSERT_NO_FATAL_FAILURE(open_side(s, ent.info, server_cqs));
+        ASSERT_NO_FATAL_FAILURE(before_connect(s));
+        ASSERT_EQ(fi_accept(s.ep, nullptr, 0), 0);
+        ASSERT_EQ(eq_wait(s.eq, ev, ent), 0);
+        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNECTED));
+        ASSERT_EQ(eq_wait(c.eq, ev, ent), 0);
+        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNECTED));
+    }
+    void connect() {
+        connect([](side&) {});
+    }
+
+    struct fid_mr* reg(side& x, void* buf, size_t len, uint64_t access) {
+        struct fid_mr* mr = nullptr;
+        EXPECT_EQ(fi_mr_reg(x.dom, buf, len, access, 0, 0, 0, &mr, nullptr), 0);
+        if (mr) x.mrs.push_back(mr);
+        return mr;
+    }
+
+    // Posts with `post` until it is not -FI_EAGAIN; the counter read is the
+    // only progress (the send queue drains only while completions are polled).
+    template <class P>
+    static ssize_t retry(P post, struct fid_cntr* progress) {
+        auto end = clk::now() + std::chrono::seconds(20);
+        ssize_t r;
+        while ((r = post()) == -FI_EAGAIN && clk::now() < end) (void)fi_cntr_read(progress);
+        return r;
+    }
+
+    // All CQ entries readable within ms (stops at the first empty read after
+    // something was seen, or at an error).
+    static std::vector<struct fi_cq_data_entry> drain(struct fid_cq* cq, size_t want, int ms = 10000) {
+        std::vector<struct fi_cq_data_entry> out;
+        auto end = clk::now() + milliseconds(ms);
+        while (out.size() < want && clk::now() < end) {
+            struct fi_cq_data_entry e[16];
+            ssize_t n = fi_cq_read(cq, e, 16);
+            if (n > 0)
+                out.insert(out.end(), e, e + n);
+            else if (n != -FI_EAGAIN)
+                break;
+        }
+        return out;
+    }
+};
+
+TEST_F(CntrRxe, CounterOnlyEndpointsCountSendsAndReceives) {
+    client_cqs = server_cqs = false;
+    constexpr size_t kMsgs = 40;  // below the receive depth (64)
+    std::vector<uint8_t> rb(kMsgs * 64), sb(64);
+    ASSERT_NO_FATAL_FAILURE(connect([&](side& x) {
+        if (&x != &s) return;
+        struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
+        for (size_t i = 0; i < kMsgs; ++i)
+            ASSERT_EQ(fi_recv(s.ep, &rb[i * 64], 64, fi_mr_desc(rm), 0, nullptr), 0) << i;
+    }));
+    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    for (size_t i = 0; i < kMsgs; ++i) {
+        memset(sb.data(), static_cast<int>(i + 1), 64);
+        if (i % 2) {  // fi_inject: no completion of any kind, still counted
+            ASSERT_EQ(retry([&] { return fi_inject(c.ep, sb.data(), 16, 0); }, c.send), 0) << i;
+        } else {
+            ASSERT_EQ(retry([&] { return fi_send(c.ep, sb.data(), 64, fi_mr_desc(sm), 0, nullptr); },
+                            c.send), 0) << i;
+            // a buffer the NIC reads later must not change before completion
+            ASSERT_EQ(fi_cntr_wait(c.send, i + 1, 10000), 0) << i;
+        }
+    }
+    EXPECT_EQ(fi_cntr_wait(c.send, kMsgs, 10000), 0);
+    EXPECT_EQ(fi_cntr_wait(s.recv, kMsgs, 10000), 0);
+    EXPECT_EQ(fi_cntr_read(c.send), kMsgs);
+    EXPECT_EQ(fi_cntr_read(s.recv), kMsgs);
+    EXPECT_EQ(fi_cntr_readerr(c.send), 0u);
+    EXPECT_EQ(fi_cntr_readerr(s.recv), 0u);
+    EXPECT_EQ(fi_cntr_read(c.recv), 0u);
+    EXPECT_EQ(fi_cntr_read(s.send), 0u);
+    EXPECT_EQ(fi_cntr_read(c.write), 0u);
+    for (size_t i = 0; i < kMsgs; ++i)
+        EXPECT_EQ(rb[i * 64], static_cast<uint8_t>(i + 1)) << "message " << i << " in order";
+}
+
+TEST_F(CntrRxe, SelectiveCompletionCountsEveryOpAndLosesNoCqEntry) {
+    client_tx_flags = FI_SELECTIVE_COMPLETION;
+    constexpr size_t kMsgs = 48;
+    std::vector<int> rctx(kMsgs), sctx(kMsgs);
+    std::vector<uint8_t> rb(kMsgs * 32), sb(32);
+    ASSERT_NO_FATAL_FAILURE(connect([&](side& x) {
+        if (&x != &s) return;
+        struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
+        for (size_t i = 0; i < kMsgs; ++i)
+            ASSERT_EQ(fi_recv(s.ep, &rb[i * 32], 32, fi_mr_desc(rm), 0, &rctx[i]), 0) << i;
+    }));
+    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    size_t want_tx = 0;
+    for (size_t i = 0; i < kMsgs; ++i) {
+        struct iovec iov = {sb.data(), 8};
+        void* d = fi_mr_desc(sm);
+        struct fi_msg m {};
+        m.msg_iov = &iov;
+        m.desc = &d;
+        m.iov_count = 1;
+        m.context = &sctx[i];
+        bool comp = i % 5 == 0;
+        if (i % 3 == 2) {  // fi_inject never completes in the CQ
+            ASSERT_EQ(retry([&] { return fi_inject(c.ep, sb.data(), 8, 0); }, c.send), 0) << i;
+        } else {
+            ASSERT_EQ(retry([&] { return fi_sendmsg(c.ep, &m, comp ? FI_COMPLETION : 0); }, c.send),
+                      0) << i;
+            want_tx += comp;
+        }
+    }
+    // the application reads the counters first ...
+    ASSERT_EQ(fi_cntr_wait(c.send, kMsgs, 20000), 0);
+    ASSERT_EQ(fi_cntr_wait(s.recv, kMsgs, 20000), 0);
+    EXPECT_EQ(fi_cntr_read(c.send), kMsgs) << "every send counted, with or without completion";
+    EXPECT_EQ(fi_cntr_readerr(c.send), 0u);
+    // ... and the CQs later: everything they must show is still there, in order
+    auto tx = drain(c.tx, want_tx);
+    ASSERT_EQ(tx.size(), want_tx);
+    size_t k = 0;
+    for (size_t i = 0; i < kMsgs; ++i) {
+        if (i % 5 != 0 || i % 3 == 2) continue;
+        ASSERT_LT(k, tx.size());
+        EXPECT_EQ(tx[k].op_context, &sctx[i]) << "tx completion " << k;
+        EXPECT_EQ(tx[k].flags & (FI_SEND | FI_MSG), FI_SEND | FI_MSG);
+        ++k;
+    }
+    struct fi_cq_data_entry e {};
+    EXPECT_EQ(fi_cq_read(c.tx, &e, 1), -FI_EAGAIN) << "no completion for unrequested sends";
+    auto rx = drain(s.rx, kMsgs);
+    ASSERT_EQ(rx.size(), kMsgs);
+    for (size_t i = 0; i < kMsgs; ++i) {
+        EXPECT_EQ(rx[i].op_context, &rctx[i]) << "rx completion " << i;
+        EXPECT_EQ(rx[i].len, 8u);
+    }
+    EXPECT_EQ(fi_cq_read(s.rx, &e, 1), -FI_EAGAIN);
+}
+
+TEST_F(CntrRxe, RmaReadAndWriteCounters) {
+    constexpr size_t kOps = 12, kLen = 4096;
+    std::vector<uint8_t> local(kLen), remote(kLen * kOps), back(kLen * kOps);
+    ASSERT_NO_FATAL_FAILURE(connect());
+    struct fid_mr* lm = reg(c, local.data(), local.size(), FI_WRITE);
+    struct fid_mr* bm = reg(c, back.data(), back.size(), FI_READ);
+    struct fid_mr* rm = reg(s, remote.data(), remote.size(), FI_REMOTE_WRITE | FI_REMOTE_READ);
+    uint64_t key = fi_mr_key(rm);
+    uintptr_t raddr = reinterpret_cast<uintptr_t>(remote.data());
+    std::vector<int> ctx(2 * kOps);
+    for (size_t i = 0; i < kOps; ++i) {
+        memset(local.data(), static_cast<int>(0x30 + i), kLen);
+        ASSERT_EQ(retry([&] { return fi_write(c.ep, local.data(), kLen, fi_mr_desc(lm), 0,
+                                              raddr + i * kLen, key, &ctx[i]); }, c.write), 0);
+        ASSERT_EQ(fi_cntr_wait(c.write, i + 1, 10000), 0) << i;  // local buffer reused
+    }
+    for (size_t i = 0; i < kOps; ++i)
+        ASSERT_EQ(retry([&] { return fi_read(c.ep, &back[i * kLen], kLen, fi_mr_desc(bm), 0,
+                                             raddr + i * kLen, key, &ctx[kOps + i]); }, c.read), 0);
+    ASSERT_EQ(fi_cntr_wait(c.read, kOps, 10000), 0);
+    EXPECT_EQ(fi_cntr_read(c.write), kOps);
+    EXPECT_EQ(fi_cntr_read(c.read), kOps);
+    EXPECT_EQ(fi_cntr_read(c.send), 0u) << "RMA is not counted as a send";
+    EXPECT_EQ(fi_cntr_readerr(c.read) + fi_cntr_readerr(c.write), 0u);
+    for (size_t i = 0; i < kOps; ++i) {
+        EXPECT_EQ(remote[i * kLen], static_cast<uint8_t>(0x30 + i)) << i;
+        EXPECT_EQ(back[i * kLen + kLen - 1], static_cast<uint8_t>(0x30 + i)) << i;
+    }
+    EXPECT_EQ(fi_cntr_read(s.recv) + fi_cntr_read(s.write) + fi_cntr_read(s.read), 0u)
+        << "the target of RMA counts nothing (no FI_RMA_EVENT)";
+    // the CQ still reports every operation, in order (the counters pulled them first)
+    auto cq = drain(c.tx, 2 * kOps);
+    ASSERT_EQ(cq.size(), 2 * kOps);
+    for (size_t i = 0; i < 2 * kOps; ++i) {
+        EXPECT_EQ(cq[i].op_context, &ctx[i]) << i;
+        EXPECT_EQ(cq[i].flags, (i < kOps ? FI_WRITE : FI_READ) | FI_RMA) << i;
+    }
+}
+
+TEST_F(CntrRxe, BadKeyIncrementsTheErrorCount) {
+    client_cqs = false;  // counter-only: the error is found by counter progress
+    ASSERT_NO_FATAL_FAILURE(connect());
+    std::vector<uint8_t> lb(1024), target(1024);
+    struct fid_mr* lm = reg(c, lb.data(), lb.size(), FI_WRITE);
+    struct fid_mr* tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+    ASSERT_EQ(fi_write(c.ep, lb.data(), lb.size(), fi_mr_desc(lm), 0,
+                       reinterpret_cast<uintptr_t>(target.data()), fi_mr_key(tm) ^ 0x5a5a00, nullptr),
+              0);
+    EXPECT_EQ(fi_cntr_wait(c.write, 1, 10000), -FI_EAVAIL) << "an error unblocks the waiter";
+    EXPECT_EQ(fi_cntr_readerr(c.write), 1u);
+    EXPECT_EQ(fi_cntr_read(c.write), 0u);
+    EXPECT_EQ(fi_cntr_readerr(c.send), 0u) << "only the write counter";
+    EXPECT_EQ(fi_cntr_wait(c.write, 1, 100), -FI_ETIMEDOUT) << "no error change since the call";
+    // the endpoint is in error: its terminal event arrives on its EQ
+    bool terminal = false;
+    auto end = clk::now() + std::chrono::seconds(5);
+    while (!terminal && clk::now() < end) {
+        uint32_t ev;
+        uint8_t buf[512];
+        ssize_t r = fi_eq_read(c.eq, &ev, buf, sizeof buf, 0);
+        if (r == -FI_EAVAIL) {
+            struct fi_eq_err_entry ee {};
+            ASSERT_GT(fi_eq_readerr(c.eq, &ee, 0), 0);
+            EXPECT_EQ(ee.fid, &c.ep->fid);
+            terminal = true;
+        } else if (r > 0 && ev == FI_SHUTDOWN) {
+            terminal = true;
+        } else {
+            (void)fi_cntr_read(c.write);
+            std::this_thread::sleep_for(milliseconds(20));
+        }
+    }
+    EXPECT_TRUE(terminal);
+}
+
+TEST_F(CntrRxe, WaitWakesOnARealCompletion) {
+    std::vector<uint8_t> rb(64), sb(64, 7);
+    ASSERT_NO_FATAL_FAILURE(connect([&](side& x) {
+        if (&x != &s) return;
+        struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
+        ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, nullptr), 0);
+    }));
+    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    std::atomic<int> rc{1};
+    clk::time_point woke;
+    std::thread waiter([&] {
+        rc = fi_cntr_wait(s.recv, 1, 20000);
+        woke = clk::now();
+    });
+    std::this_thread::sleep_for(milliseconds(300));
+    EXPECT_EQ(rc.load(), 1) << "returned before anything arrived";
+    auto sent = clk::now();
+    ASSERT_EQ(fi_send(c.ep, sb.data(), sb.size(), fi_mr_desc(sm), 0, nullptr), 0);
+    waiter.join();
+    EXPECT_EQ(rc.load(), 0);
+    auto ms = std::chrono::duration_cast<milliseconds>(woke - sent).count();
+    EXPECT_LT(ms, 5000) << "woken by the completion, not by the timeout";
+    EXPECT_EQ(rb[0], 7);
+    RecordProperty("wake_ms", static_cast<int>(ms));
+    printf("fi_cntr_wait woke %lld ms after fi_send\n", static_cast<long long>(ms));
+    struct fi_cq_data_entry e[2];
+    auto rx = drain(s.rx, 1);
+    EXPECT_EQ(rx.size(), 1u) << "the completion the counter pulled is still in the CQ";
+    EXPECT_EQ(fi_cq_read(s.rx, e, 2), -FI_EAGAIN);
+    EXPECT_EQ(fi_cntr_wait(c.send, 1, 10000), 0);
+}
+
+}  // namespace
