@@ -7,15 +7,22 @@
 // fi_cntr_wait make progress on their own: they pull the sources' pending
 // completions into the CQs' backlogs (nothing is lost for fi_cq_read).
 //
-// Waiting: an epoll fd (FI_GETWAIT) holds an eventfd (written when the value
-// changes while somebody waits, e.g. fi_cntr_add from another thread) and the
-// completion channel fd of every source that has one.
+// Waiting: an epoll fd (FI_GETWAIT) holds the completion channel fd of every
+// source that has one, and an eventfd written on every change once FI_GETWAIT
+// exported the fd. Each thread in fi_cntr_wait polls that epoll fd (poll(2)
+// wakes every poller, epoll_wait only one) and an eventfd of its own, written
+// on every change while it waits (fi_cntr_add from another thread, or
+// completions counted by another thread), so no waiter's wake-up can be
+// consumed by another.
 #include "cntr.h"
 
 #include <fcntl.h>
 #include <sys/epoll.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <chrono>
 #include <cstring>
@@ -62,10 +69,12 @@ struct cntr {
     std::atomic<uint64_t> value{0};
     std::atomic<uint64_t> err{0};
     std::atomic<int> waiters{0};        // threads in fi_cntr_wait
-    std::atomic<bool> fd_exported{false};  // FI_GETWAIT was called: always signal
+    std::atomic<bool> fd_exported{false};  // FI_GETWAIT was called: signal signal_fd
 
-    fd_owner signal_fd;  // eventfd: the value changed while somebody waits
+    fd_owner signal_fd;  // eventfd: the value changed (after FI_GETWAIT)
     fd_owner wait_fd;    // epoll: signal_fd + source channel fds
+    std::mutex wmu;      // the eventfds of the threads in fi_cntr_wait
+    std::vector<int> wfds;
 
     std::mutex mu;  // sources; serializes progress of this counter
     std::vector<source> sources;
@@ -79,12 +88,25 @@ cntr* cntr_of(struct fid_cntr* f) {
     return from_fid<cntr>(f);
 }
 
+void post(int fd) noexcept {
+    uint64_t one = 1;
+    ssize_t r = ::write(fd, &one, sizeof one);
+    (void)r;  // EAGAIN: the eventfd is already readable
+}
+
+// After every change of value or err. Costs an atomic load unless somebody
+// waits (or the wait fd was exported).
 void wake(cntr* c) noexcept {
     if (c->signal_fd.fd < 0) return;
-    if (!c->waiters.load() && !c->fd_exported.load(std::memory_order_relaxed)) return;
-    uint64_t one = 1;
-    ssize_t r = ::write(c->signal_fd.fd, &one, sizeof one);
-    (void)r;  // EAGAIN: the eventfd is already readable
+    if (c->fd_exported.load(std::memory_order_relaxed)) post(c->signal_fd.fd);
+    if (!c->waiters.load()) return;
+    std::lock_guard<std::mutex> g(c->wmu);
+    for (int fd : c->wfds) post(fd);
+}
+
+bool drain_fd(int fd) {
+    uint64_t v;
+    return ::read(fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v);
 }
 
 bool drain_signal(cntr* c) {
@@ -163,11 +185,24 @@ int do_wait(cntr* c, uint64_t threshold, int timeout) {
     using clock = std::chrono::steady_clock;
     const auto deadline = clock::now() + std::chrono::milliseconds(timeout < 0 ? 0 : timeout);
     const uint64_t err0 = c->err.load();
+    fd_owner mine;
+    mine.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (mine.fd < 0) return -errno;
+    {
+        std::lock_guard<std::mutex> g(c->wmu);
+        c->wfds.push_back(mine.fd);
+    }
+    // registered before counted: a waker that sees waiters > 0 finds our fd
     c->waiters.fetch_add(1);
     struct leave {
         cntr* c;
-        ~leave() { c->waiters.fetch_sub(1); }
-    } lv{c};
+        int fd;
+        ~leave() {
+            c->waiters.fetch_sub(1);
+            std::lock_guard<std::mutex> g(c->wmu);
+            std::erase(c->wfds, fd);
+        }
+    } lv{c, mine.fd};
     for (;;) {
         progress(c);
         if (c->value.load() >= threshold) return 0;
@@ -184,18 +219,17 @@ int do_wait(cntr* c, uint64_t threshold, int timeout) {
             if (left <= 0) return -FI_ETIMEDOUT;
             wait_ms = static_cast<int>(left);
         }
-        // A source without a channel cannot wake us: poll it every ms. With
-        // several waiters one may consume the other's wake-up: re-check often.
-        int slice = !all_waitable ? 1 : (c->waiters.load() > 1 ? 20 : -1);
-        if (slice >= 0 && (wait_ms < 0 || wait_ms > slice)) wait_ms = slice;
-        struct epoll_event evs[8];
-        int r = epoll_wait(c->wait_fd.fd, evs, 8, wait_ms);
+        // a source without a channel cannot wake us: poll it every ms
+        if (!all_waitable && (wait_ms < 0 || wait_ms > 1)) wait_ms = 1;
+        struct pollfd p[2] = {{mine.fd, POLLIN, 0}, {c->wait_fd.fd, POLLIN, 0}};
+        int r = ::poll(p, 2, wait_ms);
         if (r < 0 && errno != EINTR) {
             int e = errno;
-            EVD_WARN(FI_LOG_CNTR, "fi_cntr_wait: epoll_wait: %s\n", strerror(e));
+            EVD_WARN(FI_LOG_CNTR, "fi_cntr_wait: poll: %s\n", strerror(e));
             return -e;
         }
-        drain_signal(c);
+        if (p[0].revents & POLLIN) drain_fd(mine.fd);
+        drain_signal(c);  // else an exported, signalled fd keeps poll() returning
     }
 }
 
@@ -399,6 +433,7 @@ int cntr_open(struct fid_domain* dom_fid, struct fi_cntr_attr* attr, struct fid_
             return -FI_ENOSYS;
         }
         c->sources.reserve(4);
+        c->wfds.reserve(8);
         if (c->wait_obj != FI_WAIT_NONE) {
             c->signal_fd.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
             if (c->signal_fd.fd < 0) return -errno;

@@ -31,10 +31,12 @@ struct cq;
 // ------------------------------------------------------------ send-queue slots
 enum class tx_kind : uint8_t { send = 0, read, write };
 
+// Written by the poster, read by whoever polls the completion: the device is
+// what orders the two, so the fields are (relaxed) atomics.
 struct tx_slot {
-    void* context = nullptr;     // the user's context (reported by the CQ)
-    tx_kind kind = tx_kind::send;
-    bool hidden = false;         // success not shown in the CQ (selective, inject)
+    std::atomic<void*> context{nullptr};  // the user's context (reported by the CQ)
+    std::atomic<tx_kind> kind{tx_kind::send};
+    std::atomic<bool> hidden{false};      // success not shown in the CQ (selective, inject)
     std::atomic<bool> busy{false};
 };
 

@@ -217,8 +217,11 @@ bool acct(cq* c, struct ibv_wc& wc) {
         uint32_t i = tx_slot_index(wc.wr_id);
         if (!r || i >= r->nslots) return false;
         tx_slot& s = r->slots[i];
-        cntr* k = s.kind == tx_kind::send ? r->send : s.kind == tx_kind::read ? r->read : r->write;
-        wc.wr_id = s.hidden ? wr_id_suppressed() : reinterpret_cast<uintptr_t>(s.context);
+        const tx_kind kd = s.kind.load(std::memory_order_relaxed);
+        cntr* k = kd == tx_kind::send ? r->send : kd == tx_kind::read ? r->read : r->write;
+        wc.wr_id = s.hidden.load(std::memory_order_relaxed)
+                       ? wr_id_suppressed()
+                       : reinterpret_cast<uintptr_t>(s.context.load(std::memory_order_relaxed));
         s.busy.store(false, std::memory_order_release);
         if (k) ok ? cntr_inc(k) : cntr_inc_err(k);
         return true;

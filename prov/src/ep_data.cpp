@@ -64,9 +64,9 @@ ssize_t set_completion(ep* e, struct ibv_send_wr& wr, bool comp, bool no_ctx, vo
         if (r.slots[i].busy.exchange(true, std::memory_order_acquire))
             return -FI_EAGAIN;  // its completion was not polled yet
         tx_slot& s = r.slots[i];
-        s.context = context;
-        s.kind = kind;
-        s.hidden = !comp || no_ctx;
+        s.context.store(context, std::memory_order_relaxed);
+        s.kind.store(kind, std::memory_order_relaxed);
+        s.hidden.store(!comp || no_ctx, std::memory_order_relaxed);
         wr.send_flags |= IBV_SEND_SIGNALED;
         wr.wr_id = tx_slot_wr_id(i);
         slot_out = i;
