@@ -21,6 +21,14 @@ namespace {
 
 using namespace std::chrono;
 
+// A foreign object with the fid first and room behind it: evd reads its tag
+// (where an evd object keeps it) before trusting it.
+template <class Fid>
+struct foreign {
+    Fid f{};
+    uint8_t pad[512] = {};
+};
+
 class Cntr : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -86,8 +94,9 @@ TEST_F(Cntr, AttrValidation) {
     a = {};
     EXPECT_EQ(evd::cntr_open(nullptr, &a, &c, nullptr), -FI_EINVAL);
     EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, nullptr, nullptr), -FI_EINVAL);
-    struct fid_domain not_evd {};
-    EXPECT_EQ(evd::cntr_open(&not_evd, &a, &c, nullptr), -FI_EINVAL);
+    foreign<struct fid_domain> not_evd;
+    not_evd.f.fid.fclass = FI_CLASS_DOMAIN;
+    EXPECT_EQ(evd::cntr_open(&not_evd.f, &a, &c, nullptr), -FI_EINVAL);
     EXPECT_EQ(dom_.refs.n.load(), 0);
 }
 
@@ -119,9 +128,9 @@ TEST_F(Cntr, InternalIncrementsCountOne) {
     evd::cntr_inc_err(k);
     EXPECT_EQ(fi_cntr_read(c), 2u);
     EXPECT_EQ(fi_cntr_readerr(c), 1u);
-    struct fid not_cntr {};
-    not_cntr.fclass = FI_CLASS_CNTR;
-    EXPECT_EQ(evd::cntr_from_fid(&not_cntr), nullptr) << "the tag must be checked, not only fclass";
+    foreign<struct fid> not_cntr;
+    not_cntr.f.fclass = FI_CLASS_CNTR;
+    EXPECT_EQ(evd::cntr_from_fid(&not_cntr.f), nullptr) << "the tag must be checked, not only fclass";
 }
 
 TEST_F(Cntr, WaitOnWaitNoneIsInvalid) {
@@ -302,13 +311,13 @@ TEST_F(CntrBind, RejectsForeignObjectsAndLateBinding) {
     struct fid_cntr* c = open_ok(FI_WAIT_NONE);
     evd::domain other;
     other.fid.fid.fclass = FI_CLASS_DOMAIN;
-    struct fid_cntr* foreign = nullptr;
-    ASSERT_EQ(evd::cntr_open(&other.fid, nullptr, &foreign, nullptr), 0);
-    EXPECT_EQ(evd::ep_data_bind(&ep_, &foreign->fid, FI_SEND), -FI_EINVAL) << "other domain";
-    EXPECT_EQ(fi_close(&foreign->fid), 0);
-    struct fid bogus {};
-    bogus.fclass = FI_CLASS_CNTR;
-    EXPECT_EQ(evd::ep_data_bind(&ep_, &bogus, FI_SEND), -FI_EINVAL);
+    struct fid_cntr* other_cntr = nullptr;
+    ASSERT_EQ(evd::cntr_open(&other.fid, nullptr, &other_cntr, nullptr), 0);
+    EXPECT_EQ(evd::ep_data_bind(&ep_, &other_cntr->fid, FI_SEND), -FI_EINVAL) << "other domain";
+    EXPECT_EQ(fi_close(&other_cntr->fid), 0);
+    foreign<struct fid> bogus;
+    bogus.f.fclass = FI_CLASS_CNTR;
+    EXPECT_EQ(evd::ep_data_bind(&ep_, &bogus.f, FI_SEND), -FI_EINVAL);
     ep_.enabled = true;
     EXPECT_EQ(evd::ep_data_bind(&ep_, &c->fid, FI_SEND), -FI_EOPBADSTATE);
     ep_.enabled = false;
