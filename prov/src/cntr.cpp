@@ -185,9 +185,13 @@ int do_wait(cntr* c, uint64_t threshold, int timeout) {
     using clock = std::chrono::steady_clock;
     const auto deadline = clock::now() + std::chrono::milliseconds(timeout < 0 ? 0 : timeout);
     const uint64_t err0 = c->err.load();
-    fd_owner mine;
-    mine.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (mine.fd < 0) return -errno;
+    // one eventfd per waiting thread, kept for the thread's later waits (a
+    // stale signal in it only costs one more look at the counter)
+    thread_local fd_owner mine;
+    if (mine.fd < 0) {
+        mine.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (mine.fd < 0) return -errno;
+    }
     {
         std::lock_guard<std::mutex> g(c->wmu);
         c->wfds.push_back(mine.fd);
