@@ -68,6 +68,10 @@ struct cntr {
 
     std::atomic<uint64_t> value{0};
     std::atomic<uint64_t> err{0};
+    // what the application last saw (read/readerr/wait): fi_trywait answers
+    // -FI_EAGAIN while there is something newer
+    std::atomic<uint64_t> seen_value{0};
+    std::atomic<uint64_t> seen_err{0};
     std::atomic<int> waiters{0};        // threads in fi_cntr_wait
     std::atomic<bool> fd_exported{false};  // FI_GETWAIT was called: signal signal_fd
 
@@ -136,7 +140,9 @@ uint64_t cntr_read(struct fid_cntr* f) {
         cntr* c = cntr_of(f);
         if (!c) return 0;
         progress(c);
-        return c->value.load(std::memory_order_acquire);
+        uint64_t v = c->value.load(std::memory_order_acquire);
+        c->seen_value.store(v, std::memory_order_relaxed);
+        return v;
     });
 }
 
@@ -145,7 +151,9 @@ uint64_t cntr_readerr(struct fid_cntr* f) {
         cntr* c = cntr_of(f);
         if (!c) return 0;
         progress(c);
-        return c->err.load(std::memory_order_acquire);
+        uint64_t e = c->err.load(std::memory_order_acquire);
+        c->seen_err.store(e, std::memory_order_relaxed);
+        return e;
     });
 }
 
@@ -207,14 +215,26 @@ int do_wait(cntr* c, uint64_t threshold, int timeout) {
             std::erase(c->wfds, fd);
         }
     } lv{c, mine.fd};
+    // the caller sees the value (0) or the error change (-FI_EAVAIL)
+    auto done = [&]() -> int {
+        uint64_t v = c->value.load();
+        if (v >= threshold) {
+            c->seen_value.store(v, std::memory_order_relaxed);
+            return 0;
+        }
+        uint64_t e = c->err.load();
+        if (e != err0) {
+            c->seen_err.store(e, std::memory_order_relaxed);
+            return -FI_EAVAIL;
+        }
+        return 1;
+    };
     for (;;) {
         progress(c);
-        if (c->value.load() >= threshold) return 0;
-        if (c->err.load() != err0) return -FI_EAVAIL;
+        if (int r = done(); r <= 0) return r;
         bool all_waitable = arm(c);
         progress(c);  // completions that raced the arm
-        if (c->value.load() >= threshold) return 0;
-        if (c->err.load() != err0) return -FI_EAVAIL;
+        if (int r = done(); r <= 0) return r;
         int wait_ms = -1;
         if (timeout >= 0) {
             auto left =
@@ -250,18 +270,21 @@ int cntr_wait(struct fid_cntr* f, uint64_t threshold, int timeout) {
     });
 }
 
-// fi_trywait: 0 when the wait fd may be slept on (sources armed, nothing
-// pulled), -FI_EAGAIN when the counter changed since the last look.
+// fi_trywait: 0 when the wait fd may be slept on (sources armed, the
+// application has seen the current values), -FI_EAGAIN when the counter
+// changed since the application last read it (or a source cannot wake the fd).
 int do_trywait(cntr* c) {
     if (c->wait_obj == FI_WAIT_NONE) return -FI_EINVAL;
-    bool changed = drain_signal(c);
+    drain_signal(c);
+    bool changed = false;
     if (!arm(c)) {
         EVD_DBG(FI_LOG_CNTR, "fi_trywait(cntr): a source CQ has no wait object\n");
         changed = true;
     }
-    uint64_t v = c->value.load(), e = c->err.load();
     progress(c);
-    if (c->value.load() != v || c->err.load() != e) changed = true;
+    if (c->value.load() != c->seen_value.load(std::memory_order_relaxed) ||
+        c->err.load() != c->seen_err.load(std::memory_order_relaxed))
+        changed = true;
     return changed ? -FI_EAGAIN : 0;
 }
 

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_rma.h>
@@ -436,6 +437,41 @@ TEST_F(CntrRxe, WaitWakesOnARealCompletion) {
     EXPECT_EQ(rx.size(), 1u) << "the completion the counter pulled is still in the CQ";
     EXPECT_EQ(fi_cq_read(s.rx, e, 2), -FI_EAGAIN);
     EXPECT_EQ(fi_cntr_wait(c.send, 1, 10000), 0);
+}
+
+}  // namespace
+
+namespace {
+
+// The FI_GETWAIT fd with fi_trywait (as fabtests -c fd use it): trywait arms
+// the sources and says 0 while nothing is pending; the fd then becomes
+// readable when a real completion arrives, and trywait answers -FI_EAGAIN.
+TEST_F(CntrRxe, TrywaitThenWaitFdWakesOnACompletion) {
+    std::vector<uint8_t> rb(64), sb(64, 9);
+    ASSERT_NO_FATAL_FAILURE(connect([&](side& x) {
+        if (&x != &s) return;
+        struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
+        ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, nullptr), 0);
+    }));
+    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    int fd = -1;
+    ASSERT_EQ(fi_control(&s.recv->fid, FI_GETWAIT, &fd), 0);
+    ASSERT_GE(fd, 0);
+    struct fid* f = &s.recv->fid;
+    int tw = fi_trywait(fab, &f, 1);
+    if (tw == -FI_EAGAIN) tw = fi_trywait(fab, &f, 1);  // connection setup may have signalled
+    ASSERT_EQ(tw, 0) << fi_strerror(-tw);
+    struct pollfd p = {fd, POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 200), 0) << "readable with nothing pending";
+    ASSERT_EQ(fi_send(c.ep, sb.data(), sb.size(), fi_mr_desc(sm), 0, nullptr), 0);
+    auto t0 = clk::now();
+    ASSERT_EQ(::poll(&p, 1, 10000), 1) << "the completion did not make the fd readable";
+    auto ms = std::chrono::duration_cast<milliseconds>(clk::now() - t0).count();
+    EXPECT_LT(ms, 5000);
+    EXPECT_EQ(fi_trywait(fab, &f, 1), -FI_EAGAIN) << "something to read";
+    EXPECT_EQ(fi_cntr_read(s.recv), 1u);
+    EXPECT_EQ(rb[0], 9);
+    EXPECT_EQ(fi_trywait(fab, &f, 1), 0) << "all seen: safe to sleep again";
 }
 
 }  // namespace

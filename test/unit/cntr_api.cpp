@@ -227,9 +227,19 @@ TEST_F(Cntr, GetWaitFdBecomesReadableOnAdd) {
     ASSERT_EQ(fi_cntr_add(c, 1), 0);
     EXPECT_EQ(::poll(&p, 1, 1000), 1);
     EXPECT_EQ(f->ops->control(f, evd::kCtrlTrywait, nullptr), -FI_EAGAIN)
-        << "the counter changed since the last look";
+        << "the counter changed since the application last read it";
+    EXPECT_EQ(f->ops->control(f, evd::kCtrlTrywait, nullptr), -FI_EAGAIN) << "still unread";
+    EXPECT_EQ(::poll(&p, 1, 0), 0) << "trywait consumed the signal";
+    EXPECT_EQ(fi_cntr_read(c), 1u);
+    EXPECT_EQ(f->ops->control(f, evd::kCtrlTrywait, nullptr), 0) << "seen: safe to sleep";
+    ASSERT_EQ(fi_cntr_adderr(c, 1), 0);
+    EXPECT_EQ(::poll(&p, 1, 1000), 1) << "an error change signals too";
+    EXPECT_EQ(f->ops->control(f, evd::kCtrlTrywait, nullptr), -FI_EAGAIN);
+    EXPECT_EQ(fi_cntr_readerr(c), 1u);
     EXPECT_EQ(f->ops->control(f, evd::kCtrlTrywait, nullptr), 0);
-    EXPECT_EQ(::poll(&p, 1, 0), 0);
+    ASSERT_EQ(fi_cntr_add(c, 1), 0);
+    EXPECT_EQ(fi_cntr_wait(c, 2, 1000), 0);
+    EXPECT_EQ(f->ops->control(f, evd::kCtrlTrywait, nullptr), 0) << "fi_cntr_wait saw it";
 }
 
 TEST_F(Cntr, UnknownControlIsEnosys) {
