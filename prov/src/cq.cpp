@@ -3,9 +3,13 @@
 //
 // fi_cq_read polls the ibv_cq straight into the user's format. A work
 // completion in error stops the read: it and whatever was polled after it in
-// the same batch wait in a small ring (raw ibv_wc, fixed size) so ordering is
-// kept; read answers -FI_EAVAIL while an error is at the head, readerr pops it.
-// The ring only fills when it is empty, so it never holds more than one batch.
+// the same batch wait in a ring (raw ibv_wc) so ordering is kept; read
+// answers -FI_EAVAIL while an error is at the head, readerr pops it.
+// Counter progress (cntr.cpp) also pulls completions into that ring, so it
+// is allocated at fi_cq_open with the CQ's size plus one batch; fi_cq_read
+// returns what the ring holds before polling the ibv_cq again.
+// Every completion polled, by whoever polls it, is accounted once on its
+// endpoint's counters (acct(), cntr.h).
 #include "cq.h"
 #include "cntr.h"
 
