@@ -384,22 +384,22 @@ int cntr_add_source(cntr* c, cq* q) {
             }
         int fd = cq_chan_fd(q);
         c->sources.push_back({q, 1, -1});
-        if (fd < 0) {
+        // a source without fd in the epoll set (no channel, or a counter
+        // without wait object) counts as unwaitable: waits poll it
+        if (fd < 0 || c->wait_fd.fd < 0) {
             ++c->unwaitable;
             return 0;
         }
-        if (c->wait_fd.fd >= 0) {
-            struct epoll_event ev {};
-            ev.events = EPOLLIN;
-            ev.data.fd = fd;
-            if (epoll_ctl(c->wait_fd.fd, EPOLL_CTL_ADD, fd, &ev)) {
-                int e = errno;
-                EVD_WARN(FI_LOG_CNTR, "counter: epoll_ctl(ADD cq channel): %s\n", strerror(e));
-                ++c->unwaitable;  // still counted; waits poll it
-                return 0;
-            }
-            c->sources.back().fd = fd;
+        struct epoll_event ev {};
+        ev.events = EPOLLIN;
+        ev.data.fd = fd;
+        if (epoll_ctl(c->wait_fd.fd, EPOLL_CTL_ADD, fd, &ev)) {
+            int e = errno;
+            EVD_WARN(FI_LOG_CNTR, "counter: epoll_ctl(ADD cq channel): %s\n", strerror(e));
+            ++c->unwaitable;  // still counted; waits poll it
+            return 0;
         }
+        c->sources.back().fd = fd;
         return 0;
     });
 }
