@@ -193,6 +193,7 @@ public:
         fi_close(&sep_->fid);
         note(kClose, t1, clk::now());
         cep_ = sep_ = nullptr;
+        pp_primed_ = false;
         drain(scq_);
         drain(ccq_);
         if (!s_down) fprintf(stderr, "%s: no FI_SHUTDOWN on the server side\n", prov_);
@@ -273,12 +274,13 @@ public:
         return s_down == k;
     }
 
+    // Ping-pongs on the kept connection; callable repeatedly (run_round
+    // alternates chunks between providers). The first call primes the
+    // client's receive and warms up. lat_us: this call's half round trip.
     bool pingpong(int iters, double& lat_us) {
         const size_t n = 8;
         void* cd = fi_mr_desc(cmr_);
         void* sd = fi_mr_desc(smr_);
-        // one receive posted on each side ahead of every message
-        CHECK(fi_recv(cep_, cbuf_.data() + 4096, 4096, cd, 0, nullptr));
         auto run = [&](int count) -> bool {
             for (int i = 0; i < count; ++i) {
                 if (!post_retry([&] { return fi_send(cep_, cbuf_.data(), n, cd, 0, nullptr); })) return false;
@@ -291,7 +293,12 @@ public:
             }
             return true;
         };
-        if (!run(std::min(iters / 10 + 1, 200))) return false;  // warm-up
+        if (!pp_primed_) {
+            // one receive posted on each side ahead of every message
+            CHECK(fi_recv(cep_, cbuf_.data() + 4096, 4096, cd, 0, nullptr));
+            pp_primed_ = true;
+            if (!run(std::min(iters / 10 + 1, 200))) return false;  // warm-up
+        }
         auto t0 = clk::now();
         if (!run(iters)) return false;
         lat_us = us_since(t0) / iters / 2;
@@ -367,6 +374,7 @@ private:
     std::vector<char> sbuf_, cbuf_;
     size_t buf_size_ = 0;
     int srecv_slot_ = 0;
+    bool pp_primed_ = false;  // pingpong's client receive is posted
 
     struct fi_info* hints() {
         struct fi_info* h = fi_allocinfo();
@@ -509,8 +517,8 @@ int g_burst = 0;  // -c K: also K connections at once
 // that the host's load (the guest is emulated on a shared machine) falls on
 // both alike; conn/s is cycles over the summed cycle times of that provider.
 // Then each provider's burst, latency and bandwidth in turn.
-std::vector<result> run_round(const std::vector<std::string>& names, int conns, int iters,
-                              int bw_msgs) {
+std::vector<result> run_round(const std::vector<std::string>& names, int round, int conns,
+                              int iters, int bw_msgs) {
     std::vector<result> rs(names.size());
     std::vector<std::unique_ptr<bench>> bs;
     std::vector<std::vector<double>> lat(names.size());
@@ -535,7 +543,9 @@ std::vector<result> run_round(const std::vector<std::string>& names, int conns, 
             lat[k].push_back(us);
         }
     }
-    for (size_t k = 0; k < names.size(); ++k) {
+    // bursts one provider after the other, the order flipped every round
+    for (size_t j = 0; j < names.size(); ++j) {
+        size_t k = round % 2 ? names.size() - 1 - j : j;
         result& r = rs[k];
         bench& b = *bs[k];
         if (!alive[k]) continue;
@@ -548,16 +558,44 @@ std::vector<result> run_round(const std::vector<std::string>& names, int conns, 
             std::vector<double> bl;
             if (!b.burst(g_burst, r.burst_rate, bl)) {
                 fprintf(stderr, "%s: burst of %d connections failed\n", r.prov.c_str(), g_burst);
+                alive[k] = false;
                 continue;
             }
             r.burst_p50 = pct(bl, 50);
             r.burst_p99 = pct(bl, 99);
         }
         double us = 0;
-        if (!b.connect_once(us, true)) continue;
-        if (!b.pingpong(iters, r.lat_us)) continue;
-        if (!b.bandwidth(bw_msgs, r.bw_mbs)) continue;
-        b.teardown();
+        if (!b.connect_once(us, true)) alive[k] = false;
+    }
+    // Latency and bandwidth on one kept connection per provider, in chunks
+    // that alternate between the providers (like the cycles above): the
+    // result is the provider's total time over its chunks.
+    const int chunks = 8;
+    std::vector<double> pp_us(names.size(), 0.0), bw_s(names.size(), 0.0);
+    for (int c = 0; c < chunks; ++c) {
+        for (size_t k = 0; k < names.size(); ++k) {
+            if (!alive[k]) continue;
+            int it = iters / chunks + (c < iters % chunks ? 1 : 0);
+            int ms = bw_msgs / chunks + (c < bw_msgs % chunks ? 1 : 0);
+            double lat = 0, mbs = 0;
+            if (it > 0 && !bs[k]->pingpong(it, lat)) {
+                alive[k] = false;
+                continue;
+            }
+            pp_us[k] += lat * 2 * it;
+            if (ms > 0 && !bs[k]->bandwidth(ms, mbs)) {
+                alive[k] = false;
+                continue;
+            }
+            if (ms > 0) bw_s[k] += static_cast<double>(ms) * 64 * 1024 / (mbs * 1e6);
+        }
+    }
+    for (size_t k = 0; k < names.size(); ++k) {
+        result& r = rs[k];
+        if (!alive[k] || r.conns == 0) continue;
+        r.lat_us = pp_us[k] / iters / 2;
+        r.bw_mbs = static_cast<double>(bw_msgs) * 64 * 1024 / bw_s[k] / 1e6;
+        bs[k]->teardown();
         r.ok = true;
     }
     return rs;
@@ -620,7 +658,7 @@ int main(int argc, char** argv) {
            "bw 64K (MB/s)");
     bool all = true;
     for (int round = 0; round < rounds; ++round) {
-        std::vector<result> rr = run_round(names, conns, iters, bw);
+        std::vector<result> rr = run_round(names, round, conns, iters, bw);
         for (size_t k = 0; k < names.size(); ++k) {
             const result& r = rr[k];
             if (!r.ok) all = false;
