@@ -30,13 +30,6 @@ namespace {
 using clk = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-bool have_rxe() {
-    int n = 0;
-    struct ibv_device** l = ibv_get_device_list(&n);
-    if (l) ibv_free_device_list(l);
-    return n >= 2;
-}
-
 struct fi_info* hints() {
     struct fi_info* h = fi_allocinfo();
     h->ep_attr->type = FI_EP_MSG;
@@ -75,7 +68,7 @@ protected:
     uint64_t client_tx_flags = 0;  // e.g. FI_SELECTIVE_COMPLETION
 
     void SetUp() override {
-        if (!have_rxe()) GTEST_SKIP() << "needs rxe0/rxe1 (run inside test/vm/run-in-vm)";
+        if (!rxetest::have_two_devices()) GTEST_SKIP() << "needs rxe0/rxe1 (run inside test/vm/run-in-vm)";
         evdtest::use_build_tree_provider();
     }
 
@@ -97,31 +90,8 @@ protected:
         if (fab) { EXPECT_EQ(fi_close(&fab->fid), 0); }
     }
 
-    void pump_except(struct fid_eq* except) {
-        for (struct fid_eq* q : {peq, s.eq, c.eq}) {
-            if (!q || q == except) continue;
-            struct fid* f = &q->fid;
-            (void)fi_trywait(fab, &f, 1);
-        }
-    }
-
     int eq_wait(struct fid_eq* eq, uint32_t& event, struct fi_eq_cm_entry& ent, int ms = 20000) {
-        alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
-        auto end = clk::now() + milliseconds(ms);
-        ssize_t r;
-        do {
-            pump_except(eq);
-            r = fi_eq_sread(eq, &event, buf, sizeof buf, 50, 0);
-        } while (r == -FI_EAGAIN && clk::now() < end);
-        if (r == -FI_EAVAIL) {
-            struct fi_eq_err_entry err {};
-            fi_eq_readerr(eq, &err, 0);
-            ADD_FAILURE() << "EQ error: " << fi_strerror(err.err);
-            return -err.err;
-        }
-        if (r < 0) return static_cast<int>(r);
-        memcpy(&ent, buf, sizeof ent);
-        return 0;
+        return rxetest::eq_wait(fab, {peq, s.eq, c.eq}, eq, event, ent, ms);
     }
 
     void open_side(side& x, struct fi_info* info, bool cqs) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "../unit/common.h"
+#include "rxe_util.h"
 
 namespace {
 
@@ -36,13 +37,6 @@ const char* addr0() {
 const char* addr1() {
     const char* a = getenv("EVD_VM_ADDR1");
     return a ? a : "192.0.2.2";
-}
-
-bool have_rxe() {
-    int n = 0;
-    struct ibv_device** l = ibv_get_device_list(&n);
-    if (l) ibv_free_device_list(l);
-    return n >= 2;
 }
 
 struct fi_info* base_hints() {
@@ -100,7 +94,7 @@ protected:
     enum fi_wait_obj cq_wait = FI_WAIT_FD;
 
     void SetUp() override {
-        if (!have_rxe()) GTEST_SKIP() << "needs rxe0/rxe1 (run inside test/vm/run-in-vm)";
+        if (!rxetest::have_two_devices()) GTEST_SKIP() << "needs rxe0/rxe1 (run inside test/vm/run-in-vm)";
         evdtest::use_build_tree_provider();
     }
 
@@ -120,34 +114,9 @@ protected:
         if (fab) { EXPECT_EQ(fi_close(&fab->fid), 0); }
     }
 
-    // Connection events advance when their EQ is read: while waiting on one
-    // EQ, the others are progressed with fi_trywait (as a threaded app would).
-    void pump_except(struct fid_eq* except) {
-        for (struct fid_eq* q : {peq, s.eq, c.eq}) {
-            if (!q || q == except) continue;
-            struct fid* f = &q->fid;
-            (void)fi_trywait(fab, &f, 1);
-        }
-    }
-
-    // Waits for one EQ event; returns 0 or a negative error.
+    // Waits for one EQ event, progressing the other EQs (rxe_util.h).
     int eq_wait(struct fid_eq* eq, uint32_t& event, struct fi_eq_cm_entry& ent, int ms = 20000) {
-        alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
-        auto end = clk::now() + std::chrono::milliseconds(ms);
-        ssize_t r;
-        do {
-            pump_except(eq);
-            r = fi_eq_sread(eq, &event, buf, sizeof buf, 50, 0);
-        } while (r == -FI_EAGAIN && clk::now() < end);
-        if (r == -FI_EAVAIL) {
-            struct fi_eq_err_entry err {};
-            fi_eq_readerr(eq, &err, 0);
-            ADD_FAILURE() << "EQ error: " << fi_strerror(err.err) << " prov_errno " << err.prov_errno;
-            return -err.err;
-        }
-        if (r < 0) return static_cast<int>(r);
-        memcpy(&ent, buf, sizeof ent);
-        return 0;
+        return rxetest::eq_wait(fab, {peq, s.eq, c.eq}, eq, event, ent, ms);
     }
 
     void open_side(side& x, struct fi_info* info) {

@@ -6,11 +6,16 @@
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <rdma/fabric.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 
 #include "../unit/common.h"
@@ -72,6 +77,48 @@ inline struct fi_info* client_info(const std::string& port, const char* dest = n
     fi_freeinfo(h);
     EXPECT_EQ(ret, 0) << fi_strerror(-ret);
     return ret ? nullptr : info;
+}
+
+// rxe0 and rxe1 are both there (the suites that need two devices skip otherwise).
+inline bool have_two_devices() {
+    int n = 0;
+    struct ibv_device** l = ibv_get_device_list(&n);
+    if (l) ibv_free_device_list(l);
+    return n >= 2;
+}
+
+// Connection events advance when their EQ is read: while a test waits on one
+// EQ, the others are progressed with fi_trywait (as a threaded app would).
+inline void pump_eqs(struct fid_fabric* fab, std::initializer_list<struct fid_eq*> eqs,
+                     struct fid_eq* except) {
+    for (struct fid_eq* q : eqs) {
+        if (!q || q == except) continue;
+        struct fid* f = &q->fid;
+        (void)fi_trywait(fab, &f, 1);
+    }
+}
+
+// Waits up to `ms` for one event on `eq`, pumping the other EQs in between;
+// 0 with event/ent filled, or a negative error (an error record is a test
+// failure and returns -err).
+inline int eq_wait(struct fid_fabric* fab, std::initializer_list<struct fid_eq*> eqs,
+                   struct fid_eq* eq, uint32_t& event, struct fi_eq_cm_entry& ent, int ms) {
+    alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    ssize_t r;
+    do {
+        pump_eqs(fab, eqs, eq);
+        r = fi_eq_sread(eq, &event, buf, sizeof buf, 50, 0);
+    } while (r == -FI_EAGAIN && std::chrono::steady_clock::now() < end);
+    if (r == -FI_EAVAIL) {
+        struct fi_eq_err_entry err {};
+        fi_eq_readerr(eq, &err, 0);
+        ADD_FAILURE() << "EQ error: " << fi_strerror(err.err) << " prov_errno " << err.prov_errno;
+        return -err.err;
+    }
+    if (r < 0) return static_cast<int>(r);
+    std::memcpy(&ent, buf, sizeof ent);
+    return 0;
 }
 
 }  // namespace rxetest
