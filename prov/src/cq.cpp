@@ -198,7 +198,8 @@ void emit(const cq* c, const struct ibv_wc& wc, char* out) {
 }
 
 void ring_push(cq* c, const struct ibv_wc& wc) {
-    // never overflows: the ring is only refilled when empty, from one batch
+    // never overflows: the read path refills it only when empty, from one
+    // batch; counter progress (cq_progress) stops when it is full
     c->ring[(c->ring_head + c->ring_count) % c->ring_cap] = wc;
     ++c->ring_count;
 }
@@ -240,6 +241,21 @@ struct fatal_note {
     int status;
 };
 
+// Every completion polled from the ibv_cq goes through here once, under
+// c->mu: it is counted (acct) and false means nobody is shown it (a slot of
+// an endpoint that is gone, a hidden success, a hidden request flushed).
+// Errors that leave the QP in error are noted for the endpoint's terminal
+// event, delivered by the caller once c->mu is dropped (deliver_fatal).
+bool admit(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) {
+    if (!acct(c, wc)) return false;
+    if (wc.status == IBV_WC_SUCCESS) return wc.wr_id != wr_id_suppressed();
+    // flushed internal work requests are nobody's business
+    if (wc.wr_id == wr_id_suppressed() && wc.status == IBV_WC_WR_FLUSH_ERR) return false;
+    const wc_row* r = wc_lookup(wc.status);
+    if ((!r || r->qp_fatal) && nnotes < kBatch) notes[nnotes++] = {wc.qp_num, wc.status};
+    return true;
+}
+
 // Polls one batch of at most `want` completions. Successes go to out (up to
 // `want`), the first error and everything after it to the ring. Fatal errors
 // are noted for the terminal event (delivered after the read lock is dropped).
@@ -255,19 +271,12 @@ int poll_batch(cq* c, char*& out, size_t want, fatal_note* notes, size_t& nnotes
     bool stashing = false;
     for (int i = 0; i < got; ++i) {
         struct ibv_wc& wc = wcs[i];
-        if (!acct(c, wc)) continue;
-        if (wc.status != IBV_WC_SUCCESS) {
-            // flushed internal work requests are nobody's business
-            if (wc.wr_id == wr_id_suppressed() && wc.status == IBV_WC_WR_FLUSH_ERR) continue;
-            const wc_row* r = wc_lookup(wc.status);
-            if ((!r || r->qp_fatal) && nnotes < kBatch) notes[nnotes++] = {wc.qp_num, wc.status};
-            stashing = true;
-        }
+        if (!admit(c, wc, notes, nnotes)) continue;
+        if (wc.status != IBV_WC_SUCCESS) stashing = true;
         if (stashing) {
             ring_push(c, wc);
             continue;
         }
-        if (wc.wr_id == wr_id_suppressed()) continue;
         emit(c, wc, out);
         out += c->entry_size;
         ++written;
@@ -366,20 +375,8 @@ ssize_t cq_readerr(struct fid_cq* f, struct fi_cq_err_entry* buf, uint64_t flags
                 // look for an error the user has not been told about yet
                 struct ibv_wc wcs[kBatch];
                 int got = ibv_poll_cq(c->ibcq, static_cast<int>(kBatch), wcs);
-                for (int i = 0; i < got; ++i) {
-                    if (!acct(c, wcs[i])) continue;
-                    if (wcs[i].status != IBV_WC_SUCCESS) {
-                        if (wcs[i].wr_id == wr_id_suppressed() &&
-                            wcs[i].status == IBV_WC_WR_FLUSH_ERR)
-                            continue;
-                        const wc_row* r = wc_lookup(wcs[i].status);
-                        if ((!r || r->qp_fatal) && nnotes < kBatch)
-                            notes[nnotes++] = {wcs[i].qp_num, wcs[i].status};
-                    } else if (wcs[i].wr_id == wr_id_suppressed()) {
-                        continue;
-                    }
-                    ring_push(c, wcs[i]);
-                }
+                for (int i = 0; i < got; ++i)
+                    if (admit(c, wcs[i], notes, nnotes)) ring_push(c, wcs[i]);
             }
             if (c->ring_count && c->ring[c->ring_head].status != IBV_WC_SUCCESS) {
                 wc = c->ring[c->ring_head];
@@ -680,18 +677,9 @@ int cq_progress(cq* c) {
                 break;
             }
             for (int i = 0; i < got; ++i) {
-                struct ibv_wc& wc = wcs[i];
-                if (!acct(c, wc)) continue;
-                if (wc.status != IBV_WC_SUCCESS) {
-                    if (wc.wr_id == wr_id_suppressed() && wc.status == IBV_WC_WR_FLUSH_ERR)
-                        continue;
-                    const wc_row* r = wc_lookup(wc.status);
-                    if ((!r || r->qp_fatal) && nnotes < kBatch) notes[nnotes++] = {wc.qp_num, wc.status};
-                } else if (wc.wr_id == wr_id_suppressed()) {
-                    continue;
-                }
+                if (!admit(c, wcs[i], notes, nnotes)) continue;
                 if (c->internal) continue;  // nobody reads it: counted is all
-                ring_push(c, wc);
+                ring_push(c, wcs[i]);
                 ++pushed;
             }
             pulled += got;
