@@ -56,9 +56,14 @@ ep_dp* dp_of(ep* e) { return static_cast<ep_dp*>(e->data_priv); }
 //  With counters bound (slot mode) every request is signaled: the counter
 //  counts it, the CQ hides it unless the user asked for a completion.
 ssize_t set_completion(ep* e, struct ibv_send_wr& wr, bool comp, bool no_ctx, void* context,
-                       tx_kind kind, uint32_t& slot_out) {
+                       uint32_t& slot_out) {
     ep_dp* dp = dp_of(e);
     if (dp && dp->counted) {
+        const tx_kind kind = wr.opcode == IBV_WR_RDMA_READ ? tx_kind::read
+                             : (wr.opcode == IBV_WR_RDMA_WRITE ||
+                                wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
+                                 ? tx_kind::write
+                                 : tx_kind::send;
         cntr_route& r = dp->route;
         uint32_t i = r.next.fetch_add(1, std::memory_order_relaxed) % r.nslots;
         if (r.slots[i].busy.exchange(true, std::memory_order_acquire))
@@ -198,12 +203,9 @@ ssize_t do_sq(ep* e, enum ibv_wr_opcode op, const struct iovec* iov, void* const
         wr.wr.rdma.remote_addr = raddr;
         wr.wr.rdma.rkey = static_cast<uint32_t>(rkey);
     }
-    tx_kind kind = op == IBV_WR_RDMA_READ ? tx_kind::read
-                   : (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM) ? tx_kind::write
-                                                                                    : tx_kind::send;
     uint32_t slot = UINT32_MAX;
     if (ssize_t r = set_completion(e, wr, !no_ctx && tx_wants_completion(e, flags), no_ctx,
-                                   context, kind, slot))
+                                   context, slot))
         return r;
     ssize_t r = post_send(e, wr);
     if (r && slot != UINT32_MAX)
