@@ -729,20 +729,22 @@ int cq_trywait(cq* c) {
         drain_backlog(c);
         if (ibv_req_notify_cq(c->ibcq, 0)) return -FI_EIO;
     }
-    std::lock_guard<std::mutex> g(c->mu);
-    if (c->ring_count) return -FI_EAGAIN;
-    // peek: anything polled now waits in the ring for the next read
-    struct ibv_wc wcs[kBatch];
-    int got = ibv_poll_cq(c->ibcq, static_cast<int>(kBatch), wcs);
+    fatal_note notes[kBatch] = {};  // (zeroed: g++ cannot see nnotes guards it)
+    size_t nnotes = 0;
     int kept = 0;
-    for (int i = 0; i < got; ++i) {
-        if (!acct(c, wcs[i])) continue;
-        if (wcs[i].wr_id == wr_id_suppressed() &&
-            (wcs[i].status == IBV_WC_SUCCESS || wcs[i].status == IBV_WC_WR_FLUSH_ERR))
-            continue;
-        ring_push(c, wcs[i]);
-        ++kept;
+    {
+        std::lock_guard<std::mutex> g(c->mu);
+        if (c->ring_count) return -FI_EAGAIN;
+        // peek: anything polled now waits in the ring for the next read
+        struct ibv_wc wcs[kBatch];
+        int got = ibv_poll_cq(c->ibcq, static_cast<int>(kBatch), wcs);
+        for (int i = 0; i < got; ++i) {
+            if (!admit(c, wcs[i], notes, nnotes)) continue;
+            ring_push(c, wcs[i]);
+            ++kept;
+        }
     }
+    deliver_fatal(c, notes, nnotes);
     return kept ? -FI_EAGAIN : 0;
 }
 
