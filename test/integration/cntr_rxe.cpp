@@ -134,29 +134,10 @@ protected:
     template <class F>
     void connect(F before_connect) {
         struct fi_info* h = hints();
-        ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), rxetest::env_or("EVD_VM_ADDR0", "192.0.2.1"), "0",
-                             FI_SOURCE, h, &srv_info), 0);
-        ASSERT_EQ(fi_fabric(srv_info->fabric_attr, &fab, nullptr), 0);
-        struct fi_eq_attr ea {};
-        ea.wait_obj = FI_WAIT_UNSPEC;
-        ASSERT_EQ(fi_eq_open(fab, &ea, &peq, nullptr), 0);
-        ASSERT_EQ(fi_passive_ep(fab, srv_info, &pep, nullptr), 0);
-        ASSERT_EQ(fi_pep_bind(pep, &peq->fid, 0), 0);
-        ASSERT_EQ(fi_listen(pep), 0);
-        struct sockaddr_in sin {};
-        size_t len = sizeof sin;
-        ASSERT_EQ(fi_getname(&pep->fid, &sin, &len), 0);
-        std::string port = std::to_string(ntohs(sin.sin_port));
-        struct sockaddr_in src {};
-        src.sin_family = AF_INET;
-        inet_pton(AF_INET, rxetest::env_or("EVD_VM_ADDR1", "192.0.2.2"), &src.sin_addr);
-        h->src_addr = malloc(sizeof src);
-        memcpy(h->src_addr, &src, sizeof src);
-        h->src_addrlen = sizeof src;
-        struct fi_info* ci = nullptr;
-        ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), rxetest::env_or("EVD_VM_ADDR0", "192.0.2.1"),
-                             port.c_str(), 0, h, &ci), 0);
+        ASSERT_NO_FATAL_FAILURE(rxetest::listen_on_rxe0(h, &srv_info, &fab, &peq, &pep));
+        struct fi_info* ci = rxetest::client_info_for(h, pep);
         fi_freeinfo(h);
+        ASSERT_NE(ci, nullptr);
         ASSERT_NO_FATAL_FAILURE(open_side(c, ci, client_cqs));
         ASSERT_NO_FATAL_FAILURE(before_connect(c));
         ASSERT_EQ(fi_connect(c.ep, ci->dest_addr, nullptr, 0), 0);

@@ -9,6 +9,9 @@
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
 #include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
@@ -74,6 +77,43 @@ inline struct fi_info* client_info(const std::string& port, const char* dest = n
     struct fi_info* info = nullptr;
     int ret = fi_getinfo(FI_VERSION(1, 17), dest ? dest : env_or("EVD_VM_ADDR0", "192.0.2.1"),
                          port.c_str(), 0, h, &info);
+    fi_freeinfo(h);
+    EXPECT_EQ(ret, 0) << fi_strerror(-ret);
+    return ret ? nullptr : info;
+}
+
+// Opens the fabric of `hints`' rxe0 answer, an EQ and a passive endpoint
+// listening on rxe0 (EVD_VM_ADDR0, an ephemeral port); the caller closes them.
+inline void listen_on_rxe0(struct fi_info* hints, struct fi_info** srv, struct fid_fabric** fab,
+                           struct fid_eq** peq, struct fid_pep** pep) {
+    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), env_or("EVD_VM_ADDR0", "192.0.2.1"), "0", FI_SOURCE,
+                         hints, srv), 0);
+    ASSERT_EQ(fi_fabric((*srv)->fabric_attr, fab, nullptr), 0);
+    struct fi_eq_attr ea {};
+    ea.wait_obj = FI_WAIT_UNSPEC;
+    ASSERT_EQ(fi_eq_open(*fab, &ea, peq, nullptr), 0);
+    ASSERT_EQ(fi_passive_ep(*fab, *srv, pep, nullptr), 0);
+    ASSERT_EQ(fi_pep_bind(*pep, &(*peq)->fid, 0), 0);
+    ASSERT_EQ(fi_listen(*pep), 0);
+}
+
+// fi_getinfo for `hints` from rxe1 (EVD_VM_ADDR1) to the port `pep` listens
+// on at rxe0; nullptr (with a test failure) if there is none.
+inline struct fi_info* client_info_for(const struct fi_info* hints, struct fid_pep* pep) {
+    struct sockaddr_in sin {};
+    size_t len = sizeof sin;
+    EXPECT_EQ(fi_getname(&pep->fid, &sin, &len), 0);
+    std::string port = std::to_string(ntohs(sin.sin_port));
+    struct fi_info* h = fi_dupinfo(hints);
+    auto* src = static_cast<struct sockaddr_in*>(calloc(1, sizeof(struct sockaddr_in)));
+    src->sin_family = AF_INET;
+    inet_pton(AF_INET, env_or("EVD_VM_ADDR1", "192.0.2.2"), &src->sin_addr);
+    free(h->src_addr);
+    h->src_addr = src;
+    h->src_addrlen = sizeof(*src);
+    struct fi_info* info = nullptr;
+    int ret = fi_getinfo(FI_VERSION(1, 17), env_or("EVD_VM_ADDR0", "192.0.2.1"), port.c_str(), 0,
+                         h, &info);
     fi_freeinfo(h);
     EXPECT_EQ(ret, 0) << fi_strerror(-ret);
     return ret ? nullptr : info;
