@@ -23,7 +23,7 @@ namespace {
 
 constexpr cm_row kRows[] = {
     {RDMA_CM_EVENT_ADDR_RESOLVED, "RDMA_CM_EVENT_ADDR_RESOLVED", cm_outcome::resolve_route, 0, 0,
-     false, "fi_connect continues inside evd: rdma_resolve_route (FI_EVD_CM_TIMEOUT ms)."},
+     false, "fi_connect continues inside evd: the endpoint's QP is handed to the now bound id (an address on another device than the domain's is error FI_EINVAL), then rdma_resolve_route (FI_EVD_CM_TIMEOUT ms)."},
     {RDMA_CM_EVENT_ADDR_ERROR, "RDMA_CM_EVENT_ADDR_ERROR", cm_outcome::error, 0, FI_EADDRNOTAVAIL,
      true, "The destination address could not be resolved to an RDMA device and path "
            "(nobody has it, no ARP/ND answer): error FI_EADDRNOTAVAIL."},

@@ -126,6 +126,7 @@ struct ep {
     connreq* creq = nullptr;              // adopted FI_CONNREQ handle (passive side)
     bool from_connreq = false;            // opened from an FI_CONNREQ info (fi_accept ok)
     bool keep_src_port = false;           // opened from a pep handle: connect from its port
+    bool name_set = false;                // fi_setname: bind to exactly that address
     std::atomic<bool> gone{false};        // that request ended before fi_accept
     std::atomic<eq*> eq_bound{nullptr};
     uint64_t eq_flags = 0;                // flags of fi_ep_bind(ep, eq, flags)
@@ -139,7 +140,10 @@ struct ep {
     size_t conn_data_len = 0;
     std::mutex mu;                        // serializes CM calls on this ep
 
-    // --- QP (created by the CM half, used by the data path)
+    // --- QP (created by the CM half, used by the data path). An active
+    // endpoint's QP is made at fi_enable on the domain's PD and handed to
+    // its id (id->qp) once address resolution bound the id to a device;
+    // until then id->qp is null and the QP belongs to evd alone.
     struct ibv_qp* qp = nullptr;
     std::atomic<bool> qp_ready{false};
 

@@ -53,8 +53,10 @@ bool route_source(const struct sockaddr* dst, struct sockaddr_storage* out) {
     return ok;
 }
 
-// Binds an active endpoint's id to its source address so that id->verbs is
-// known (and the QP can be created) before any rdma_cm round trip.
+// Binds an active endpoint's id to its source address now, for the cases
+// that need the address itself before fi_connect: fi_setname, an endpoint
+// that reuses its pep's port, fi_getname after fi_enable. Otherwise the id
+// is bound by rdma_resolve_addr (see create_qp).
 int bind_source(ep* e, const struct sockaddr* dst) {
     if (e->id->verbs) return 0;
     struct sockaddr_storage src = {};
@@ -85,12 +87,34 @@ uint32_t clamp_u32(size_t v, uint32_t lo, uint32_t hi) {
     return static_cast<uint32_t>(v);
 }
 
-// Creates the RC QP on e->id (device known, CQs bound). Caller holds e->mu.
+// Moves a QP evd made itself from RESET to INIT, so that receives can be
+// posted before the connection exists. The port and P_Key index are
+// placeholders: librdmacm moves the QP through INIT again with the values
+// address resolution chose (INIT->INIT may change both) before RTR.
+int init_own_qp(struct ibv_qp* qp) {
+    struct ibv_qp_attr at = {};
+    at.qp_state = IBV_QPS_INIT;
+    at.pkey_index = 0;
+    at.port_num = 1;
+    at.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+    int rc = ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                         IBV_QP_ACCESS_FLAGS);
+    if (rc) EVD_WARN(FI_LOG_EP_CTRL, "ibv_modify_qp(INIT): %s\n", strerror(rc));
+    return rc;
+}
+
+// Creates the RC QP (CQs bound). Caller holds e->mu.
+//  - An id already on a device (a connection request, an endpoint bound by
+//    fi_setname or to its pep's port): rdma_create_qp, which also applies
+//    the peer's ECE from the request.
+//  - An active endpoint not yet bound: the QP is made on the domain's PD
+//    and given to the id at ADDR_RESOLVED (ep_cm_event). This spares the
+//    two address queries and rdma_cm's INIT query that binding first costs.
 int create_qp(ep* e) {
     if (e->qp) return 0;
-    if (!e->id || !e->id->verbs) return -FI_EOPBADSTATE;
+    if (!e->id) return -FI_EOPBADSTATE;
     domain* d = e->dom;
-    if (e->id->verbs != d->dev->verbs) {
+    if (e->id->verbs && e->id->verbs != d->dev->verbs) {
         EVD_WARN(FI_LOG_EP_CTRL,
                  "endpoint address is on device %s but its domain is %s\n",
                  ibv_get_device_name(e->id->verbs->device), d->dev->name.c_str());
@@ -119,15 +143,31 @@ int create_qp(ep* e) {
         EVD_WARN(FI_LOG_EP_CTRL, "endpoint needs a transmit and a receive CQ bound\n");
         return -FI_ENOCQ;
     }
-    if (rdma_create_qp(e->id, d->pd, &a)) {
-        int err = errno;
+    auto fail = [&](int err, const char* what) {
         EVD_WARN(FI_LOG_EP_CTRL,
-                 "rdma_create_qp(send_wr %u recv_wr %u send_sge %u recv_sge %u inline %u): %s\n",
+                 "%s(send_wr %u recv_wr %u send_sge %u recv_sge %u inline %u): %s\n", what,
                  a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge, a.cap.max_recv_sge,
                  a.cap.max_inline_data, strerror(err));
         return fi_err(err);
+    };
+    struct ibv_qp* qp = nullptr;
+    if (e->id->verbs) {
+        if (rdma_create_qp(e->id, d->pd, &a)) return fail(errno, "rdma_create_qp");
+        qp = e->id->qp;
+    } else {
+        qp = ibv_create_qp(d->pd, &a);
+        if (!qp) return fail(errno, "ibv_create_qp");
+        if (int rc = init_own_qp(qp)) {
+            ibv_destroy_qp(qp);
+            return fi_err(rc);
+        }
+        // What rdma_create_qp would tell rdma_cm about the QP: its ECE
+        // (a device without ECE answers EOPNOTSUPP or vendor 0: nothing to say).
+        struct ibv_ece ece = {};
+        if (ibv_query_ece(qp, &ece) == 0 && ece.vendor_id && rdma_set_local_ece(e->id, &ece))
+            EVD_INFO(FI_LOG_EP_CTRL, "rdma_set_local_ece: %s\n", strerror(errno));
     }
-    e->qp = e->id->qp;
+    e->qp = qp;
     async_target t;
     t.fid = &e->fid.fid;
     t.context = e->fid.fid.context;
@@ -167,12 +207,11 @@ int do_enable(ep* e) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: bind a transmit and a receive CQ first\n");
         return -FI_ENOCQ;
     }
-    int ret = bind_source(e, static_cast<const struct sockaddr*>(e->info->dest_addr));
-    if (ret) return ret;
-    if (e->id->verbs) {
-        ret = create_qp(e);
+    if (e->keep_src_port || e->name_set) {
+        int ret = bind_source(e, static_cast<const struct sockaddr*>(e->info->dest_addr));
         if (ret) return ret;
     }
+    if (int ret = create_qp(e)) return ret;
     e->enabled = true;
     return 0;
 }
@@ -213,7 +252,10 @@ int ep_close(struct fid* f) {
         }
         ep_data_close(e);
         e->qp_ready.store(false);
-        if (e->qp) rdma_destroy_qp(e->id);
+        if (e->qp && e->id && e->id->qp == e->qp)
+            rdma_destroy_qp(e->id);
+        else if (e->qp)
+            ibv_destroy_qp(e->qp);  // never handed to the id
         e->qp = nullptr;
         if (e->id) rdma_destroy_id(e->id);
         e->id = nullptr;
@@ -416,6 +458,7 @@ int ep_setname(fid_t f, void* addr, size_t addrlen) {
         std::free(e->info->src_addr);
         e->info->src_addr = p;
         e->info->src_addrlen = n;
+        e->name_set = true;
         return 0;
     });
 }
@@ -425,6 +468,13 @@ int ep_getname(fid_t f, void* addr, size_t* addrlen) {
         ep* e = ep_from_fid(f);
         if (!e || !addrlen) return -FI_EINVAL;
         std::lock_guard lk(e->mu);
+        // an enabled endpoint has a local address (and port) to tell: take it
+        // now if fi_connect has not yet
+        if (e->enabled && e->id && !e->id->verbs && state_of(e) == ep_state::idle &&
+            !e->terminal.load()) {
+            if (int ret = bind_source(e, static_cast<const struct sockaddr*>(e->info->dest_addr)))
+                return ret;
+        }
         if (e->id && e->id->verbs)
             return cm_copy_addr(rdma_get_local_addr(e->id), addr, addrlen);
         return cm_copy_addr(static_cast<const struct sockaddr*>(e->info->src_addr), addr,
@@ -481,16 +531,26 @@ int ep_connect(struct fid_ep* f, const void* addr, const void* param, size_t par
             }
             int ret = do_enable(e);
             if (ret) return ret;
-        } else if (!e->id->verbs) {
-            int ret = bind_source(e, dst);
-            if (ret) return ret;
-            if (e->id->verbs && (ret = create_qp(e))) return ret;
         }
         int n = cm_pack(e->conn_data, sizeof(e->conn_data), param, paramlen);
         if (n < 0) return n;
         e->conn_data_len = static_cast<size_t>(n);
+        // An id not bound yet is bound here, to the source address with an
+        // ephemeral port (or the one the route gives when there is none).
+        struct sockaddr_storage src = {};
+        struct sockaddr* srcp = nullptr;
+        auto* given = static_cast<const struct sockaddr*>(e->info->src_addr);
+        if (!e->id->verbs && given && cm_addrlen(given) &&
+            given->sa_family == dst->sa_family) {
+            std::memcpy(&src, given, cm_addrlen(given));
+            if (src.ss_family == AF_INET)
+                reinterpret_cast<struct sockaddr_in*>(&src)->sin_port = 0;
+            else if (src.ss_family == AF_INET6)
+                reinterpret_cast<struct sockaddr_in6*>(&src)->sin6_port = 0;
+            srcp = reinterpret_cast<struct sockaddr*>(&src);
+        }
         set_state(e, ep_state::resolving);
-        if (rdma_resolve_addr(e->id, nullptr, const_cast<struct sockaddr*>(dst),
+        if (rdma_resolve_addr(e->id, srcp, const_cast<struct sockaddr*>(dst),
                               get_params().cm_timeout_ms)) {
             int err = errno;
             set_state(e, ep_state::idle);
@@ -626,7 +686,21 @@ struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action&
         case cm_outcome::resolve_route: {
             if (state_of(e) != ep_state::resolving) break;
             int ret = 0;
-            if (!e->qp) ret = create_qp(e);  // device known only now
+            if (!e->qp) {
+                ret = create_qp(e);
+            } else if (e->id->qp != e->qp) {
+                // the id is on a device now: it drives the QP from here
+                if (e->id->verbs != e->dom->dev->verbs) {
+                    EVD_WARN(FI_LOG_EP_CTRL,
+                             "fi_connect: the source address is on device %s but the "
+                             "endpoint's domain is %s\n",
+                             ibv_get_device_name(e->id->verbs->device),
+                             e->dom->dev->name.c_str());
+                    ret = -FI_EINVAL;
+                } else {
+                    e->id->qp = e->qp;
+                }
+            }
             if (!ret && rdma_resolve_route(e->id, get_params().cm_timeout_ms))
                 ret = fi_err(errno);
             if (ret && ep_claim_terminal(e)) {

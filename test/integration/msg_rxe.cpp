@@ -568,6 +568,112 @@ TEST_F(CmRxe, AdoptedEndpointOutlivesItsListener) {
     EXPECT_EQ(fi_close(&sep->fid), 0);
 }
 
+// An active endpoint is bound to its address by fi_connect, not fi_enable
+// (ep_msg.cpp); fi_getname in between binds it then and tells the real
+// address: rxe1's, with the ephemeral port the server then sees.
+TEST_F(CmRxe, ClientGetnameAfterEnableIsTheAddressItConnectsFrom) {
+    struct fid_ep* cep = client_ep();
+    ASSERT_NE(cep, nullptr);
+    struct sockaddr_in me = {};
+    size_t len = sizeof(me);
+    ASSERT_EQ(fi_getname(&cep->fid, &me, &len), 0);
+    ASSERT_EQ(len, sizeof(me));
+    char ip[INET_ADDRSTRLEN] = {};
+    inet_ntop(AF_INET, &me.sin_addr, ip, sizeof(ip));
+    EXPECT_STREQ(ip, env_or("EVD_VM_ADDR1", "192.0.2.2"));
+    EXPECT_NE(me.sin_port, 0);
+    ASSERT_EQ(fi_connect(cep, nullptr, nullptr, 0), 0);
+    rec req = next_event(srv.eq, kWait);
+    ASSERT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ)) << describe(req);
+    ASSERT_NE(req.info, nullptr);
+    ASSERT_NE(req.info->dest_addr, nullptr);
+    EXPECT_EQ(static_cast<struct sockaddr_in*>(req.info->dest_addr)->sin_port, me.sin_port);
+    struct fid_ep* sep = nullptr;
+    ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+    fi_freeinfo(req.info);
+    accept_and_wait(*this, cep, sep);
+    struct sockaddr_in after = {};
+    len = sizeof(after);
+    ASSERT_EQ(fi_getname(&cep->fid, &after, &len), 0);
+    EXPECT_EQ(after.sin_port, me.sin_port);
+    expect_message_flows(*this, cep, sep);
+    EXPECT_EQ(fi_close(&cep->fid), 0);
+    expect_shutdown(srv.eq, sep);
+    EXPECT_EQ(fi_close(&sep->fid), 0);
+}
+
+// The QP exists from fi_enable on, so a receive posted before fi_connect
+// takes the first message. (Without a source address the route picks the
+// source; in the VM that is rxe0's address, so the info keeps rxe1's.)
+TEST_F(CmRxe, ReceivePostedBeforeConnectTakesTheFirstMessage) {
+    {
+        struct fid_ep* cep = nullptr;
+        ASSERT_EQ(fi_endpoint(cli.dom, cli.info, &cep, nullptr), 0);
+        ASSERT_EQ(cli.setup_ep(cep), 0);
+        std::vector<uint8_t> in(64, 0);
+        auto out = pattern(64, 0x51);
+        struct fid_mr *rmr = nullptr, *smr = nullptr;
+        ASSERT_EQ(fi_mr_reg(cli.dom, in.data(), in.size(), FI_RECV, 0, 0, 0, &rmr, nullptr), 0);
+        ASSERT_EQ(fi_mr_reg(srv.dom, out.data(), out.size(), FI_SEND, 0, 0, 0, &smr, nullptr), 0);
+        int rctx = 0, sctx = 0;
+        ASSERT_EQ(fi_recv(cep, in.data(), in.size(), fi_mr_desc(rmr), 0, &rctx), 0);
+        ASSERT_EQ(fi_connect(cep, nullptr, nullptr, 0), 0);
+        rec req = next_event(srv.eq, kWait);
+        ASSERT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ)) << describe(req);
+        struct fid_ep* sep = nullptr;
+        ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+        fi_freeinfo(req.info);
+        accept_and_wait(*this, cep, sep);
+        ASSERT_EQ(fi_send(sep, out.data(), out.size(), fi_mr_desc(smr), 0, &sctx), 0);
+        struct fi_cq_entry ce = {};
+        ssize_t n = -FI_EAGAIN;
+        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWait);
+        while (n == -FI_EAGAIN && std::chrono::steady_clock::now() < deadline) {
+            n = fi_cq_read(cli.rxcq, &ce, 1);
+            if (n == -FI_EAGAIN) usleep(1000);
+        }
+        EXPECT_EQ(n, 1) << fi_strerror(static_cast<int>(-n));
+        EXPECT_EQ(ce.op_context, &rctx);
+        EXPECT_EQ(in, out);
+        n = -FI_EAGAIN;
+        deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWait);
+        while (n == -FI_EAGAIN && std::chrono::steady_clock::now() < deadline) {
+            n = fi_cq_read(srv.txcq, &ce, 1);
+            if (n == -FI_EAGAIN) usleep(1000);
+        }
+        EXPECT_EQ(n, 1);
+        EXPECT_EQ(fi_close(&cep->fid), 0);
+        expect_shutdown(srv.eq, sep);
+        EXPECT_EQ(fi_close(&sep->fid), 0);
+        EXPECT_EQ(fi_close(&rmr->fid), 0);
+        EXPECT_EQ(fi_close(&smr->fid), 0);
+    }
+}
+
+// An endpoint whose source address is on another device than its domain:
+// address resolution finds it out, and the endpoint ends with one FI_EINVAL
+// error (the QP was made on the domain's device and cannot move).
+TEST_F(CmRxe, SourceAddressOnAnotherDeviceIsOneErrorEvent) {
+    struct fi_info* ci = fi_dupinfo(cli.info);  // cli.dom is rxe1
+    ASSERT_NE(ci, nullptr);
+    auto* sin = static_cast<struct sockaddr_in*>(ci->src_addr);
+    ASSERT_NE(sin, nullptr);
+    inet_pton(AF_INET, env_or("EVD_VM_ADDR0", "192.0.2.1"), &sin->sin_addr);  // rxe0's
+    sin->sin_port = 0;
+    struct fid_ep* cep = nullptr;
+    ASSERT_EQ(fi_endpoint(cli.dom, ci, &cep, nullptr), 0);
+    fi_freeinfo(ci);
+    ASSERT_EQ(cli.setup_ep(cep), 0);
+    ASSERT_EQ(fi_connect(cep, nullptr, nullptr, 0), 0);
+    rec r = next_event(cli.eq, kWait);
+    ASSERT_EQ(r.rc, -FI_EAVAIL) << describe(r);
+    EXPECT_EQ(r.err.err, FI_EINVAL);
+    EXPECT_EQ(r.fid, &cep->fid);
+    expect_quiet(cli.eq);
+    expect_quiet(srv.eq);  // no request ever left
+    EXPECT_EQ(fi_close(&cep->fid), 0);
+}
+
 TEST_F(CmRxe, HundredConcurrentConnectionsOnOneEq) {
     constexpr int kN = 100;
     // Fresh sides with CQs big enough for 100 endpoints' worth of nothing.
