@@ -14,6 +14,10 @@
 //   * -P: where a sequential cycle spends its time (mean/median per phase);
 //   * -c K: K connections set up at once (rate and connect latency), the
 //     pattern of a client meeting many peers.
+//   * -p ...,rdmacm: also the same cycle written straight on librdmacm and
+//     libibverbs, with no provider at all (one event channel, blocking
+//     rdma_get_cm_event, the fewest calls rdma_cm allows). It is the floor
+//     a provider built on rdma_cm can approach: connection cycles only.
 // Built by `make bench`; run inside the VM:
 //   test/vm/run-in-vm -- ./msg_bench [-n conns] [-i pingpongs] [-b messages] [-p evd,verbs]
 //                                    [-s iov_limit (4)] [-j inject_size (64)] [-r rounds (3)] [-P] [-c K]
@@ -28,6 +32,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/rdma_cma.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -503,6 +508,174 @@ private:
     }
 };
 
+// The connection cycle on bare librdmacm/libibverbs (-p rdmacm): what every
+// rdma_cm based provider has to do at the least, with nothing of its own.
+// The same queue shapes as the providers are asked for; the QP is created
+// once the id is on its device (after ADDR_RESOLVED), as librdmacm wants.
+class raw_cm {
+public:
+    ~raw_cm() { cleanup(); }
+    std::vector<double> phase_us[kPhases];
+
+    bool setup() {
+        ch_ = rdma_create_event_channel();
+        if (!ch_) return fail("rdma_create_event_channel");
+        if (!addr(env_or("EVD_VM_ADDR0", "192.0.2.1"), port_, dst_) ||
+            !addr(env_or("EVD_VM_ADDR1", "192.0.2.2"), 0, src_))
+            return fail("address");
+        if (rdma_create_id(ch_, &lid_, nullptr, RDMA_PS_TCP) ||
+            rdma_bind_addr(lid_, reinterpret_cast<sockaddr*>(&dst_)) || rdma_listen(lid_, 128))
+            return fail("listener");
+        // an id bound to the client address gives the client device's context
+        if (rdma_create_id(ch_, &cdev_id_, nullptr, RDMA_PS_TCP) ||
+            rdma_bind_addr(cdev_id_, reinterpret_cast<sockaddr*>(&src_)))
+            return fail("client device");
+        for (int k = 0; k < 2; ++k) {
+            ibv_context* v = k ? cdev_id_->verbs : lid_->verbs;
+            pd_[k] = ibv_alloc_pd(v);
+            cq_[k] = pd_[k] ? ibv_create_cq(v, 512, nullptr, nullptr, 0) : nullptr;
+            if (!cq_[k]) return fail("pd/cq");
+        }
+        return true;
+    }
+
+    bool connect_once(double& connect_us) {
+        auto tp = clk::now();
+        rdma_cm_id* cid = nullptr;
+        rdma_cm_id* sid = nullptr;
+        auto bail = [&](const char* what) {
+            for (rdma_cm_id* id : {cid, sid}) {
+                if (!id) continue;
+                if (id->qp) rdma_destroy_qp(id);
+                rdma_destroy_id(id);
+            }
+            return fail(what);
+        };
+        if (rdma_create_id(ch_, &cid, nullptr, RDMA_PS_TCP)) return bail("rdma_create_id");
+        auto t0 = clk::now();
+        note(kEpOpen, tp, t0);
+        if (rdma_resolve_addr(cid, reinterpret_cast<sockaddr*>(&src_),
+                              reinterpret_cast<sockaddr*>(&dst_), 2000))
+            return bail("rdma_resolve_addr");
+        tp = clk::now();
+        note(kConnectCall, t0, tp);
+        bool c_up = false, s_up = false;
+        while (!c_up || !s_up) {
+            rdma_cm_event* ev = nullptr;
+            if (rdma_get_cm_event(ch_, &ev)) return bail("rdma_get_cm_event");
+            rdma_cm_event_type type = ev->event;
+            rdma_cm_id* id = ev->id;
+            int status = ev->status;
+            rdma_ack_cm_event(ev);
+            switch (type) {
+            case RDMA_CM_EVENT_ADDR_RESOLVED: {
+                ibv_qp_init_attr a = attr(1);
+                if (rdma_create_qp(cid, pd_[1], &a)) return bail("rdma_create_qp (client)");
+                if (rdma_resolve_route(cid, 2000)) return bail("rdma_resolve_route");
+                break;
+            }
+            case RDMA_CM_EVENT_ROUTE_RESOLVED: {
+                rdma_conn_param cp = param();
+                if (rdma_connect(cid, &cp)) return bail("rdma_connect");
+                break;
+            }
+            case RDMA_CM_EVENT_CONNECT_REQUEST: {
+                auto ta = clk::now();
+                note(kToConnreq, tp, ta);
+                sid = id;
+                ibv_qp_init_attr a = attr(0);
+                if (rdma_create_qp(sid, pd_[0], &a)) return bail("rdma_create_qp (server)");
+                rdma_conn_param cp = param();
+                if (rdma_accept(sid, &cp)) return bail("rdma_accept");
+                tp = clk::now();
+                note(kAccept, ta, tp);
+                break;
+            }
+            case RDMA_CM_EVENT_ESTABLISHED:
+                if (id == cid) {
+                    connect_us = std::chrono::duration<double, std::micro>(clk::now() - t0).count();
+                    c_up = true;
+                } else {
+                    s_up = true;
+                }
+                break;
+            case RDMA_CM_EVENT_DISCONNECTED:
+            case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+                break;  // an earlier cycle's ids are gone; nothing can arrive for them
+            default:
+                fprintf(stderr, "rdmacm: %s (status %d)\n", rdma_event_str(type), status);
+                return bail("unexpected event");
+            }
+        }
+        note(kToEstab, tp, clk::now());
+        // teardown: the client disconnects, the server learns it
+        auto ts = clk::now();
+        if (rdma_disconnect(cid)) return bail("rdma_disconnect");
+        for (;;) {
+            rdma_cm_event* ev = nullptr;
+            if (rdma_get_cm_event(ch_, &ev)) return bail("rdma_get_cm_event");
+            bool done = ev->event == RDMA_CM_EVENT_DISCONNECTED && ev->id == sid;
+            rdma_ack_cm_event(ev);
+            if (done) break;
+        }
+        auto t1 = clk::now();
+        note(kToShutdown, ts, t1);
+        for (rdma_cm_id* id : {cid, sid}) {
+            rdma_destroy_qp(id);
+            rdma_destroy_id(id);
+        }
+        note(kClose, t1, clk::now());
+        return true;
+    }
+
+private:
+    static bool addr(const char* ip, int port, sockaddr_in& out) {
+        memset(&out, 0, sizeof out);
+        out.sin_family = AF_INET;
+        out.sin_port = htons(static_cast<uint16_t>(port));
+        return inet_pton(AF_INET, ip, &out.sin_addr) == 1;
+    }
+    ibv_qp_init_attr attr(int k) const {
+        ibv_qp_init_attr a {};
+        a.qp_type = IBV_QPT_RC;
+        a.send_cq = a.recv_cq = cq_[k];
+        a.cap.max_send_wr = a.cap.max_recv_wr = 256;
+        a.cap.max_send_sge = a.cap.max_recv_sge = static_cast<uint32_t>(g_iov ? g_iov : 1);
+        a.cap.max_inline_data = static_cast<uint32_t>(g_inject);
+        return a;
+    }
+    static rdma_conn_param param() {
+        rdma_conn_param cp {};
+        cp.responder_resources = cp.initiator_depth = 1;
+        cp.retry_count = cp.rnr_retry_count = 7;
+        return cp;
+    }
+    bool fail(const char* what) {
+        fprintf(stderr, "rdmacm: %s: %s\n", what, strerror(errno));
+        return false;
+    }
+    void note(phase p, clk::time_point a, clk::time_point b) {
+        phase_us[p].push_back(std::chrono::duration<double, std::micro>(b - a).count());
+    }
+    void cleanup() {
+        for (int k = 0; k < 2; ++k) {
+            if (cq_[k]) ibv_destroy_cq(cq_[k]);
+            if (pd_[k]) ibv_dealloc_pd(pd_[k]);
+        }
+        if (cdev_id_) rdma_destroy_id(cdev_id_);
+        if (lid_) rdma_destroy_id(lid_);
+        if (ch_) rdma_destroy_event_channel(ch_);
+    }
+
+    int port_ = 24000 + static_cast<int>(getpid() % 1000);
+    rdma_event_channel* ch_ = nullptr;
+    rdma_cm_id* lid_ = nullptr;
+    rdma_cm_id* cdev_id_ = nullptr;
+    sockaddr_in src_ {}, dst_ {};
+    ibv_pd* pd_[2] = {};
+    ibv_cq* cq_[2] = {};
+};
+
 double pct(std::vector<double> v, double p) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
@@ -521,20 +694,26 @@ std::vector<result> run_round(const std::vector<std::string>& names, int round, 
                               int iters, int bw_msgs) {
     std::vector<result> rs(names.size());
     std::vector<std::unique_ptr<bench>> bs;
+    std::vector<std::unique_ptr<raw_cm>> raws(names.size());
     std::vector<std::vector<double>> lat(names.size());
     std::vector<double> busy(names.size(), 0.0);
     std::vector<bool> alive(names.size(), true);
     for (size_t k = 0; k < names.size(); ++k) {
         rs[k].prov = names[k];
         bs.push_back(std::make_unique<bench>(names[k].c_str()));
-        if (!bs[k]->setup()) alive[k] = false;
+        if (names[k] == "rdmacm") {
+            raws[k] = std::make_unique<raw_cm>();
+            if (!raws[k]->setup()) alive[k] = false;
+        } else if (!bs[k]->setup()) {
+            alive[k] = false;
+        }
     }
     for (int i = 0; i < conns; ++i) {
         for (size_t k = 0; k < names.size(); ++k) {
             if (!alive[k]) continue;
             double us = 0;
             auto t0 = clk::now();
-            if (!bs[k]->connect_once(us, false)) {
+            if (raws[k] ? !raws[k]->connect_once(us) : !bs[k]->connect_once(us, false)) {
                 fprintf(stderr, "%s: connection %d failed\n", names[k].c_str(), i);
                 alive[k] = false;
                 continue;
@@ -553,6 +732,11 @@ std::vector<result> run_round(const std::vector<std::string>& names, int round, 
         r.conn_rate = conns / (busy[k] / 1e6);
         r.conn_p50 = pct(lat[k], 50);
         r.conn_p99 = pct(lat[k], 99);
+        if (raws[k]) {  // connection cycles only
+            for (int p = 0; p < kPhases; ++p) r.phase_us[p] = raws[k]->phase_us[p];
+            r.ok = true;
+            continue;
+        }
         for (int p = 0; p < kPhases; ++p) r.phase_us[p] = b.phase_us[p];
         if (g_burst > 0) {
             std::vector<double> bl;
@@ -574,7 +758,7 @@ std::vector<result> run_round(const std::vector<std::string>& names, int round, 
     std::vector<double> pp_us(names.size(), 0.0), bw_s(names.size(), 0.0);
     for (int c = 0; c < chunks; ++c) {
         for (size_t k = 0; k < names.size(); ++k) {
-            if (!alive[k]) continue;
+            if (!alive[k] || raws[k]) continue;
             int it = iters / chunks + (c < iters % chunks ? 1 : 0);
             int ms = bw_msgs / chunks + (c < bw_msgs % chunks ? 1 : 0);
             double lat = 0, mbs = 0;
@@ -592,7 +776,7 @@ std::vector<result> run_round(const std::vector<std::string>& names, int round, 
     }
     for (size_t k = 0; k < names.size(); ++k) {
         result& r = rs[k];
-        if (!alive[k] || r.conns == 0) continue;
+        if (!alive[k] || r.conns == 0 || raws[k]) continue;
         r.lat_us = pp_us[k] / iters / 2;
         r.bw_mbs = static_cast<double>(bw_msgs) * 64 * 1024 / bw_s[k] / 1e6;
         bs[k]->teardown();
@@ -736,7 +920,18 @@ int main(int argc, char** argv) {
         for (double t : total) printf(" %7.0f         ", t);
         printf("\n");
     }
-    if (res.size() == 2 && res[0].ok && res[1].ok) {
+    // the rdma_cm floor, when run: how close each provider comes to it, and
+    // the most any provider could gain over the other
+    for (const auto& f : res) {
+        if (f.prov != "rdmacm" || !f.ok || f.conn_rate <= 0) continue;
+        printf("\n");
+        for (const auto& r : res)
+            if (r.prov != "rdmacm" && r.ok && r.conn_rate > 0)
+                printf("%s/rdmacm: conn/s %.2fx (rdmacm/%s %.2fx)\n", r.prov.c_str(),
+                       r.conn_rate / f.conn_rate, r.prov.c_str(), f.conn_rate / r.conn_rate);
+    }
+    if (res.size() >= 2 && res[0].ok && res[1].ok && res[0].prov != "rdmacm" &&
+        res[1].prov != "rdmacm") {
         printf("\n%s/%s: conn/s %.2fx, p50 connect time %.2fx, latency %.2fx, bandwidth %.2fx\n",
                res[0].prov.c_str(), res[1].prov.c_str(), res[0].conn_rate / res[1].conn_rate,
                res[0].conn_p50 / res[1].conn_p50, res[0].lat_us / res[1].lat_us,
