@@ -440,6 +440,19 @@ void accept_and_wait(CmRxe& t, struct fid_ep* cep, struct fid_ep* sep) {
     EXPECT_EQ(s.fid, &sep->fid);
 }
 
+// Waits for one completion on cq and checks its context.
+void expect_completion(struct fid_cq* cq, void* ctx) {
+    struct fi_cq_entry ce = {};
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWait);
+    ssize_t n = -FI_EAGAIN;
+    while (n == -FI_EAGAIN && std::chrono::steady_clock::now() < deadline) {
+        n = fi_cq_read(cq, &ce, 1);
+        if (n == -FI_EAGAIN) usleep(1000);
+    }
+    EXPECT_EQ(n, 1) << fi_strerror(static_cast<int>(-n));
+    EXPECT_EQ(ce.op_context, ctx);
+}
+
 // One message client -> server through the connection.
 void expect_message_flows(CmRxe& t, struct fid_ep* cep, struct fid_ep* sep) {
     auto out = pattern(64, 0x3c);
@@ -450,19 +463,8 @@ void expect_message_flows(CmRxe& t, struct fid_ep* cep, struct fid_ep* sep) {
     int rctx = 0, sctx = 0;
     ASSERT_EQ(fi_recv(sep, in.data(), in.size(), fi_mr_desc(rmr), 0, &rctx), 0);
     ASSERT_EQ(fi_send(cep, out.data(), out.size(), fi_mr_desc(smr), 0, &sctx), 0);
-    auto wait_one = [](struct fid_cq* cq, void* ctx) {
-        struct fi_cq_entry ce = {};
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWait);
-        ssize_t n = -FI_EAGAIN;
-        while (n == -FI_EAGAIN && std::chrono::steady_clock::now() < deadline) {
-            n = fi_cq_read(cq, &ce, 1);
-            if (n == -FI_EAGAIN) usleep(1000);
-        }
-        EXPECT_EQ(n, 1) << fi_strerror(static_cast<int>(-n));
-        EXPECT_EQ(ce.op_context, ctx);
-    };
-    wait_one(t.cli.txcq, &sctx);
-    wait_one(t.srv.rxcq, &rctx);
+    expect_completion(t.cli.txcq, &sctx);
+    expect_completion(t.srv.rxcq, &rctx);
     EXPECT_EQ(in, out);
     EXPECT_EQ(fi_close(&smr->fid), 0);
     EXPECT_EQ(fi_close(&rmr->fid), 0);
@@ -606,48 +608,32 @@ TEST_F(CmRxe, ClientGetnameAfterEnableIsTheAddressItConnectsFrom) {
 // takes the first message. (Without a source address the route picks the
 // source; in the VM that is rxe0's address, so the info keeps rxe1's.)
 TEST_F(CmRxe, ReceivePostedBeforeConnectTakesTheFirstMessage) {
-    {
-        struct fid_ep* cep = nullptr;
-        ASSERT_EQ(fi_endpoint(cli.dom, cli.info, &cep, nullptr), 0);
-        ASSERT_EQ(cli.setup_ep(cep), 0);
-        std::vector<uint8_t> in(64, 0);
-        auto out = pattern(64, 0x51);
-        struct fid_mr *rmr = nullptr, *smr = nullptr;
-        ASSERT_EQ(fi_mr_reg(cli.dom, in.data(), in.size(), FI_RECV, 0, 0, 0, &rmr, nullptr), 0);
-        ASSERT_EQ(fi_mr_reg(srv.dom, out.data(), out.size(), FI_SEND, 0, 0, 0, &smr, nullptr), 0);
-        int rctx = 0, sctx = 0;
-        ASSERT_EQ(fi_recv(cep, in.data(), in.size(), fi_mr_desc(rmr), 0, &rctx), 0);
-        ASSERT_EQ(fi_connect(cep, nullptr, nullptr, 0), 0);
-        rec req = next_event(srv.eq, kWait);
-        ASSERT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ)) << describe(req);
-        struct fid_ep* sep = nullptr;
-        ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
-        fi_freeinfo(req.info);
-        accept_and_wait(*this, cep, sep);
-        ASSERT_EQ(fi_send(sep, out.data(), out.size(), fi_mr_desc(smr), 0, &sctx), 0);
-        struct fi_cq_entry ce = {};
-        ssize_t n = -FI_EAGAIN;
-        auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWait);
-        while (n == -FI_EAGAIN && std::chrono::steady_clock::now() < deadline) {
-            n = fi_cq_read(cli.rxcq, &ce, 1);
-            if (n == -FI_EAGAIN) usleep(1000);
-        }
-        EXPECT_EQ(n, 1) << fi_strerror(static_cast<int>(-n));
-        EXPECT_EQ(ce.op_context, &rctx);
-        EXPECT_EQ(in, out);
-        n = -FI_EAGAIN;
-        deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWait);
-        while (n == -FI_EAGAIN && std::chrono::steady_clock::now() < deadline) {
-            n = fi_cq_read(srv.txcq, &ce, 1);
-            if (n == -FI_EAGAIN) usleep(1000);
-        }
-        EXPECT_EQ(n, 1);
-        EXPECT_EQ(fi_close(&cep->fid), 0);
-        expect_shutdown(srv.eq, sep);
-        EXPECT_EQ(fi_close(&sep->fid), 0);
-        EXPECT_EQ(fi_close(&rmr->fid), 0);
-        EXPECT_EQ(fi_close(&smr->fid), 0);
-    }
+    struct fid_ep* cep = nullptr;
+    ASSERT_EQ(fi_endpoint(cli.dom, cli.info, &cep, nullptr), 0);
+    ASSERT_EQ(cli.setup_ep(cep), 0);
+    std::vector<uint8_t> in(64, 0);
+    auto out = pattern(64, 0x51);
+    struct fid_mr *rmr = nullptr, *smr = nullptr;
+    ASSERT_EQ(fi_mr_reg(cli.dom, in.data(), in.size(), FI_RECV, 0, 0, 0, &rmr, nullptr), 0);
+    ASSERT_EQ(fi_mr_reg(srv.dom, out.data(), out.size(), FI_SEND, 0, 0, 0, &smr, nullptr), 0);
+    int rctx = 0, sctx = 0;
+    ASSERT_EQ(fi_recv(cep, in.data(), in.size(), fi_mr_desc(rmr), 0, &rctx), 0);
+    ASSERT_EQ(fi_connect(cep, nullptr, nullptr, 0), 0);
+    rec req = next_event(srv.eq, kWait);
+    ASSERT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ)) << describe(req);
+    struct fid_ep* sep = nullptr;
+    ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+    fi_freeinfo(req.info);
+    accept_and_wait(*this, cep, sep);
+    ASSERT_EQ(fi_send(sep, out.data(), out.size(), fi_mr_desc(smr), 0, &sctx), 0);
+    expect_completion(cli.rxcq, &rctx);
+    EXPECT_EQ(in, out);
+    expect_completion(srv.txcq, &sctx);
+    EXPECT_EQ(fi_close(&cep->fid), 0);
+    expect_shutdown(srv.eq, sep);
+    EXPECT_EQ(fi_close(&sep->fid), 0);
+    EXPECT_EQ(fi_close(&rmr->fid), 0);
+    EXPECT_EQ(fi_close(&smr->fid), 0);
 }
 
 // An endpoint whose source address is on another device than its domain:
