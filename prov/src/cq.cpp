@@ -16,11 +16,13 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -132,6 +134,7 @@ struct cq {
     std::unique_ptr<struct ibv_comp_channel, chan_del> chan;
     struct ibv_cq* ibcq = nullptr;  // destroyed in cq_close after the async unregister
     fd_owner signal_fd;             // eventfd written by fi_cq_signal
+    std::atomic<bool> yield_signal{false};  // fi_cq_signal on an FI_WAIT_YIELD CQ
     fd_owner wait_fd;               // epoll over chan->fd and signal_fd (FI_GETWAIT)
     std::mutex chan_mu;                // serializes draining the comp channel
 
@@ -425,6 +428,20 @@ bool drain_backlog(cq* c) {
     return ::read(c->backlog_fd.fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v);
 }
 
+// FI_WAIT_YIELD: poll, yielding the CPU between polls, until a completion,
+// fi_cq_signal (-FI_EAGAIN) or the timeout (-FI_EAGAIN). No channel, no fd.
+template <class Clock>
+ssize_t yield_sread(cq* c, void* buf, size_t count, fi_addr_t* src_addr, int timeout,
+                    typename Clock::time_point deadline) {
+    for (;;) {
+        ssize_t n = do_read(c, buf, count, src_addr);
+        if (n != -FI_EAGAIN) return n;
+        if (c->yield_signal.exchange(false, std::memory_order_acq_rel)) return -FI_EAGAIN;
+        if (timeout >= 0 && Clock::now() >= deadline) return -FI_EAGAIN;
+        sched_yield();
+    }
+}
+
 ssize_t do_sread(cq* c, void* buf, size_t count, fi_addr_t* src_addr, int timeout) {
     if (c->wait_obj == FI_WAIT_NONE) {
         EVD_WARN(FI_LOG_CQ, "fi_cq_sread: the CQ was opened with FI_WAIT_NONE\n");
@@ -432,6 +449,8 @@ ssize_t do_sread(cq* c, void* buf, size_t count, fi_addr_t* src_addr, int timeou
     }
     using clock = std::chrono::steady_clock;
     const auto deadline = clock::now() + std::chrono::milliseconds(timeout < 0 ? 0 : timeout);
+    if (c->wait_obj == FI_WAIT_YIELD)
+        return yield_sread<clock>(c, buf, count, src_addr, timeout, deadline);
     for (;;) {
         ssize_t n = do_read(c, buf, count, src_addr);
         if (n != -FI_EAGAIN) return n;
@@ -487,6 +506,10 @@ int cq_signal(struct fid_cq* f) {
     return guard([&] {
         cq* c = cq_of(f);
         if (!c) return -FI_EINVAL;
+        if (c->wait_obj == FI_WAIT_YIELD) {
+            c->yield_signal.store(true, std::memory_order_release);
+            return 0;
+        }
         if (c->signal_fd.fd < 0) {
             EVD_WARN(FI_LOG_CQ, "fi_cq_signal: the CQ was opened with FI_WAIT_NONE\n");
             return -FI_ENOSYS;
@@ -784,6 +807,9 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
         case FI_WAIT_FD:
             c->wait_obj = FI_WAIT_FD;
             break;
+        case FI_WAIT_YIELD:  // fi_cq_sread polls and yields; no wait fd
+            c->wait_obj = FI_WAIT_YIELD;
+            break;
         case FI_WAIT_SET:
             c->wset = attr->wait_set ? wait_set_from_fid(attr->wait_set) : nullptr;
             if (!c->wset) {
@@ -798,7 +824,7 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
             break;
         default:
             EVD_WARN(FI_LOG_CQ, "fi_cq_open: wait object %d not supported (NONE, UNSPEC, FD, "
-                                "FD wait sets)\n",
+                                "YIELD, FD wait sets)\n",
                      attr->wait_obj);
             return -FI_ENOSYS;
         }
@@ -823,7 +849,7 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
             attr->signaling_vector < verbs->num_comp_vectors)
             vector = attr->signaling_vector;
 
-        if (c->wait_obj != FI_WAIT_NONE) {
+        if (c->wait_obj != FI_WAIT_NONE && c->wait_obj != FI_WAIT_YIELD) {
             c->chan.reset(ibv_create_comp_channel(verbs));
             if (!c->chan) {
                 int e = errno;

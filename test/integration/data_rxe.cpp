@@ -88,6 +88,7 @@ protected:
     bool srx_attr_from_info = false;  // fi_srx_context gets the fi_info's rx_attr
     struct fi_rx_attr srx_granted {};  // what fi_srx_context wrote back
     enum fi_wait_obj cq_wait = FI_WAIT_FD;
+    void sread_times_out_signals_and_completes();
 
     void SetUp() override {
         if (!rxetest::have_two_devices()) GTEST_SKIP() << "needs rxe0/rxe1 (run inside test/vm/run-in-vm)";
@@ -738,8 +739,10 @@ TEST_F(DataRxe, SharedReceiveContextFromInfoRxAttr) {
     fi_close(&sm->fid);
 }
 
-TEST_F(DataRxe, SreadWaitsSignalWakesAndWaitFdBecomesReadable) {
-    ASSERT_NO_FATAL_FAILURE(connect());
+// fi_cq_sread on the server's receive CQ (whatever its wait object): the
+// timeout is honoured, fi_cq_signal wakes a blocked reader with -FI_EAGAIN,
+// a completion wakes it with the entry.
+void DataRxe::sread_times_out_signals_and_completes() {
     struct fi_cq_data_entry e {};
     // timeout honoured
     auto t0 = clk::now();
@@ -772,6 +775,18 @@ TEST_F(DataRxe, SreadWaitsSignalWakesAndWaitFdBecomesReadable) {
     sender.join();
     EXPECT_EQ(e.op_context, &rctx);
     ASSERT_EQ(cq_one(c.tx, e), 1);
+    fi_close(&rm->fid);
+    fi_close(&sm->fid);
+}
+
+TEST_F(DataRxe, SreadWaitsSignalWakesAndWaitFdBecomesReadable) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    ASSERT_NO_FATAL_FAILURE(sread_times_out_signals_and_completes());
+    struct fi_cq_data_entry e {};
+    std::vector<uint8_t> rb(64), sb(64);
+    struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    int rctx;
     // wait fd: trywait arms it, a completion makes it readable
     int fd = -1;
     ASSERT_EQ(fi_control(&s.rx->fid, FI_GETWAIT, &fd), 0);
@@ -793,6 +808,25 @@ TEST_F(DataRxe, SreadWaitsSignalWakesAndWaitFdBecomesReadable) {
     fi_close(&sm->fid);
 }
 
+// FI_WAIT_YIELD CQs: the same sread contract, by polling and sched_yield;
+// they have no wait fd.
+TEST_F(DataRxe, YieldCqSreadWaitsSignalWakesAndHasNoWaitFd) {
+    cq_wait = FI_WAIT_YIELD;
+    ASSERT_NO_FATAL_FAILURE(connect());
+    enum fi_wait_obj w = FI_WAIT_NONE;
+    ASSERT_EQ(fi_control(&s.rx->fid, FI_GETWAITOBJ, &w), 0);
+    EXPECT_EQ(w, FI_WAIT_YIELD);
+    int fd = -1;
+    EXPECT_EQ(fi_control(&s.rx->fid, FI_GETWAIT, &fd), -FI_ENODATA);
+    ASSERT_NO_FATAL_FAILURE(sread_times_out_signals_and_completes());
+    // a signal given while nobody waits ends the next wait at once
+    EXPECT_EQ(fi_cq_signal(s.rx), 0);
+    struct fi_cq_data_entry e {};
+    auto t0 = clk::now();
+    EXPECT_EQ(fi_cq_sread(s.rx, &e, 1, nullptr, 5000), -FI_EAGAIN);
+    EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(clk::now() - t0).count(), 1000);
+}
+
 // CQ / MR objects on a real domain, no connection.
 class DataObjects : public DataRxe {
 protected:
@@ -808,7 +842,7 @@ protected:
 TEST_F(DataObjects, CqFormatsAndWaitObjects) {
     ASSERT_NO_FATAL_FAILURE(open_domain());
     for (auto f : {FI_CQ_FORMAT_UNSPEC, FI_CQ_FORMAT_CONTEXT, FI_CQ_FORMAT_MSG, FI_CQ_FORMAT_DATA}) {
-        for (auto w : {FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD}) {
+        for (auto w : {FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD, FI_WAIT_YIELD}) {
             struct fi_cq_attr a {};
             a.format = f;
             a.wait_obj = w;
@@ -823,6 +857,9 @@ TEST_F(DataObjects, CqFormatsAndWaitObjects) {
             if (w == FI_WAIT_NONE) {
                 EXPECT_EQ(fi_cq_sread(cq, buf, 1, nullptr, 10), -FI_ENOSYS);
                 EXPECT_NE(fi_control(&cq->fid, FI_GETWAIT, &fd), 0);
+            } else if (w == FI_WAIT_YIELD) {
+                EXPECT_EQ(fi_control(&cq->fid, FI_GETWAIT, &fd), -FI_ENODATA);
+                EXPECT_EQ(fi_cq_sread(cq, buf, 1, nullptr, 10), -FI_EAGAIN);
             } else {
                 EXPECT_EQ(fi_control(&cq->fid, FI_GETWAIT, &fd), 0);
                 EXPECT_GE(fd, 0);
