@@ -83,6 +83,9 @@ struct cntr {
     std::mutex mu;  // sources; serializes progress of this counter
     std::vector<source> sources;
     int unwaitable = 0;  // sources without a completion channel
+
+    wait_set* wset = nullptr;  // FI_WAIT_SET: the (FD) set this counter joined
+    wait_member wmember;       // its wait fd in that set
 };
 
 namespace {
@@ -298,6 +301,7 @@ int cntr_close(struct fid* f) {
             return -FI_EBUSY;
         }
         domain* dom = c->dom;
+        if (c->wset) wait_set_del(c->wset, &c->wmember);
         c->tag = kind{0};
         delete c;
         dom->refs.put();
@@ -451,12 +455,21 @@ int cntr_open(struct fid_domain* dom_fid, struct fi_cntr_attr* attr, struct fid_
             c->wait_obj = FI_WAIT_FD;
             break;
         case FI_WAIT_SET:
-            EVD_WARN(FI_LOG_CNTR, "fi_cntr_open: counters cannot join wait sets (FI_WAIT_SET); "
-                                  "use FI_WAIT_FD and its FI_GETWAIT fd\n");
-            return -FI_ENOSYS;
+            // the counter's own wait fd (as for FI_WAIT_FD) joins an FD set
+            c->wset = a.wait_set ? wait_set_from_fid(a.wait_set) : nullptr;
+            if (!c->wset) {
+                EVD_WARN(FI_LOG_CNTR, "fi_cntr_open: FI_WAIT_SET without an evd wait set\n");
+                return -FI_EINVAL;
+            }
+            if (wait_set_obj(c->wset) != FI_WAIT_FD) {
+                EVD_WARN(FI_LOG_CNTR, "fi_cntr_open: only FD wait sets can hold a counter\n");
+                return -FI_ENOSYS;
+            }
+            c->wait_obj = FI_WAIT_SET;
+            break;
         default:
             EVD_WARN(FI_LOG_CNTR, "fi_cntr_open: wait object %d not supported (NONE, UNSPEC, "
-                                  "FD)\n", a.wait_obj);
+                                  "FD, FD wait sets)\n", a.wait_obj);
             return -FI_ENOSYS;
         }
         c->sources.reserve(4);
@@ -470,6 +483,19 @@ int cntr_open(struct fid_domain* dom_fid, struct fi_cntr_attr* attr, struct fid_
             ev.events = EPOLLIN;
             ev.data.fd = c->signal_fd.fd;
             if (epoll_ctl(c->wait_fd.fd, EPOLL_CTL_ADD, c->signal_fd.fd, &ev)) return -errno;
+        }
+        if (c->wset) {
+            // fi_wait sleeps on the wait fd: every change must reach it
+            c->fd_exported.store(true);
+            c->wmember.fid = &c->fid.fid;
+            c->wmember.fd = c->wait_fd.fd;
+            c->wmember.trywait = [](wait_member* m) {
+                return do_trywait(from_fid<cntr>(reinterpret_cast<struct fid_cntr*>(m->fid)));
+            };
+            if (int r = wait_set_add(c->wset, &c->wmember)) {
+                c->wset = nullptr;
+                return r;
+            }
         }
         c->dom = dom;
         c->fid.fid.fclass = FI_CLASS_CNTR;

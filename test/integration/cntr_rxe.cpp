@@ -66,6 +66,8 @@ protected:
     side s, c;  // server (rxe0), client (rxe1)
     bool client_cqs = true, server_cqs = true;
     uint64_t client_tx_flags = 0;  // e.g. FI_SELECTIVE_COMPLETION
+    bool server_recv_in_set = false;  // the server's receive counter joins recv_set
+    struct fid_wait* recv_set = nullptr;  // an FD wait set
 
     void SetUp() override {
         if (!rxetest::have_two_devices()) GTEST_SKIP() << "needs rxe0/rxe1 (run inside test/vm/run-in-vm)";
@@ -84,6 +86,7 @@ protected:
             if (x->dom) { EXPECT_EQ(fi_close(&x->dom->fid), 0); }
             if (x->info) fi_freeinfo(x->info);
         }
+        if (recv_set) { EXPECT_EQ(fi_close(&recv_set->fid), 0); }
         if (pep) { EXPECT_EQ(fi_close(&pep->fid), 0); }
         if (peq) { EXPECT_EQ(fi_close(&peq->fid), 0); }
         if (srv_info) fi_freeinfo(srv_info);
@@ -116,7 +119,17 @@ protected:
         ka.events = FI_CNTR_EVENTS_COMP;
         ka.wait_obj = FI_WAIT_UNSPEC;
         ASSERT_EQ(fi_cntr_open(x.dom, &ka, &x.send, nullptr), 0);
-        ASSERT_EQ(fi_cntr_open(x.dom, &ka, &x.recv, nullptr), 0);
+        if (&x == &s && server_recv_in_set) {
+            struct fi_wait_attr wa {};
+            wa.wait_obj = FI_WAIT_FD;
+            ASSERT_EQ(fi_wait_open(fab, &wa, &recv_set), 0);
+            struct fi_cntr_attr ks = ka;
+            ks.wait_obj = FI_WAIT_SET;
+            ks.wait_set = recv_set;
+            ASSERT_EQ(fi_cntr_open(x.dom, &ks, &x.recv, nullptr), 0);
+        } else {
+            ASSERT_EQ(fi_cntr_open(x.dom, &ka, &x.recv, nullptr), 0);
+        }
         ASSERT_EQ(fi_cntr_open(x.dom, &ka, &x.read, nullptr), 0);
         ASSERT_EQ(fi_cntr_open(x.dom, &ka, &x.write, nullptr), 0);
         EXPECT_EQ(fi_ep_bind(x.ep, &x.write->fid, FI_REMOTE_WRITE), -FI_EINVAL)
@@ -423,6 +436,36 @@ TEST_F(CntrRxe, TrywaitThenWaitFdWakesOnACompletion) {
     EXPECT_EQ(fi_cntr_read(s.recv), 1u);
     EXPECT_EQ(rb[0], 9);
     EXPECT_EQ(fi_trywait(fab, &f, 1), 0) << "all seen: safe to sleep again";
+}
+
+// A counter in an FD wait set: fi_wait sleeps while the counter has nothing
+// new and returns when a real receive completes on rxe.
+TEST_F(CntrRxe, WaitSetWakesOnACountedCompletion) {
+    server_recv_in_set = true;
+    std::vector<uint8_t> rb(64), sb(64, 7);
+    ASSERT_NO_FATAL_FAILURE(connect([&](side& x) {
+        if (&x != &s) return;
+        struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
+        ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, nullptr), 0);
+    }));
+    ASSERT_NE(recv_set, nullptr);
+    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    int r = fi_wait(recv_set, 200);
+    if (r == 0) r = fi_wait(recv_set, 200);  // connection setup may have moved something
+    EXPECT_EQ(r, -FI_ETIMEDOUT) << "nothing was sent yet";
+    EXPECT_EQ(fi_cntr_read(s.recv), 0u);
+    std::thread sender([&] {
+        std::this_thread::sleep_for(milliseconds(100));
+        fi_send(c.ep, sb.data(), sb.size(), fi_mr_desc(sm), 0, nullptr);
+    });
+    auto t0 = clk::now();
+    EXPECT_EQ(fi_wait(recv_set, 10000), 0);
+    auto ms = std::chrono::duration_cast<milliseconds>(clk::now() - t0).count();
+    sender.join();
+    EXPECT_LT(ms, 5000);
+    EXPECT_EQ(fi_cntr_read(s.recv), 1u);
+    EXPECT_EQ(rb[0], 7);
+    EXPECT_EQ(fi_wait(recv_set, 100), -FI_ETIMEDOUT) << "all seen";
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "cq.h"
 #include "domain.h"
 #include "ep.h"
+#include "fabric.h"
 #include "wait.h"
 
 namespace {
@@ -86,11 +87,14 @@ TEST_F(Cntr, AttrValidation) {
     a = {};
     a.flags = 1;
     EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, &c, nullptr), -FI_EINVAL);
-    for (auto w : {FI_WAIT_SET, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD, FI_WAIT_POLLFD}) {
+    for (auto w : {FI_WAIT_MUTEX_COND, FI_WAIT_YIELD, FI_WAIT_POLLFD}) {
         a = {};
         a.wait_obj = w;
         EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, &c, nullptr), -FI_ENOSYS) << "wait_obj " << w;
     }
+    a = {};
+    a.wait_obj = FI_WAIT_SET;  // and no set
+    EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, &c, nullptr), -FI_EINVAL);
     a = {};
     EXPECT_EQ(evd::cntr_open(nullptr, &a, &c, nullptr), -FI_EINVAL);
     EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, nullptr, nullptr), -FI_EINVAL);
@@ -98,6 +102,58 @@ TEST_F(Cntr, AttrValidation) {
     not_evd.f.fid.fclass = FI_CLASS_DOMAIN;
     EXPECT_EQ(evd::cntr_open(&not_evd.f, &a, &c, nullptr), -FI_EINVAL);
     EXPECT_EQ(dom_.refs.n.load(), 0);
+}
+
+// FI_WAIT_SET: the counter's wait fd joins an FD wait set; fi_wait returns
+// once the counter changed since the application last read it, and times
+// out while it has not. Only FD sets can hold a counter.
+TEST_F(Cntr, JoinsAnFdWaitSetThatWakesOnAChange) {
+    evd::fabric fab;
+    fab.fid.fid.fclass = FI_CLASS_FABRIC;
+    struct fi_wait_attr wa {};
+    wa.wait_obj = FI_WAIT_MUTEX_COND;
+    struct fid_wait* mc = nullptr;
+    ASSERT_EQ(evd::wait_open(&fab.fid, &wa, &mc), 0);
+    struct fi_cntr_attr a {};
+    a.events = FI_CNTR_EVENTS_COMP;
+    a.wait_obj = FI_WAIT_SET;
+    a.wait_set = mc;
+    struct fid_cntr* c = nullptr;
+    EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, &c, nullptr), -FI_ENOSYS);
+    EXPECT_EQ(fi_close(&mc->fid), 0);
+
+    wa.wait_obj = FI_WAIT_FD;
+    struct fid_wait* ws = nullptr;
+    ASSERT_EQ(evd::wait_open(&fab.fid, &wa, &ws), 0);
+    a.wait_set = ws;
+    ASSERT_EQ(evd::cntr_open(&dom_.fid, &a, &c, nullptr), 0);
+    enum fi_wait_obj w = FI_WAIT_NONE;
+    EXPECT_EQ(fi_control(&c->fid, FI_GETWAITOBJ, &w), 0);
+    EXPECT_EQ(w, FI_WAIT_SET);
+    EXPECT_EQ(fi_close(&ws->fid), -FI_EBUSY);  // a member is still in it
+
+    EXPECT_EQ(fi_wait(ws, 50), -FI_ETIMEDOUT);  // nothing new
+    auto t0 = std::chrono::steady_clock::now();
+    std::thread adder([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        fi_cntr_add(c, 3);
+    });
+    EXPECT_EQ(fi_wait(ws, 5000), 0);
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  std::chrono::steady_clock::now() - t0).count();
+    adder.join();
+    EXPECT_GE(ms, 90);
+    EXPECT_LT(ms, 4000);
+    EXPECT_EQ(fi_cntr_read(c), 3u);      // seen: the set sleeps again
+    EXPECT_EQ(fi_wait(ws, 50), -FI_ETIMEDOUT);
+    EXPECT_EQ(fi_cntr_adderr(c, 1), 0);  // an error change wakes it too
+    EXPECT_EQ(fi_wait(ws, 5000), 0);
+    EXPECT_EQ(fi_cntr_readerr(c), 1u);
+    EXPECT_EQ(fi_cntr_wait(c, 3, 100), 0);  // and the counter still waits on its own
+
+    EXPECT_EQ(fi_close(&c->fid), 0);
+    EXPECT_EQ(fi_close(&ws->fid), 0);
+    EXPECT_EQ(fab.refs.n.load(), 0);
 }
 
 TEST_F(Cntr, AddSetAndErrorValuesAreIndependent) {
