@@ -429,7 +429,7 @@ bool drain_backlog(cq* c) {
 }
 
 // FI_WAIT_YIELD: poll, yielding the CPU between polls, until a completion,
-// fi_cq_signal (-FI_EAGAIN) or the timeout (-FI_EAGAIN). No channel, no fd.
+// fi_cq_signal (-FI_EAGAIN) or the timeout (-FI_EAGAIN); no wait fd is involved.
 template <class Clock>
 ssize_t yield_sread(cq* c, void* buf, size_t count, fi_addr_t* src_addr, int timeout,
                     typename Clock::time_point deadline) {
@@ -849,15 +849,18 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
             attr->signaling_vector < verbs->num_comp_vectors)
             vector = attr->signaling_vector;
 
+        // Every CQ has a completion channel, also FI_WAIT_NONE and YIELD ones
+        // (not exported): a counter counting this CQ's completions sleeps on
+        // it instead of polling.
+        c->chan.reset(ibv_create_comp_channel(verbs));
+        if (!c->chan) {
+            int e = errno;
+            EVD_WARN(FI_LOG_CQ, "ibv_create_comp_channel: %s\n", strerror(e));
+            return fi_err(e);
+        }
+        int fl = fcntl(c->chan->fd, F_GETFL);
+        if (fl < 0 || fcntl(c->chan->fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
         if (c->wait_obj != FI_WAIT_NONE && c->wait_obj != FI_WAIT_YIELD) {
-            c->chan.reset(ibv_create_comp_channel(verbs));
-            if (!c->chan) {
-                int e = errno;
-                EVD_WARN(FI_LOG_CQ, "ibv_create_comp_channel: %s\n", strerror(e));
-                return fi_err(e);
-            }
-            int fl = fcntl(c->chan->fd, F_GETFL);
-            if (fl < 0 || fcntl(c->chan->fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
             c->signal_fd.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
             if (c->signal_fd.fd < 0) return -errno;
             c->backlog_fd.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

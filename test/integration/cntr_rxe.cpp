@@ -67,6 +67,7 @@ protected:
     bool client_cqs = true, server_cqs = true;
     uint64_t client_tx_flags = 0;  // e.g. FI_SELECTIVE_COMPLETION
     bool server_recv_in_set = false;  // the server's receive counter joins recv_set
+    enum fi_wait_obj cq_wait_obj = FI_WAIT_FD;  // both sides' CQs
     struct fid_wait* recv_set = nullptr;  // an FD wait set
 
     void SetUp() override {
@@ -93,6 +94,8 @@ protected:
         if (fab) { EXPECT_EQ(fi_close(&fab->fid), 0); }
     }
 
+    void trywait_then_wait_fd_wakes();
+
     int eq_wait(struct fid_eq* eq, uint32_t& event, struct fi_eq_cm_entry& ent, int ms = 20000) {
         return rxetest::eq_wait(fab, {peq, s.eq, c.eq}, eq, event, ent, ms);
     }
@@ -108,7 +111,7 @@ protected:
         if (cqs) {
             struct fi_cq_attr ca {};
             ca.format = FI_CQ_FORMAT_DATA;
-            ca.wait_obj = FI_WAIT_FD;
+            ca.wait_obj = cq_wait_obj;
             ca.size = 256;
             ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.tx, nullptr), 0);
             ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.rx, nullptr), 0);
@@ -410,7 +413,7 @@ namespace {
 // The FI_GETWAIT fd with fi_trywait (as fabtests -c fd use it): trywait arms
 // the sources and says 0 while nothing is pending; the fd then becomes
 // readable when a real completion arrives, and trywait answers -FI_EAGAIN.
-TEST_F(CntrRxe, TrywaitThenWaitFdWakesOnACompletion) {
+void CntrRxe::trywait_then_wait_fd_wakes() {
     std::vector<uint8_t> rb(64), sb(64, 9);
     ASSERT_NO_FATAL_FAILURE(connect([&](side& x) {
         if (&x != &s) return;
@@ -436,6 +439,15 @@ TEST_F(CntrRxe, TrywaitThenWaitFdWakesOnACompletion) {
     EXPECT_EQ(fi_cntr_read(s.recv), 1u);
     EXPECT_EQ(rb[0], 9);
     EXPECT_EQ(fi_trywait(fab, &f, 1), 0) << "all seen: safe to sleep again";
+}
+
+TEST_F(CntrRxe, TrywaitThenWaitFdWakesOnACompletion) { trywait_then_wait_fd_wakes(); }
+
+// The same when the endpoint's CQs have no wait object: the counter still
+// sleeps on their (unexported) completion channels instead of polling them.
+TEST_F(CntrRxe, TrywaitThenWaitFdWakesWithWaitNoneCqs) {
+    cq_wait_obj = FI_WAIT_NONE;
+    trywait_then_wait_fd_wakes();
 }
 
 // A counter in an FD wait set: fi_wait sleeps while the counter has nothing
