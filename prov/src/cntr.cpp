@@ -456,15 +456,9 @@ int cntr_open(struct fid_domain* dom_fid, struct fi_cntr_attr* attr, struct fid_
             break;
         case FI_WAIT_SET:
             // the counter's own wait fd (as for FI_WAIT_FD) joins an FD set
-            c->wset = a.wait_set ? wait_set_from_fid(a.wait_set) : nullptr;
-            if (!c->wset) {
-                EVD_WARN(FI_LOG_CNTR, "fi_cntr_open: FI_WAIT_SET without an evd wait set\n");
-                return -FI_EINVAL;
-            }
-            if (wait_set_obj(c->wset) != FI_WAIT_FD) {
-                EVD_WARN(FI_LOG_CNTR, "fi_cntr_open: only FD wait sets can hold a counter\n");
-                return -FI_ENOSYS;
-            }
+            if (int r = member_wait_set(a.wait_set, FI_LOG_CNTR, "fi_cntr_open", "a counter",
+                                        &c->wset))
+                return r;
             c->wait_obj = FI_WAIT_SET;
             break;
         default:

@@ -811,15 +811,8 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
             c->wait_obj = FI_WAIT_YIELD;
             break;
         case FI_WAIT_SET:
-            c->wset = attr->wait_set ? wait_set_from_fid(attr->wait_set) : nullptr;
-            if (!c->wset) {
-                EVD_WARN(FI_LOG_CQ, "fi_cq_open: FI_WAIT_SET without an evd wait set\n");
-                return -FI_EINVAL;
-            }
-            if (wait_set_obj(c->wset) != FI_WAIT_FD) {
-                EVD_WARN(FI_LOG_CQ, "fi_cq_open: only FD wait sets can hold a CQ\n");
-                return -FI_ENOSYS;
-            }
+            if (int r = member_wait_set(attr->wait_set, FI_LOG_CQ, "fi_cq_open", "a CQ", &c->wset))
+                return r;
             c->wait_obj = FI_WAIT_SET;
             break;
         default:

@@ -311,6 +311,21 @@ wait_set* wait_set_from_fid(struct fid_wait* f) {
 
 enum fi_wait_obj wait_set_obj(const wait_set* ws) { return ws->wobj; }
 
+int member_wait_set(struct fid_wait* f, enum fi_log_subsys sub, const char* who,
+                    const char* what, wait_set** out) {
+    wait_set* ws = f ? wait_set_from_fid(f) : nullptr;
+    if (!ws) {
+        EVD_WARN(sub, "%s: FI_WAIT_SET without an evd wait set\n", who);
+        return -FI_EINVAL;
+    }
+    if (wait_set_obj(ws) != FI_WAIT_FD) {
+        EVD_WARN(sub, "%s: only FD wait sets can hold %s\n", who, what);
+        return -FI_ENOSYS;
+    }
+    *out = ws;
+    return 0;
+}
+
 int wait_set_add(wait_set* ws, wait_member* m) {
     if (!ws || !m || !m->trywait) return -FI_EINVAL;
     std::lock_guard lk(ws->mu);

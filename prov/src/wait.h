@@ -40,6 +40,11 @@ wait_set* wait_set_from_fid(struct fid_wait* f);  // nullptr when not an evd wai
 // FI_WAIT_FD (also for sets opened with FI_WAIT_UNSPEC), FI_WAIT_MUTEX_COND
 // or FI_WAIT_YIELD.
 enum fi_wait_obj wait_set_obj(const wait_set* ws);
+// A CQ or counter opened with FI_WAIT_SET: *out = the evd FD wait set f is;
+// -FI_EINVAL (no set, or not evd's) or -FI_ENOSYS (not an FD set), each
+// with a warning naming `who` (e.g. "fi_cq_open: ... a CQ").
+int member_wait_set(struct fid_wait* f, enum fi_log_subsys sub, const char* who,
+                    const char* what, wait_set** out);
 int wait_set_add(wait_set* ws, wait_member* m);
 void wait_set_del(wait_set* ws, wait_member* m);
 // Wakes fi_wait on a MUTEX_COND / YIELD set (FD sets are woken by member fds).
