@@ -875,6 +875,26 @@ TEST_F(DataObjects, CqFormatsAndWaitObjects) {
     a.format = FI_CQ_FORMAT_CONTEXT;
     a.wait_obj = FI_WAIT_MUTEX_COND;
     EXPECT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), -FI_ENOSYS);
+    // FI_WAIT_SET: only an evd FD wait set can hold a CQ
+    a.wait_obj = FI_WAIT_SET;
+    a.wait_set = nullptr;
+    EXPECT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), -FI_EINVAL);
+    struct fi_wait_attr wa {};
+    wa.wait_obj = FI_WAIT_MUTEX_COND;
+    struct fid_wait* ws = nullptr;
+    ASSERT_EQ(fi_wait_open(fab, &wa, &ws), 0);
+    a.wait_set = ws;
+    EXPECT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), -FI_ENOSYS);
+    EXPECT_EQ(fi_close(&ws->fid), 0);
+    wa.wait_obj = FI_WAIT_FD;
+    ASSERT_EQ(fi_wait_open(fab, &wa, &ws), 0);
+    a.wait_set = ws;
+    ASSERT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), 0);
+    EXPECT_EQ(fi_close(&ws->fid), -FI_EBUSY);  // the CQ is a member
+    EXPECT_EQ(fi_wait(ws, 50), -FI_ETIMEDOUT);  // an empty CQ
+    EXPECT_EQ(fi_close(&cq->fid), 0);
+    EXPECT_EQ(fi_close(&ws->fid), 0);
+    a.wait_set = nullptr;
     // the domain cannot close under an open CQ
     a.wait_obj = FI_WAIT_NONE;
     ASSERT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), 0);
