@@ -160,36 +160,28 @@ uint64_t cntr_readerr(struct fid_cntr* f) {
     });
 }
 
+// fi_cntr_add/adderr/set/seterr: op changes the value or error value, then
+// every waiter (and the exported fd) learns of it.
+template <class Op>
+int change(struct fid_cntr* f, Op op) {
+    cntr* c = cntr_of(f);
+    if (!c) return -FI_EINVAL;
+    op(*c);
+    wake(c);
+    return 0;
+}
+
 int cntr_add(struct fid_cntr* f, uint64_t v) {
-    cntr* c = cntr_of(f);
-    if (!c) return -FI_EINVAL;
-    c->value.fetch_add(v);
-    wake(c);
-    return 0;
+    return change(f, [v](cntr& c) { c.value.fetch_add(v); });
 }
-
 int cntr_adderr(struct fid_cntr* f, uint64_t v) {
-    cntr* c = cntr_of(f);
-    if (!c) return -FI_EINVAL;
-    c->err.fetch_add(v);
-    wake(c);
-    return 0;
+    return change(f, [v](cntr& c) { c.err.fetch_add(v); });
 }
-
 int cntr_set(struct fid_cntr* f, uint64_t v) {
-    cntr* c = cntr_of(f);
-    if (!c) return -FI_EINVAL;
-    c->value.store(v);
-    wake(c);
-    return 0;
+    return change(f, [v](cntr& c) { c.value.store(v); });
 }
-
 int cntr_seterr(struct fid_cntr* f, uint64_t v) {
-    cntr* c = cntr_of(f);
-    if (!c) return -FI_EINVAL;
-    c->err.store(v);
-    wake(c);
-    return 0;
+    return change(f, [v](cntr& c) { c.err.store(v); });
 }
 
 int do_wait(cntr* c, uint64_t threshold, int timeout) {
