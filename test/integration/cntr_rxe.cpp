@@ -30,19 +30,6 @@ namespace {
 using clk = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-struct fi_info* hints() {
-    struct fi_info* h = fi_allocinfo();
-    h->ep_attr->type = FI_EP_MSG;
-    h->caps = FI_MSG | FI_RMA;
-    h->mode = FI_CONTEXT | FI_RX_CQ_DATA;
-    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-    h->addr_format = FI_SOCKADDR_IN;
-    h->fabric_attr->prov_name = strdup("evd");
-    h->tx_attr->size = 64;
-    h->rx_attr->size = 64;
-    return h;
-}
-
 struct side {
     struct fi_info* info = nullptr;
     struct fid_domain* dom = nullptr;
@@ -57,23 +44,15 @@ struct side {
     std::vector<struct fid_mr*> mrs;
 };
 
-class CntrRxe : public ::testing::Test {
+class CntrRxe : public rxetest::PairFixture<CntrRxe, side> {
+    friend class rxetest::PairFixture<CntrRxe, side>;
+
 protected:
-    struct fid_fabric* fab = nullptr;
-    struct fid_eq* peq = nullptr;
-    struct fid_pep* pep = nullptr;
-    struct fi_info* srv_info = nullptr;
-    side s, c;  // server (rxe0), client (rxe1)
     bool client_cqs = true, server_cqs = true;
     uint64_t client_tx_flags = 0;  // e.g. FI_SELECTIVE_COMPLETION
     bool server_recv_in_set = false;  // the server's receive counter joins recv_set
     enum fi_wait_obj cq_wait_obj = FI_WAIT_FD;  // both sides' CQs
     struct fid_wait* recv_set = nullptr;  // an FD wait set
-
-    void SetUp() override {
-        if (!rxetest::have_two_devices()) GTEST_SKIP() << "needs rxe0/rxe1 (run inside test/vm/run-in-vm)";
-        evdtest::use_build_tree_provider();
-    }
 
     void TearDown() override {
         for (side* x : {&c, &s}) {
@@ -88,19 +67,15 @@ protected:
             if (x->info) fi_freeinfo(x->info);
         }
         if (recv_set) { EXPECT_EQ(fi_close(&recv_set->fid), 0); }
-        if (pep) { EXPECT_EQ(fi_close(&pep->fid), 0); }
-        if (peq) { EXPECT_EQ(fi_close(&peq->fid), 0); }
-        if (srv_info) fi_freeinfo(srv_info);
-        if (fab) { EXPECT_EQ(fi_close(&fab->fid), 0); }
+        close_listener();
     }
 
     void trywait_then_wait_fd_wakes();
 
-    int eq_wait(struct fid_eq* eq, uint32_t& event, struct fi_eq_cm_entry& ent, int ms = 20000) {
-        return rxetest::eq_wait(fab, {peq, s.eq, c.eq}, eq, event, ent, ms);
-    }
+    struct fi_info* pair_hints() { return rxetest::rma_hints(64); }
 
-    void open_side(side& x, struct fi_info* info, bool cqs) {
+    void open_side(side& x, struct fi_info* info) {
+        const bool cqs = &x == &c ? client_cqs : server_cqs;
         x.info = info;
         ASSERT_EQ(fi_domain(fab, info, &x.dom, nullptr), 0);
         struct fi_eq_attr ea {};
@@ -147,30 +122,13 @@ protected:
         EXPECT_EQ(fi_close(&x.send->fid), -FI_EBUSY) << "bound to an open endpoint";
     }
 
-    template <class F>
-    void connect(F before_connect) {
-        struct fi_info* h = hints();
-        ASSERT_NO_FATAL_FAILURE(rxetest::listen_on_rxe0(h, &srv_info, &fab, &peq, &pep));
-        struct fi_info* ci = rxetest::client_info_for(h, pep);
-        fi_freeinfo(h);
-        ASSERT_NE(ci, nullptr);
-        ASSERT_NO_FATAL_FAILURE(open_side(c, ci, client_cqs));
-        ASSERT_NO_FATAL_FAILURE(before_connect(c));
-        ASSERT_EQ(fi_connect(c.ep, ci->dest_addr, nullptr, 0), 0);
-        uint32_t ev = 0;
-        struct fi_eq_cm_entry ent {};
-        ASSERT_EQ(eq_wait(peq, ev, ent), 0);
-        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNREQ));
-        ASSERT_NO_FATAL_FAILURE(open_side(s, ent.info, server_cqs));
-        ASSERT_NO_FATAL_FAILURE(before_connect(s));
-        ASSERT_EQ(fi_accept(s.ep, nullptr, 0), 0);
-        ASSERT_EQ(eq_wait(s.eq, ev, ent), 0);
-        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNECTED));
-        ASSERT_EQ(eq_wait(c.eq, ev, ent), 0);
-        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNECTED));
-    }
-    void connect() {
-        connect([](side&) {});
+    // Connects with one receive of all of rb posted on the server.
+    void connect_with_server_recv(std::vector<uint8_t>& rb) {
+        connect([&](side& x) {
+            if (&x != &s) return;
+            struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
+            ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, nullptr), 0);
+        });
     }
 
     struct fid_mr* reg(side& x, void* buf, size_t len, uint64_t access) {
@@ -376,11 +334,7 @@ TEST_F(CntrRxe, BadKeyIncrementsTheErrorCount) {
 
 TEST_F(CntrRxe, WaitWakesOnARealCompletion) {
     std::vector<uint8_t> rb(64), sb(64, 7);
-    ASSERT_NO_FATAL_FAILURE(connect([&](side& x) {
-        if (&x != &s) return;
-        struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
-        ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, nullptr), 0);
-    }));
+    ASSERT_NO_FATAL_FAILURE(connect_with_server_recv(rb));
     struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
     std::atomic<int> rc{1};
     clk::time_point woke;
@@ -415,11 +369,7 @@ namespace {
 // readable when a real completion arrives, and trywait answers -FI_EAGAIN.
 void CntrRxe::trywait_then_wait_fd_wakes() {
     std::vector<uint8_t> rb(64), sb(64, 9);
-    ASSERT_NO_FATAL_FAILURE(connect([&](side& x) {
-        if (&x != &s) return;
-        struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
-        ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, nullptr), 0);
-    }));
+    ASSERT_NO_FATAL_FAILURE(connect_with_server_recv(rb));
     struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
     int fd = -1;
     ASSERT_EQ(fi_control(&s.recv->fid, FI_GETWAIT, &fd), 0);
@@ -455,11 +405,7 @@ TEST_F(CntrRxe, TrywaitThenWaitFdWakesWithWaitNoneCqs) {
 TEST_F(CntrRxe, WaitSetWakesOnACountedCompletion) {
     server_recv_in_set = true;
     std::vector<uint8_t> rb(64), sb(64, 7);
-    ASSERT_NO_FATAL_FAILURE(connect([&](side& x) {
-        if (&x != &s) return;
-        struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
-        ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, nullptr), 0);
-    }));
+    ASSERT_NO_FATAL_FAILURE(connect_with_server_recv(rb));
     ASSERT_NE(recv_set, nullptr);
     struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
     int r = fi_wait(recv_set, 200);

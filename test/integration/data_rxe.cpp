@@ -35,20 +35,8 @@ const char* addr0() {
     return a ? a : "192.0.2.1";
 }
 
-struct fi_info* base_hints() {
-    struct fi_info* h = fi_allocinfo();
-    h->ep_attr->type = FI_EP_MSG;
-    h->caps = FI_MSG | FI_RMA;
-    h->mode = FI_CONTEXT | FI_RX_CQ_DATA;
-    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-    h->addr_format = FI_SOCKADDR_IN;
-    h->fabric_attr->prov_name = strdup("evd");
-    // queue depths as an application would pick them (the device maxima make
-    // rxe allocate huge queues)
-    h->tx_attr->size = 256;
-    h->rx_attr->size = 256;
-    return h;
-}
+// queue depths as an application would pick them
+struct fi_info* base_hints() { return rxetest::rma_hints(256); }
 
 uint8_t pattern(size_t i, unsigned seed) { return static_cast<uint8_t>((i * 131u + seed * 7u + (i >> 8)) & 0xff); }
 void fill(std::vector<uint8_t>& b, size_t n, unsigned seed) {
@@ -76,24 +64,16 @@ struct cq_comp {
     struct fi_cq_data_entry e;
 };
 
-class DataRxe : public ::testing::Test {
+class DataRxe : public rxetest::PairFixture<DataRxe, side> {
+    friend class rxetest::PairFixture<DataRxe, side>;
+
 protected:
-    struct fid_fabric* fab = nullptr;
-    struct fid_eq* peq = nullptr;  // the passive endpoint's EQ
-    struct fid_pep* pep = nullptr;
-    struct fi_info* srv_info = nullptr;
-    side s, c;  // server (rxe0), client (rxe1)
     uint64_t tx_bind = 0;      // extra bind flags for the client's tx CQ
     bool server_srx = false;   // server endpoint on a shared receive context
     bool srx_attr_from_info = false;  // fi_srx_context gets the fi_info's rx_attr
     struct fi_rx_attr srx_granted {};  // what fi_srx_context wrote back
     enum fi_wait_obj cq_wait = FI_WAIT_FD;
     void sread_times_out_signals_and_completes();
-
-    void SetUp() override {
-        if (!rxetest::have_two_devices()) GTEST_SKIP() << "needs rxe0/rxe1 (run inside test/vm/run-in-vm)";
-        evdtest::use_build_tree_provider();
-    }
 
     void TearDown() override {
         for (side* x : {&c, &s}) {
@@ -105,16 +85,10 @@ protected:
             if (x->dom) { EXPECT_EQ(fi_close(&x->dom->fid), 0); }
             if (x->info) fi_freeinfo(x->info);
         }
-        if (pep) { EXPECT_EQ(fi_close(&pep->fid), 0); }
-        if (peq) { EXPECT_EQ(fi_close(&peq->fid), 0); }
-        if (srv_info) fi_freeinfo(srv_info);
-        if (fab) { EXPECT_EQ(fi_close(&fab->fid), 0); }
+        close_listener();
     }
 
-    // Waits for one EQ event, progressing the other EQs (rxe_util.h).
-    int eq_wait(struct fid_eq* eq, uint32_t& event, struct fi_eq_cm_entry& ent, int ms = 20000) {
-        return rxetest::eq_wait(fab, {peq, s.eq, c.eq}, eq, event, ent, ms);
-    }
+    struct fi_info* pair_hints() { return base_hints(); }
 
     void open_side(side& x, struct fi_info* info) {
         x.info = info;
@@ -142,35 +116,6 @@ protected:
             ASSERT_EQ(fi_ep_bind(x.ep, &x.srx->fid, 0), 0);
         }
         ASSERT_EQ(fi_enable(x.ep), 0);
-    }
-
-    // Listens on ADDR0, connects from ADDR1. `before_accept` runs with both
-    // endpoints enabled but not yet connected (post receives there).
-    template <class F>
-    void connect(F before_connect) {
-        struct fi_info* h = base_hints();
-        ASSERT_NO_FATAL_FAILURE(rxetest::listen_on_rxe0(h, &srv_info, &fab, &peq, &pep));
-        struct fi_info* ci = rxetest::client_info_for(h, pep);
-        fi_freeinfo(h);
-        ASSERT_NE(ci, nullptr);
-        ASSERT_NO_FATAL_FAILURE(open_side(c, ci));
-        ASSERT_NO_FATAL_FAILURE(before_connect(c));
-        ASSERT_EQ(fi_connect(c.ep, ci->dest_addr, nullptr, 0), 0);
-
-        uint32_t ev = 0;
-        struct fi_eq_cm_entry ent {};
-        ASSERT_EQ(eq_wait(peq, ev, ent), 0);
-        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNREQ));
-        ASSERT_NO_FATAL_FAILURE(open_side(s, ent.info));
-        ASSERT_NO_FATAL_FAILURE(before_connect(s));
-        ASSERT_EQ(fi_accept(s.ep, nullptr, 0), 0);
-        ASSERT_EQ(eq_wait(s.eq, ev, ent), 0);
-        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNECTED));
-        ASSERT_EQ(eq_wait(c.eq, ev, ent), 0);
-        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNECTED));
-    }
-    void connect() {
-        connect([](side&) {});
     }
 
     // Reads exactly one completion (busy poll with a deadline).

@@ -161,4 +161,81 @@ inline int eq_wait(struct fid_fabric* fab, std::initializer_list<struct fid_eq*>
     return 0;
 }
 
+// Hints of the data and counter suites: MSG with RMA and remote CQ data,
+// queues `depth` deep (the device maxima would make rxe allocate huge ones).
+inline struct fi_info* rma_hints(size_t depth) {
+    struct fi_info* h = fi_allocinfo();
+    h->ep_attr->type = FI_EP_MSG;
+    h->caps = FI_MSG | FI_RMA;
+    h->mode = FI_CONTEXT | FI_RX_CQ_DATA;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    h->addr_format = FI_SOCKADDR_IN;
+    h->fabric_attr->prov_name = strdup("evd");
+    h->tx_attr->size = depth;
+    h->rx_attr->size = depth;
+    return h;
+}
+
+// A connected pair for the data and counter suites: a listener on rxe0 and a
+// client on rxe1, each side with its own domain and EQ (Side has ep and eq).
+// Derived provides pair_hints() and open_side(Side&, fi_info*), which opens,
+// binds and enables one side's endpoint; its TearDown closes the sides, then
+// calls close_listener().
+template <class Derived, class Side>
+class PairFixture : public ::testing::Test {
+protected:
+    struct fid_fabric* fab = nullptr;
+    struct fid_eq* peq = nullptr;  // the passive endpoint's EQ
+    struct fid_pep* pep = nullptr;
+    struct fi_info* srv_info = nullptr;
+    Side s, c;  // server (rxe0), client (rxe1)
+
+    void SetUp() override {
+        if (!have_two_devices()) GTEST_SKIP() << "needs rxe0/rxe1 (run inside test/vm/run-in-vm)";
+        evdtest::use_build_tree_provider();
+    }
+
+    void close_listener() {
+        if (pep) { EXPECT_EQ(fi_close(&pep->fid), 0); }
+        if (peq) { EXPECT_EQ(fi_close(&peq->fid), 0); }
+        if (srv_info) fi_freeinfo(srv_info);
+        if (fab) { EXPECT_EQ(fi_close(&fab->fid), 0); }
+    }
+
+    // Waits for one event on eq, progressing the pair's other EQs.
+    int eq_wait(struct fid_eq* eq, uint32_t& event, struct fi_eq_cm_entry& ent, int ms = 20000) {
+        return rxetest::eq_wait(fab, {peq, s.eq, c.eq}, eq, event, ent, ms);
+    }
+
+    // Listens on rxe0 and connects from rxe1. before_connect(side) runs on
+    // each side once its endpoint is enabled, before fi_connect / fi_accept
+    // (post receives there).
+    template <class F>
+    void connect(F before_connect) {
+        Derived& d = static_cast<Derived&>(*this);
+        struct fi_info* h = d.pair_hints();
+        ASSERT_NO_FATAL_FAILURE(listen_on_rxe0(h, &srv_info, &fab, &peq, &pep));
+        struct fi_info* ci = client_info_for(h, pep);
+        fi_freeinfo(h);
+        ASSERT_NE(ci, nullptr);
+        ASSERT_NO_FATAL_FAILURE(d.open_side(c, ci));
+        ASSERT_NO_FATAL_FAILURE(before_connect(c));
+        ASSERT_EQ(fi_connect(c.ep, ci->dest_addr, nullptr, 0), 0);
+        uint32_t ev = 0;
+        struct fi_eq_cm_entry ent {};
+        ASSERT_EQ(eq_wait(peq, ev, ent), 0);
+        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNREQ));
+        ASSERT_NO_FATAL_FAILURE(d.open_side(s, ent.info));
+        ASSERT_NO_FATAL_FAILURE(before_connect(s));
+        ASSERT_EQ(fi_accept(s.ep, nullptr, 0), 0);
+        ASSERT_EQ(eq_wait(s.eq, ev, ent), 0);
+        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNECTED));
+        ASSERT_EQ(eq_wait(c.eq, ev, ent), 0);
+        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNECTED));
+    }
+    void connect() {
+        connect([](Side&) {});
+    }
+};
+
 }  // namespace rxetest
