@@ -90,10 +90,11 @@ struct fi_evd_eq_ops {
 
 /*
  * Provider error codes (prov_errno of struct fi_eq_err_entry) of the EQ
- * itself and of write_err carry a class in bits 24..30 and a class specific
- * code in bits 0..23, so fi_eq_strerror can name what they mean. Records of
- * other parts keep their documented raw values (fi_evd(7)): ibv_event_type
- * for async events, rdma_cm status for CM errors.
+ * itself, of write_err and of an endpoint's terminal error caused by a failed
+ * completion carry a class in bits 24..30 and a class specific code in bits
+ * 0..23, so fi_eq_strerror can name what they mean. Records of other parts
+ * keep their documented raw values (fi_evd(7)): ibv_event_type for async
+ * events, rdma_cm status for CM errors.
  */
 #define FI_EVD_PERR(cls, code) ((int)((((unsigned)(cls) & 0x7f) << 24) | \
 				      ((unsigned)(code) & 0xffffff)))
@@ -102,6 +103,8 @@ struct fi_evd_eq_ops {
 enum fi_evd_perr_class {
 	FI_EVD_PERR_EQ   = 0x45,  /* code: enum fi_evd_eq_perr ('E') */
 	FI_EVD_PERR_USER = 0x55,  /* code: application defined ('U') */
+	FI_EVD_PERR_WC   = 0x57,  /* code: enum ibv_wc_status of the completion
+				     that ended the endpoint ('W') */
 };
 enum fi_evd_eq_perr {
 	FI_EVD_EQ_PERR_OVERRUN = 1,  /* provider events were lost: EQ overran */

@@ -249,14 +249,26 @@ struct fatal_note {
 // an endpoint that is gone, a hidden success, a hidden request flushed).
 // Errors that leave the QP in error are noted for the endpoint's terminal
 // event, delivered by the caller once c->mu is dropped (deliver_fatal).
+//
+// A request the application gave no context for (fi_inject*, the hidden
+// signaled send of selective completion, a counted request it asked no
+// completion for) is never shown, not even in error: a CQ error entry whose
+// op_context nobody gave is what ofi_rxm and MPI dereference and crash on.
+// Such a failure reaches the application as its endpoint's terminal event,
+// and through the flush errors of every later request that has a context.
 bool admit(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) {
     if (!acct(c, wc)) return false;
-    if (wc.status == IBV_WC_SUCCESS) return wc.wr_id != wr_id_suppressed();
-    // flushed internal work requests are nobody's business
-    if (wc.wr_id == wr_id_suppressed() && wc.status == IBV_WC_WR_FLUSH_ERR) return false;
+    const bool hidden = wc.wr_id == wr_id_suppressed();
+    if (wc.status == IBV_WC_SUCCESS) return !hidden;
     const wc_row* r = wc_lookup(wc.status);
-    if ((!r || r->qp_fatal) && nnotes < kBatch) notes[nnotes++] = {wc.qp_num, wc.status};
-    return true;
+    // every error but a flush leaves an RC QP in error; a hidden one is
+    // reported through the terminal event whatever its status
+    if (!r || r->qp_fatal || (hidden && wc.status != IBV_WC_WR_FLUSH_ERR)) {
+        bool noted = false;
+        for (size_t i = 0; i < nnotes && !noted; ++i) noted = notes[i].qp_num == wc.qp_num;
+        if (!noted && nnotes < kBatch) notes[nnotes++] = {wc.qp_num, wc.status};
+    }
+    return !hidden;
 }
 
 // Polls one batch of at most `want` completions. Successes go to out (up to
@@ -295,7 +307,8 @@ void deliver_fatal(cq* c, const fatal_note* notes, size_t n) {
         for (auto& [qpn, owner] : c->qps) {
             if (qpn != notes[i].qp_num) continue;
             const wc_row* r = wc_lookup(notes[i].status);
-            ep_terminal_error(owner, r ? r->fi_errno : FI_EOTHER, notes[i].status,
+            ep_terminal_error(owner, r ? r->fi_errno : FI_EOTHER,
+                              FI_EVD_PERR(FI_EVD_PERR_WC, notes[i].status),
                               r ? r->name : "unknown ibv_wc_status");
         }
     }
@@ -326,8 +339,10 @@ ssize_t do_read(cq* c, void* buf, size_t count, fi_addr_t* src_addr) {
             --c->ring_count;
         }
         if (!c->ring_count) {
+            // stops after a batch that ended an endpoint, so its terminal
+            // event goes out now and notes never outgrow one batch
             bool more = true;
-            while (n < count && more) {
+            while (n < count && more && !nnotes) {
                 int w = poll_batch(c, out, count - n, notes, nnotes, more);
                 if (w < 0) {
                     EVD_WARN(FI_LOG_CQ, "ibv_poll_cq: %s\n", strerror(-w));

@@ -264,6 +264,9 @@ int ep_close(struct fid* f) {
         if (e->tx_cq) cq_bind_unref(e->tx_cq);
         if (e->rx_cq) cq_bind_unref(e->rx_cq);
         if (e->srx_fid) srx_bind_unref(e->srx_fid);
+        // nothing posts for e any more: no reader may be handed its fid now
+        eq_forget_fid(e->eq_bound.load(), &e->fid.fid);
+        eq_forget_fid(e->dom->eq_bound.load(), &e->fid.fid);
         if (eq* q = e->eq_bound.load()) {
             devctx_detach_eq(e->dom->dev, q);
             eq_bind_unref(q);
@@ -714,7 +717,7 @@ struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action&
             struct rdma_conn_param cp;
             fill_conn_param(&cp, e->conn_data, e->conn_data_len);
             set_state(e, ep_state::connecting);
-            if (rdma_connect(e->id, &cp)) {
+                if (rdma_connect(e->id, &cp)) {
                 int err = errno;
                 EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: rdma_connect: %s\n", strerror(err));
                 if (ep_claim_terminal(e)) post_terminal_err(e, FI_ECONNABORTED, err, nullptr, 0);

@@ -40,6 +40,7 @@
 #include <mutex>
 
 #include "async.h"
+#include "cq.h"
 #include "fabric.h"
 #include "wait.h"
 
@@ -538,6 +539,24 @@ int eq_post(eq* q, uint32_t event, const void* entry, size_t len) {
     return rc;
 }
 
+size_t eq_forget_fid(eq* q, const struct fid* f) {
+    if (!q || !f) return 0;
+    size_t dropped = 0;
+    std::lock_guard<qlock> lk(q->mu);
+    for (size_t p = 0; p < q->count;) {
+        if (q->at(p).src == f) {
+            remove_locked(q, p);
+            ++dropped;
+        } else {
+            ++p;
+        }
+    }
+    if (dropped)
+        EVD_DBG(FI_LOG_EQ, "eq %p: %zu queued events of closed fid %p dropped\n",
+                static_cast<void*>(q), dropped, static_cast<const void*>(f));
+    return dropped;
+}
+
 int eq_post_err(eq* q, const struct fi_eq_err_entry& err, const void* err_data,
                 size_t err_data_len) {
     if (!q || (err_data_len && !err_data)) return -FI_EINVAL;
@@ -862,6 +881,12 @@ const char* eq_strerror(struct fid_eq* f, int prov_errno, const void* err_data, 
         snprintf(out, outlen,
                  "evd: the event queue overran; provider events were lost (err.data holds how "
                  "many) and the EQ accepts no further events: close it");
+    } else if (prov_errno > 0 && cls == FI_EVD_PERR_WC) {
+        const wc_row* r = wc_lookup(code);
+        snprintf(out, outlen, "evd: the endpoint ended on a failed completion: %s (%s): %s",
+                 r ? r->name : "unknown ibv_wc_status",
+                 ibv_wc_status_str(static_cast<enum ibv_wc_status>(code)),
+                 r ? r->meaning : "no description");
     } else if (prov_errno > 0 && cls == FI_EVD_PERR_USER) {
         snprintf(out, outlen, "evd: application-defined error code %d (written with write_err)",
                  code);

@@ -48,6 +48,12 @@ int eq_post(eq* q, uint32_t event, const void* entry, size_t len);
 int eq_post_err(eq* q, const struct fi_eq_err_entry& err, const void* err_data,
                 size_t err_data_len);
 
+// Drops every queued event (normal or error) whose fid is f: called when f is
+// closed, after nothing can post for it any more, so that no reader is handed
+// a fid that points at freed memory (ofi_rxm frees the connection behind an
+// endpoint right after closing it). Returns how many were dropped.
+size_t eq_forget_fid(eq* q, const struct fid* f);
+
 void eq_bind_ref(eq* q);
 void eq_bind_unref(eq* q);
 eq* eq_from_fid(struct fid_eq* f);   // nullptr when f is not an evd EQ

@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_endpoint.h>
+#include <rdma/fi_ext_evd.h>
 #include <rdma/fi_rma.h>
 
 #include <atomic>
@@ -528,6 +529,11 @@ TEST_F(DataRxe, BadKeyIsReportedAndEndsTheEndpointOnce) {
             struct fi_eq_err_entry ee {};
             ASSERT_GT(fi_eq_readerr(c.eq, &ee, 0), 0);
             EXPECT_EQ(ee.fid, &c.ep->fid);
+            EXPECT_EQ(ee.err, FI_EACCES);
+            EXPECT_EQ(ee.prov_errno, FI_EVD_PERR(FI_EVD_PERR_WC, IBV_WC_REM_ACCESS_ERR));
+            const char* why = fi_eq_strerror(c.eq, ee.prov_errno, ee.err_data, nullptr, 0);
+            EXPECT_NE(std::string(why ? why : "").find("IBV_WC_REM_ACCESS_ERR"), std::string::npos)
+                << (why ? why : "(null)");
             ++terminal;
         } else if (r > 0) {
             if (ev == FI_SHUTDOWN) ++terminal;
@@ -547,6 +553,92 @@ TEST_F(DataRxe, BadKeyIsReportedAndEndsTheEndpointOnce) {
         EXPECT_EQ(err.op_context, &w2);
     }
     fi_close(&lm->fid);
+    fi_close(&tm->fid);
+}
+
+// A request that has no context (fi_inject_write here) and fails must never
+// come out of the CQ as an error entry whose op_context nobody gave: ofi_rxm
+// and MPI dereference it. Its failure ends the endpoint (one terminal error on
+// the EQ), and the next request that has a context is flushed with it.
+TEST_F(DataRxe, FailedInjectIsTheTerminalEventNeverAContextlessCqError) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    std::vector<uint8_t> lb(4096), target(4096);
+    struct fid_mr* lm = reg(c, lb.data(), lb.size(), FI_SEND | FI_WRITE);
+    struct fid_mr* tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+    const uint64_t addr = reinterpret_cast<uintptr_t>(target.data());
+    ASSERT_EQ(fi_inject_write(c.ep, lb.data(), 8, 0, addr, fi_mr_key(tm) ^ 0x5a5a00), 0);
+
+    // reading the CQ finds the failure; it never shows up there
+    int terminal = 0;
+    struct fi_eq_err_entry ee {};
+    auto end = clk::now() + std::chrono::seconds(10);
+    while (clk::now() < end && terminal == 0) {
+        struct fi_cq_data_entry e {};
+        ssize_t r = fi_cq_read(c.tx, &e, 1);
+        ASSERT_EQ(r, -FI_EAGAIN) << "the failed inject surfaced on the CQ";
+        uint32_t ev;
+        uint8_t buf[512];
+        r = fi_eq_read(c.eq, &ev, buf, sizeof buf, 0);
+        if (r == -FI_EAVAIL) {
+            ASSERT_EQ(fi_eq_readerr(c.eq, &ee, 0), static_cast<ssize_t>(sizeof ee));
+            ++terminal;
+        } else {
+            ASSERT_EQ(r, -FI_EAGAIN) << "unexpected event " << ev;
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+    ASSERT_EQ(terminal, 1) << "no terminal event within 10 s";
+    EXPECT_EQ(ee.fid, &c.ep->fid);
+    EXPECT_EQ(ee.err, FI_EACCES);
+    EXPECT_EQ(ee.prov_errno, FI_EVD_PERR(FI_EVD_PERR_WC, IBV_WC_REM_ACCESS_ERR));
+    struct fi_cq_err_entry ce {};
+    EXPECT_EQ(fi_cq_readerr(c.tx, &ce, 0), -FI_EAGAIN);
+
+    // the next request with a context is refused or flushed with that context
+    int ctx;
+    ssize_t r = fi_send(c.ep, lb.data(), 8, fi_mr_desc(lm), 0, &ctx);
+    if (r == 0) {
+        struct fi_cq_data_entry e {};
+        ASSERT_EQ(cq_one(c.tx, e), -FI_EAVAIL);
+        ASSERT_EQ(fi_cq_readerr(c.tx, &ce, 0), 1);
+        EXPECT_EQ(ce.op_context, &ctx);
+        EXPECT_EQ(ce.err, FI_ECANCELED);
+    }
+    // and nothing else: no second terminal event, no stray CQ entry
+    ASSERT_NO_FATAL_FAILURE(cq_none(c.tx, 300));
+    uint32_t ev;
+    uint8_t buf[512];
+    EXPECT_EQ(fi_eq_read(c.eq, &ev, buf, sizeof buf, 0), -FI_EAGAIN);
+    fi_close(&lm->fid);
+    fi_close(&tm->fid);
+}
+
+// Closing an endpoint drops what its EQ still holds for it: ofi_rxm frees the
+// connection behind an endpoint right after fi_close, so a record read later
+// would hand it a dangling fid.
+TEST_F(DataRxe, CloseDropsTheEndpointsQueuedEvents) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    std::vector<uint8_t> lb(64), target(64);
+    struct fid_mr* lm = reg(c, lb.data(), lb.size(), FI_WRITE);
+    struct fid_mr* tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+    int wctx;
+    ASSERT_EQ(fi_write(c.ep, lb.data(), 8, fi_mr_desc(lm), 0,
+                       reinterpret_cast<uintptr_t>(target.data()), fi_mr_key(tm) ^ 0x5a5a00, &wctx),
+              0);
+    struct fi_cq_data_entry e {};
+    ASSERT_EQ(cq_one(c.tx, e), -FI_EAVAIL);  // the terminal error is now queued on c.eq
+    struct fi_cq_err_entry ce {};
+    ASSERT_EQ(fi_cq_readerr(c.tx, &ce, 0), 1);
+    struct fi_eq_err_entry ee {};
+    ASSERT_EQ(fi_eq_readerr(c.eq, &ee, FI_PEEK), static_cast<ssize_t>(sizeof ee));
+    EXPECT_EQ(ee.fid, &c.ep->fid);
+    fi_close(&lm->fid);
+    ASSERT_EQ(fi_close(&c.ep->fid), 0);
+    c.ep = nullptr;
+    uint32_t ev;
+    uint8_t buf[512];
+    EXPECT_EQ(fi_eq_read(c.eq, &ev, buf, sizeof buf, 0), -FI_EAGAIN);
+    EXPECT_EQ(fi_eq_readerr(c.eq, &ee, 0), -FI_EAGAIN) << "a record of the closed endpoint";
     fi_close(&tm->fid);
 }
 
