@@ -416,6 +416,8 @@ ssize_t cq_readerr(struct fid_cq* f, struct fi_cq_err_entry* buf, uint64_t flags
         buf->prov_errno = wc.status;
         buf->err_data = nullptr;
         if (c->err_data_size_field) buf->err_data_size = 0;
+        // src_addr (API 1.20) is never written: evd has no FI_SOURCE_ERR, and
+        // a caller of an older API has a struct that ends before it
         return 1;
     });
 }
@@ -896,9 +898,7 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
         }
         c->dom = dom;
         if (dom->info && dom->info->fabric_attr)
-            c->err_data_size_field = FI_VERSION_GE(dom->info->fabric_attr->api_version,
-                                                   FI_VERSION(1, 5)) ||
-                                     dom->info->fabric_attr->api_version == 0;
+            c->err_data_size_field = api::has_1_5(dom->info->fabric_attr->api_version);
         c->fid.fid.fclass = FI_CLASS_CQ;
         c->fid.fid.context = context;
         c->fid.fid.ops = &cq_fi_ops;

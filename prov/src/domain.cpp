@@ -4,6 +4,8 @@
 // contexts. Domain-level asynchronous events (port and device events) go to
 // the EQ bound with fi_domain_bind.
 #include "domain.h"
+
+#include "api.h"
 #include "async.h"
 
 #include <cstring>
@@ -85,9 +87,9 @@ int domain_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
                      bfid->fclass);
             return -FI_EINVAL;
         }
-        if (flags & ~static_cast<uint64_t>(FI_REG_MR | FI_EVD_NOTIFY_ASYNC)) {
+        if (flags & ~static_cast<uint64_t>(api::kBindRegMr | FI_EVD_NOTIFY_ASYNC)) {
             EVD_WARN(FI_LOG_DOMAIN, "fi_domain_bind: unknown flags 0x%llx\n",
-                     static_cast<unsigned long long>(flags & ~static_cast<uint64_t>(FI_REG_MR | FI_EVD_NOTIFY_ASYNC)));
+                     static_cast<unsigned long long>(flags & ~static_cast<uint64_t>(api::kBindRegMr | FI_EVD_NOTIFY_ASYNC)));
             return -FI_EINVAL;
         }
         eq* q = eq_from_fid(bfid);

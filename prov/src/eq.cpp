@@ -463,7 +463,7 @@ ssize_t wait_impl(eq* q, size_t threshold, int timeout, uint32_t* event, void* b
 
 void fill_err(eq* q, struct fi_eq_err_entry* buf, const struct fi_eq_err_entry& e,
               const void* data, size_t n) {
-    const bool old_api = q->api && q->api < FI_VERSION(1, 5);
+    const bool old_api = !api::has_1_5(q->api);
     const bool provider_buf = old_api || buf->err_data_size == 0;
     void* user_data = buf->err_data;
     size_t user_size = old_api ? 0 : buf->err_data_size;
@@ -718,7 +718,7 @@ ssize_t eq_readerr(struct fid_eq* f, struct fi_eq_err_entry* buf, uint64_t flags
             EVD_WARN(FI_LOG_EQ, "fi_eq_readerr: buf must not be NULL\n");
             return -FI_EINVAL;
         }
-        const bool old_api = q->api && q->api < FI_VERSION(1, 5);
+        const bool old_api = !api::has_1_5(q->api);
         if (!old_api && buf->err_data_size && !buf->err_data) {
             EVD_WARN(FI_LOG_EQ, "fi_eq_readerr: err_data_size %zu with a NULL err_data\n",
                      buf->err_data_size);

@@ -28,13 +28,15 @@
 #include <rdma/providers/fi_prov.h>
 
 #include "rdma/fi_ext_evd.h"
+#include "api.h"
 
 namespace evd {
 
 // ------------------------------------------------------------------ identity
 inline constexpr const char* kProvName = "evd";
 // The libfabric API evd implements, and evd's own version (major.minor).
-inline constexpr uint32_t kFiVersion = FI_VERSION(1, 17);
+// the newest API of the headers evd is built with
+inline constexpr uint32_t kFiVersion = api::kHeaders;
 inline constexpr uint32_t kProvVersion = FI_VERSION(0, 1);
 
 extern struct fi_provider g_prov;  // prov.cpp

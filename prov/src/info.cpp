@@ -8,6 +8,8 @@
 // devices and librdmacm; getinfo() glues them.
 #include "info.h"
 
+#include "api.h"
+
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <infiniband/ib.h>
@@ -231,23 +233,23 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
     // Memory registration mode (fi_domain(3) "Memory Registration Mode").
     if (h->domain_attr) {
         int user = h->domain_attr->mr_mode;
-        bool local_ok = (h->mode & FI_LOCAL_MR) || (user & FI_MR_LOCAL);
+        bool local_ok = (h->mode & api::kModeLocalMr) || (user & FI_MR_LOCAL);
         if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
-            if (user != FI_MR_UNSPEC && user != FI_MR_BASIC)
+            if (user != api::kMrUnspec && user != api::kMrBasic)
                 REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode 0x%x: API < 1.5 supports only "
                        "FI_MR_BASIC\n", user);
-            if (!(h->mode & FI_LOCAL_MR))
+            if (!(h->mode & api::kModeLocalMr))
                 REJECT(-FI_ENODATA, "hints->mode lacks FI_LOCAL_MR (evd needs local buffers registered)\n");
-            w->mr_mode = FI_MR_BASIC;
-            w->mode |= FI_LOCAL_MR;
-        } else if (user & FI_MR_BASIC) {
-            if (user & ~FI_MR_BASIC)
+            w->mr_mode = api::kMrBasic;
+            w->mode |= api::kModeLocalMr;
+        } else if (user & api::kMrBasic) {
+            if (user & ~api::kMrBasic)
                 REJECT(-FI_EINVAL, "hints->domain_attr->mr_mode: FI_MR_BASIC combined with other bits\n");
             if (!local_ok)
                 REJECT(-FI_ENODATA, "hints: FI_MR_BASIC without mode FI_LOCAL_MR\n");
-            w->mr_mode = FI_MR_BASIC;
-            w->mode |= FI_LOCAL_MR;
-        } else if (user & FI_MR_SCALABLE) {
+            w->mr_mode = api::kMrBasic;
+            w->mode |= api::kModeLocalMr;
+        } else if (user & api::kMrScalable) {
             REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode FI_MR_SCALABLE: evd needs "
                    "FI_MR_LOCAL|FI_MR_VIRT_ADDR|FI_MR_ALLOCATED|FI_MR_PROV_KEY\n");
         } else {
@@ -269,12 +271,12 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
             if ((offered & need) != need) {
                 int missing = need & ~offered;
                 REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode 0x%x%s lacks bits evd requires: %s\n",
-                       user, user == FI_MR_UNSPEC ? " (FI_MR_UNSPEC: from API 1.5 no bit offered)" : "",
+                       user, user == api::kMrUnspec ? " (FI_MR_UNSPEC: from API 1.5 no bit offered)" : "",
                        fi_tostr(&missing, FI_TYPE_MR_MODE));
             }
             if (mode_local) {
                 w->mr_mode = need & ~FI_MR_LOCAL;
-                w->mode |= FI_LOCAL_MR;  // the app's way of accepting FI_MR_LOCAL
+                w->mode |= api::kModeLocalMr;  // the app's way of accepting FI_MR_LOCAL
             } else {
                 w->mr_mode = need;
             }
@@ -287,7 +289,9 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
         if (raw_enum(d->threading) > FI_THREAD_ENDPOINT)
             REJECT(-FI_EINVAL, "hints->domain_attr->threading %u is not a fi_threading value\n",
                    raw_enum(d->threading));
-        if (raw_enum(d->control_progress) > FI_PROGRESS_MANUAL ||
+        const unsigned max_control = api::has_2_0(version) ? api::kProgressControlUnified
+                                                           : unsigned{FI_PROGRESS_MANUAL};
+        if (raw_enum(d->control_progress) > max_control ||
             raw_enum(d->data_progress) > FI_PROGRESS_MANUAL)
             REJECT(-FI_EINVAL, "hints->domain_attr progress %u/%u is not a fi_progress value\n",
                    raw_enum(d->control_progress), raw_enum(d->data_progress));
@@ -352,7 +356,7 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
             uint64_t extra = t->msg_order & ~kMsgOrder;
             REJECT(-FI_ENODATA, "hints->tx_attr->msg_order asks for %s\n", fi_tostr(&extra, FI_TYPE_MSG_ORDER));
         }
-        if (t->comp_order & ~FI_ORDER_STRICT)
+        if (t->comp_order & ~api::kOrderStrict)
             REJECT(-FI_ENODATA, "hints->tx_attr->comp_order 0x%llx: only FI_ORDER_STRICT\n",
                    static_cast<unsigned long long>(t->comp_order));
         if (t->rma_iov_limit > 1)
@@ -368,7 +372,7 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
             uint64_t extra = r->msg_order & ~kMsgOrder;
             REJECT(-FI_ENODATA, "hints->rx_attr->msg_order asks for %s\n", fi_tostr(&extra, FI_TYPE_MSG_ORDER));
         }
-        if (r->comp_order & ~(FI_ORDER_STRICT | FI_ORDER_DATA))
+        if (r->comp_order & ~(api::kOrderStrict | api::kOrderData))
             REJECT(-FI_ENODATA, "hints->rx_attr->comp_order 0x%llx: only FI_ORDER_STRICT|FI_ORDER_DATA\n",
                    static_cast<unsigned long long>(r->comp_order));
     }
@@ -462,7 +466,8 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
     tx->mode = 0;
     tx->op_flags = h && h->tx_attr ? h->tx_attr->op_flags : 0;
     tx->msg_order = kMsgOrder;
-    tx->comp_order = FI_ORDER_STRICT;
+    // RC completes in order; 2.0 deprecated saying so (FI_ORDER_STRICT)
+    tx->comp_order = api::has_2_0(version) ? 0 : api::kOrderStrict;
     tx->inject_size = inject_limit(d);
     tx->size = clamp_param(get_params().tx_size, d.max_qp_wr);
     tx->iov_limit = d.max_sge;
@@ -481,7 +486,7 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
     rx->mode = w.cq_data ? FI_RX_CQ_DATA : 0;
     rx->op_flags = h && h->rx_attr ? h->rx_attr->op_flags : 0;
     rx->msg_order = kMsgOrder;
-    rx->comp_order = FI_ORDER_STRICT | FI_ORDER_DATA;
+    rx->comp_order = api::has_2_0(version) ? 0 : api::kOrderStrict | api::kOrderData;
     rx->total_buffered_recv = 0;
     rx->size = clamp_param(get_params().rx_size, d.max_qp_wr);
     rx->iov_limit = d.max_sge;
@@ -513,6 +518,11 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
     if (h && h->domain_attr) {
         if (raw_enum(h->domain_attr->control_progress) == FI_PROGRESS_MANUAL)
             dom->control_progress = FI_PROGRESS_MANUAL;
+        // 2.x: connection events progress where the application reads its
+        // EQ, which a MSG application does anyway: unified is honoured too
+        if (api::has_2_0(version) &&
+            raw_enum(h->domain_attr->control_progress) == api::kProgressControlUnified)
+            dom->control_progress = static_cast<enum fi_progress>(api::kProgressControlUnified);
         if (raw_enum(h->domain_attr->data_progress) == FI_PROGRESS_MANUAL)
             dom->data_progress = FI_PROGRESS_MANUAL;
     }
@@ -535,6 +545,10 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
     dom->mode = 0;
     dom->max_err_data = kMaxErrData;
     dom->mr_cnt = d.max_mr;
+#if FI_VERSION_GE(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), FI_VERSION(1, 20))
+    dom->max_ep_auth_key = 0;  // evd has no authorization keys
+    dom->max_group_id = 0;     // nor communication groups
+#endif
     if (h && h->domain_attr) {
         const fi_domain_attr* a = h->domain_attr;
         if (a->threading != FI_THREAD_UNSPEC) dom->threading = a->threading;

@@ -13,10 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "api.h"
 #include "info.h"
 
 namespace {
 
+namespace api = evd::api;
 using evd::addr_query;
 using evd::dev_desc;
 using evd::sockaddr_any;
@@ -306,37 +308,37 @@ std::vector<hint_case> cases() {
         {"mr_mode lacks PROV_KEY", [](fi_info* h) { h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED; }, -FI_ENODATA},
         {"mr_mode lacks LOCAL", [](fi_info* h) { h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY; }, -FI_ENODATA},
         {"mr_mode lacks LOCAL but mode LOCAL_MR", [](fi_info* h) {
-             h->mode = FI_LOCAL_MR;
+             h->mode = api::kModeLocalMr;
              h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
          }, 0, kAll, each([](fi_info* i) {
              // FI_MR_LOCAL was offered as the mode bit: answered the same way.
              EXPECT_EQ(i->domain_attr->mr_mode, evd::kMrMode & ~FI_MR_LOCAL);
-             EXPECT_TRUE(i->mode & FI_LOCAL_MR);
+             EXPECT_TRUE(i->mode & api::kModeLocalMr);
          })},
         {"mode LOCAL_MR and extra mr_mode bits", [](fi_info* h) {
-             h->mode = FI_LOCAL_MR;
+             h->mode = api::kModeLocalMr;
              h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_RAW |
                                        FI_MR_ENDPOINT | FI_MR_MMU_NOTIFY | FI_MR_RMA_EVENT;
          }, 0, kAll, each([](fi_info* i) {
              EXPECT_EQ(i->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
-             EXPECT_TRUE(i->mode & FI_LOCAL_MR);
+             EXPECT_TRUE(i->mode & api::kModeLocalMr);
          })},
         {"mr_mode UNSPEC with mode LOCAL_MR (API >= 1.5 offers no bit)", [](fi_info* h) {
-             h->mode = FI_LOCAL_MR;
-             h->domain_attr->mr_mode = FI_MR_UNSPEC;
+             h->mode = api::kModeLocalMr;
+             h->domain_attr->mr_mode = api::kMrUnspec;
          }, -FI_ENODATA},
         {"mr_mode UNSPEC, msg-only caps, mode LOCAL_MR (ALLOCATED still needed)", [](fi_info* h) {
              h->caps = FI_MSG;
-             h->mode = FI_LOCAL_MR;
-             h->domain_attr->mr_mode = FI_MR_UNSPEC;
+             h->mode = api::kModeLocalMr;
+             h->domain_attr->mr_mode = api::kMrUnspec;
          }, -FI_ENODATA},
         {"msg-only caps, mode LOCAL_MR, mr_mode ALLOCATED", [](fi_info* h) {
              h->caps = FI_MSG;
-             h->mode = FI_LOCAL_MR;
+             h->mode = api::kModeLocalMr;
              h->domain_attr->mr_mode = FI_MR_ALLOCATED;
          }, 0, kAll, each([](fi_info* i) {
              EXPECT_EQ(i->domain_attr->mr_mode, FI_MR_ALLOCATED);
-             EXPECT_TRUE(i->mode & FI_LOCAL_MR);
+             EXPECT_TRUE(i->mode & api::kModeLocalMr);
          })},
         {"msg-only caps, mr_mode LOCAL only", [](fi_info* h) {
              h->caps = FI_MSG;
@@ -346,17 +348,17 @@ std::vector<hint_case> cases() {
              h->caps = FI_MSG | FI_RMA;
              h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED;
          }, -FI_ENODATA},
-        {"mode LOCAL_MR with mr_mode LOCAL is not echoed", [](fi_info* h) { h->mode = FI_LOCAL_MR; }, 0, kAll,
-         each([](fi_info* i) { EXPECT_FALSE(i->mode & FI_LOCAL_MR); })},
-        {"mr_mode UNSPEC without LOCAL_MR", [](fi_info* h) { h->domain_attr->mr_mode = FI_MR_UNSPEC; }, -FI_ENODATA},
-        {"mr_mode SCALABLE", [](fi_info* h) { h->mode = FI_LOCAL_MR; h->domain_attr->mr_mode = FI_MR_SCALABLE; }, -FI_ENODATA},
-        {"mr_mode BASIC + LOCAL_MR", [](fi_info* h) { h->mode = FI_LOCAL_MR; h->domain_attr->mr_mode = FI_MR_BASIC; }, 0, kAll,
+        {"mode LOCAL_MR with mr_mode LOCAL is not echoed", [](fi_info* h) { h->mode = api::kModeLocalMr; }, 0, kAll,
+         each([](fi_info* i) { EXPECT_FALSE(i->mode & api::kModeLocalMr); })},
+        {"mr_mode UNSPEC without LOCAL_MR", [](fi_info* h) { h->domain_attr->mr_mode = api::kMrUnspec; }, -FI_ENODATA},
+        {"mr_mode SCALABLE", [](fi_info* h) { h->mode = api::kModeLocalMr; h->domain_attr->mr_mode = api::kMrScalable; }, -FI_ENODATA},
+        {"mr_mode BASIC + LOCAL_MR", [](fi_info* h) { h->mode = api::kModeLocalMr; h->domain_attr->mr_mode = api::kMrBasic; }, 0, kAll,
          each([](fi_info* i) {
-             EXPECT_EQ(i->domain_attr->mr_mode, FI_MR_BASIC);
-             EXPECT_TRUE(i->mode & FI_LOCAL_MR);
+             EXPECT_EQ(i->domain_attr->mr_mode, api::kMrBasic);
+             EXPECT_TRUE(i->mode & api::kModeLocalMr);
          })},
-        {"mr_mode BASIC without LOCAL_MR", [](fi_info* h) { h->domain_attr->mr_mode = FI_MR_BASIC; }, -FI_ENODATA},
-        {"mr_mode BASIC mixed", [](fi_info* h) { h->mode = FI_LOCAL_MR; h->domain_attr->mr_mode = FI_MR_BASIC | FI_MR_LOCAL; }, -FI_EINVAL},
+        {"mr_mode BASIC without LOCAL_MR", [](fi_info* h) { h->domain_attr->mr_mode = api::kMrBasic; }, -FI_ENODATA},
+        {"mr_mode BASIC mixed", [](fi_info* h) { h->mode = api::kModeLocalMr; h->domain_attr->mr_mode = api::kMrBasic | FI_MR_LOCAL; }, -FI_EINVAL},
         {"msg-only caps need no remote keys", [](fi_info* h) {
              h->caps = FI_MSG;
              h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED;
@@ -474,15 +476,15 @@ std::vector<hint_case> cases() {
         {"tx op_flags DELIVERY_COMPLETE", [](fi_info* h) { h->tx_attr->op_flags = FI_DELIVERY_COMPLETE; }, -FI_ENODATA},
         {"tx msg_order SAS", [](fi_info* h) { h->tx_attr->msg_order = FI_ORDER_SAS; }, 0, kAll},
         {"tx msg_order WAR", [](fi_info* h) { h->tx_attr->msg_order = FI_ORDER_WAR; }, -FI_ENODATA},
-        {"tx comp_order STRICT", [](fi_info* h) { h->tx_attr->comp_order = FI_ORDER_STRICT; }, 0, kAll},
-        {"tx comp_order DATA", [](fi_info* h) { h->tx_attr->comp_order = FI_ORDER_DATA; }, -FI_ENODATA},
+        {"tx comp_order STRICT", [](fi_info* h) { h->tx_attr->comp_order = api::kOrderStrict; }, 0, kAll},
+        {"tx comp_order DATA", [](fi_info* h) { h->tx_attr->comp_order = api::kOrderData; }, -FI_ENODATA},
         // --- receive attributes
         {"rx size asked", [](fi_info* h) { h->rx_attr->size = 100; }, 0, kAll,
          each([](fi_info* i) { EXPECT_EQ(i->rx_attr->size, 100u); })},
         {"rx size over", [](fi_info* h) { h->rx_attr->size = 16385; }, -FI_ENODATA},
         {"rx iov_limit over", [](fi_info* h) { h->rx_attr->iov_limit = 31; }, -FI_ENODATA},
         {"rx op_flags MULTI_RECV", [](fi_info* h) { h->rx_attr->op_flags = FI_MULTI_RECV; }, -FI_ENODATA},
-        {"rx comp_order DATA", [](fi_info* h) { h->rx_attr->comp_order = FI_ORDER_DATA; }, 0, kAll},
+        {"rx comp_order DATA", [](fi_info* h) { h->rx_attr->comp_order = api::kOrderData; }, 0, kAll},
         {"rx msg_order WAR", [](fi_info* h) { h->rx_attr->msg_order = FI_ORDER_WAR; }, -FI_ENODATA},
     };
     return v;
@@ -498,21 +500,121 @@ INSTANTIATE_TEST_SUITE_P(InfoFilter, HintTable, ::testing::ValuesIn(cases()),
 
 // ------------------------------------------------------------------ versions
 
+// Every API version the headers know, from 1.0 to the newest: what evd must
+// answer a caller of that version.
+std::vector<uint32_t> every_api_version() {
+    std::vector<uint32_t> v;
+    for (unsigned m = 0; m <= 22; ++m) v.push_back(FI_VERSION(1, m));
+    for (unsigned m = 0; m <= 30; ++m) v.push_back(FI_VERSION(2, m));
+    std::erase_if(v, [](uint32_t x) { return x > api::kHeaders; });
+    return v;
+}
+
+struct version_row {
+    const char* name;
+    std::function<void(fi_info*)> hint;
+    std::function<int(uint32_t)> want;                 // expected return code per version
+    std::function<void(uint32_t, fi_info*)> check;     // on each answer when want == 0
+};
+
+TEST(InfoFilter, EveryApiVersionGetsItsOwnRules) {
+    auto lt = [](uint32_t v, unsigned maj, unsigned min) { return FI_VERSION_LT(v, FI_VERSION(maj, min)); };
+    const std::vector<version_row> rows = {
+        {"1.5 hints (mr_mode bits evd needs)", [](fi_info*) {},
+         [&](uint32_t v) { return lt(v, 1, 5) ? -FI_ENODATA : 0; },
+         [&](uint32_t v, fi_info* i) {
+             EXPECT_EQ(i->fabric_attr->api_version, v);
+             EXPECT_EQ(i->domain_attr->mr_mode & ~FI_MR_LOCAL, evd::kMrMode & ~FI_MR_LOCAL);
+             // RC completes in order; from 2.0 the deprecated bits are not reported
+             EXPECT_EQ(i->tx_attr->comp_order, lt(v, 2, 0) ? api::kOrderStrict : 0u);
+             EXPECT_EQ(i->rx_attr->comp_order,
+                       lt(v, 2, 0) ? api::kOrderStrict | api::kOrderData : 0u);
+             EXPECT_EQ(i->domain_attr->control_progress, FI_PROGRESS_AUTO);
+             EXPECT_FALSE(i->mode & api::kModeLocalMr);
+#if FI_VERSION_GE(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), FI_VERSION(1, 20))
+             EXPECT_EQ(i->domain_attr->max_ep_auth_key, 0u);
+             EXPECT_EQ(i->domain_attr->max_group_id, 0u);
+#endif
+         }},
+        {"mr_mode BASIC with mode FI_LOCAL_MR",
+         [](fi_info* h) {
+             h->mode = api::kModeLocalMr;
+             h->domain_attr->mr_mode = api::kMrBasic;
+         },
+         [](uint32_t) { return 0; },
+         [](uint32_t, fi_info* i) {
+             EXPECT_EQ(i->domain_attr->mr_mode, api::kMrBasic);
+             EXPECT_TRUE(i->mode & api::kModeLocalMr);
+         }},
+        {"mr_mode UNSPEC with mode FI_LOCAL_MR",
+         [](fi_info* h) {
+             h->mode = api::kModeLocalMr;
+             h->domain_attr->mr_mode = api::kMrUnspec;
+         },
+         [&](uint32_t v) { return lt(v, 1, 5) ? 0 : -FI_ENODATA; },
+         [](uint32_t, fi_info* i) { EXPECT_EQ(i->domain_attr->mr_mode, api::kMrBasic); }},
+        {"mr_mode SCALABLE",
+         [](fi_info* h) {
+             h->mode = api::kModeLocalMr;
+             h->domain_attr->mr_mode = api::kMrScalable;
+         },
+         [](uint32_t) { return -FI_ENODATA; }, nullptr},
+        {"control_progress FI_PROGRESS_CONTROL_UNIFIED",
+         [](fi_info* h) { set_raw(h->domain_attr->control_progress, api::kProgressControlUnified); },
+         [&](uint32_t v) { return lt(v, 1, 5) ? -FI_ENODATA : lt(v, 2, 0) ? -FI_EINVAL : 0; },
+         [](uint32_t, fi_info* i) {
+             EXPECT_EQ(static_cast<unsigned>(i->domain_attr->control_progress),
+                       api::kProgressControlUnified);
+         }},
+        {"data_progress FI_PROGRESS_CONTROL_UNIFIED (a control value only)",
+         [](fi_info* h) { set_raw(h->domain_attr->data_progress, api::kProgressControlUnified); },
+         [&](uint32_t v) { return lt(v, 1, 5) ? -FI_ENODATA : -FI_EINVAL; }, nullptr},
+        {"comp_order FI_ORDER_STRICT asked (deprecated, still accepted)",
+         [](fi_info* h) {
+             h->tx_attr->comp_order = api::kOrderStrict;
+             h->rx_attr->comp_order = api::kOrderStrict | api::kOrderData;
+         },
+         [&](uint32_t v) { return lt(v, 1, 5) ? -FI_ENODATA : 0; }, nullptr},
+    };
+    const auto versions = every_api_version();
+    ASSERT_EQ(versions.back(), api::kHeaders) << "the newest version is the headers'";
+    for (const version_row& r : rows) {
+        for (uint32_t v : versions) {
+            SCOPED_TRACE(std::string(r.name) + " at API " + std::to_string(FI_MAJOR(v)) + "." +
+                         std::to_string(FI_MINOR(v)));
+            hints_ptr h;
+            r.hint(h.h);
+            infos out;
+            const int want = r.want(v);
+            ASSERT_EQ(run(h.h, out, {}, all(), v), want);
+            if (want == 0) {
+                ASSERT_FALSE(out.list().empty());
+                if (r.check)
+                    for (fi_info* i : out.list()) r.check(v, i);
+            }
+        }
+    }
+}
+
+TEST(InfoFilter, DeclaresTheNewestApiOfItsHeaders) {
+    EXPECT_EQ(evd::kFiVersion, FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION));
+}
+
 TEST(InfoFilter, OldApiUsesBasicRegistration) {
     hints_ptr h;
-    h.h->mode = FI_LOCAL_MR;
-    h.h->domain_attr->mr_mode = FI_MR_UNSPEC;
+    h.h->mode = api::kModeLocalMr;
+    h.h->domain_attr->mr_mode = api::kMrUnspec;
     infos out;
     ASSERT_EQ(run(h.h, out, {}, all(), FI_VERSION(1, 4)), 0);
     for (fi_info* i : out.list()) {
-        EXPECT_EQ(i->domain_attr->mr_mode, FI_MR_BASIC);
-        EXPECT_TRUE(i->mode & FI_LOCAL_MR);
+        EXPECT_EQ(i->domain_attr->mr_mode, api::kMrBasic);
+        EXPECT_TRUE(i->mode & api::kModeLocalMr);
         EXPECT_EQ(i->fabric_attr->api_version, FI_VERSION(1, 4));
     }
     h.h->mode = 0;
     infos none;
     EXPECT_EQ(run(h.h, none, {}, all(), FI_VERSION(1, 4)), -FI_ENODATA);
-    h.h->mode = FI_LOCAL_MR;
+    h.h->mode = api::kModeLocalMr;
     h.h->domain_attr->mr_mode = evd::kMrMode;  // 1.5 bits are meaningless before 1.5
     EXPECT_EQ(run(h.h, none, {}, all(), FI_VERSION(1, 4)), -FI_ENODATA);
 }
@@ -546,7 +648,7 @@ TEST(InfoFilter, EveryMrModeCombinationAnswersASubsetOrNoData) {
             EXPECT_EQ(i->domain_attr->mr_mode & ~mr, 0) << "bits not offered";
             EXPECT_EQ(i->domain_attr->mr_mode | FI_MR_LOCAL, evd::kMrMode);
             // FI_MR_LOCAL is required either as the mr_mode bit or as FI_LOCAL_MR.
-            EXPECT_NE(!!(i->domain_attr->mr_mode & FI_MR_LOCAL), !!(i->mode & FI_LOCAL_MR));
+            EXPECT_NE(!!(i->domain_attr->mr_mode & FI_MR_LOCAL), !!(i->mode & api::kModeLocalMr));
         }
     }
     EXPECT_EQ(accepted, 32);  // VIRT_ADDR|ALLOCATED|PROV_KEY with any of the other 5 bits
@@ -561,7 +663,7 @@ TEST(InfoFilter, FormerlyFailingMrModeCombinations) {
     {
         hints_ptr h;
         h.h->mode = ~0ull;
-        h.h->domain_attr->mr_mode = FI_MR_UNSPEC;
+        h.h->domain_attr->mr_mode = api::kMrUnspec;
         infos out;
         EXPECT_EQ(run(h.h, out), -FI_ENODATA);
         ++n;
@@ -578,7 +680,7 @@ TEST(InfoFilter, FormerlyFailingMrModeCombinations) {
         ASSERT_EQ(run(h.h, out), 0);
         for (fi_info* i : out.list()) {
             EXPECT_EQ(i->domain_attr->mr_mode, FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY);
-            EXPECT_TRUE(i->mode & FI_LOCAL_MR);
+            EXPECT_TRUE(i->mode & api::kModeLocalMr);
         }
         ++n;
     }
@@ -594,18 +696,18 @@ TEST(InfoFilter, LegacyMrModesPerApiVersion) {
         hints_ptr h;
         h.h->mode = ~0ull;
         h.h->caps = FI_MSG | FI_RMA;
-        h.h->domain_attr->mr_mode = FI_MR_BASIC;
+        h.h->domain_attr->mr_mode = api::kMrBasic;
         infos basic;
         ASSERT_EQ(run(h.h, basic, {}, all(), ver), 0);
-        for (fi_info* i : basic.list()) EXPECT_EQ(i->domain_attr->mr_mode, FI_MR_BASIC);
-        h.h->domain_attr->mr_mode = FI_MR_SCALABLE;
+        for (fi_info* i : basic.list()) EXPECT_EQ(i->domain_attr->mr_mode, api::kMrBasic);
+        h.h->domain_attr->mr_mode = api::kMrScalable;
         infos scalable;
         EXPECT_EQ(run(h.h, scalable, {}, all(), ver), -FI_ENODATA);
-        h.h->domain_attr->mr_mode = FI_MR_UNSPEC;
+        h.h->domain_attr->mr_mode = api::kMrUnspec;
         infos unspec;
         if (FI_VERSION_LT(ver, FI_VERSION(1, 5))) {
             ASSERT_EQ(run(h.h, unspec, {}, all(), ver), 0);
-            for (fi_info* i : unspec.list()) EXPECT_EQ(i->domain_attr->mr_mode, FI_MR_BASIC);
+            for (fi_info* i : unspec.list()) EXPECT_EQ(i->domain_attr->mr_mode, api::kMrBasic);
         } else {
             EXPECT_EQ(run(h.h, unspec, {}, all(), ver), -FI_ENODATA);
         }
