@@ -7,6 +7,7 @@
 #   bash test/run-all.sh            everything
 #   EVD_SKIP_VM=1 bash test/run-all.sh      no VM tier (quick local loop; CI never sets it)
 #   EVD_SKIP_SAN=1 bash test/run-all.sh     no sanitizer builds (quick local loop)
+#   EVD_SKIP_D13=1 bash test/run-all.sh     no Debian 13 / libfabric 2.1 pass (quick local loop)
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -63,7 +64,7 @@ step install-deps 1800 bash -c "bash '$top/test/install-deps.sh' && echo 'ok - i
 step autoreconf 600 bash -c "cd '$top' && autoreconf -fi && echo 'ok - autoreconf'"
 
 # ------------------------------------------------------------ unit tier
-step build 1800 bash -c 'build "$@"' _ "$top/build"
+step build 1800 bash -c 'build "$@"' _ "$top/build" --enable-werror
 step unit-api 600 "$top/build/evd_unit_api"
 step unit-internal 600 "$top/build/evd_unit_internal"
 # the plugin is visible to stock libfabric tools
@@ -94,6 +95,27 @@ fi
 # ------------------------------------------------------------ VM tier (rxe)
 if [ -z "${EVD_SKIP_VM:-}" ]; then
     step vm-integration 3000 env EVD_VM_TIMEOUT=2900 "$top/test/vm/run-in-vm" -- bash "$top/test/integration/run-in-guest.sh" "$top/build"
+fi
+
+# ------------------------------------------------- Debian 13 (libfabric 2.1)
+# The same source built in a Debian 13 userland (chroot, its g++ and
+# libfabric 2.1 headers, -Werror), its unit tiers, and the VM tier booted with
+# that userland as the guest root, so evd is proven on both libfabrics.
+if [ -z "${EVD_SKIP_D13:-}" ]; then
+    step d13-root 1200 bash -c "bash '$top/test/vm/make-root.sh' trixie && echo 'ok - Debian 13 userland'"
+    if d13=$(bash "$top/test/vm/make-root.sh" trixie 2>/dev/null); then
+        step d13-build 1800 bash "$top/test/vm/in-root.sh" "$d13" "$top" bash -c "
+            set -e; mkdir -p build-d13; cd build-d13
+            [ -f Makefile ] || ../configure -q --enable-werror
+            make -j$jobs >/dev/null; make -j$jobs check TESTS= >/dev/null; make -j$jobs bench >/dev/null
+            echo 'ok - build build-d13 (libfabric '\$(pkg-config --modversion libfabric)', -Werror)'"
+        step d13-unit-api 600 bash "$top/test/vm/in-root.sh" "$d13" "$top/build-d13" ./evd_unit_api
+        step d13-unit-internal 600 bash "$top/test/vm/in-root.sh" "$d13" "$top/build-d13" ./evd_unit_internal
+        if [ -z "${EVD_SKIP_VM:-}" ]; then
+            step d13-vm-integration 3000 env EVD_VM_TIMEOUT=2900 "$top/test/vm/run-in-vm" --root "$d13" -- \
+                bash "$top/test/integration/run-in-guest.sh" "$top/build-d13"
+        fi
+    fi
 fi
 
 echo

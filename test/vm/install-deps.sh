@@ -5,7 +5,8 @@
 set -eu
 
 PKGS="qemu-system-x86 busybox-static kmod cpio linux-image-amd64 iproute2
-rdma-core ibverbs-utils rdmacm-utils libfabric-bin procps coreutils"
+rdma-core ibverbs-utils rdmacm-utils libfabric-bin procps coreutils
+debootstrap util-linux git"
 
 if [ "$(id -u)" != 0 ]; then
     echo "install-deps.sh: run as root" >&2
