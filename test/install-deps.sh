@@ -6,7 +6,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 pkgs=(build-essential g++ make autoconf automake libtool pkg-config
       libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev ibverbs-utils
-      rdmacm-utils rdma-core libgtest-dev python3 git)
+      rdmacm-utils rdma-core libgtest-dev python3 git openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
