@@ -138,10 +138,16 @@ struct wants {
     bool cq_data = true;
 };
 
-#define REJECT(code, ...)                                       \
-    do {                                                        \
-        EVD_WARN(FI_LOG_CORE, "fi_getinfo: " __VA_ARGS__);      \
-        return (code);                                          \
+// Hints evd cannot satisfy are a normal answer (-FI_ENODATA: applications
+// such as Open MPI 5 ask for FI_HMEM first and retry without it), logged at
+// info level; malformed hints are the caller's error and a warning.
+#define REJECT(code, ...)                                           \
+    do {                                                            \
+        if ((code) == -FI_ENODATA)                                  \
+            EVD_INFO(FI_LOG_CORE, "fi_getinfo: " __VA_ARGS__);      \
+        else                                                        \
+            EVD_WARN(FI_LOG_CORE, "fi_getinfo: " __VA_ARGS__);      \
+        return (code);                                              \
     } while (0)
 
 // Computes what the returned fi_info must carry, or rejects the hints.
