@@ -75,7 +75,7 @@ step install-check 300 bash -c "cd '$top/build' && make install >/dev/null && \
     (unset FI_PROVIDER_PATH; fi_info -l | grep -q '^evd:') && echo 'ok - installed evd is found by libfabric with no FI_PROVIDER_PATH'; \
     rc=\$?; make uninstall >/dev/null; exit \$rc"
 # Debian packages (debian/): built, installed, found by stock libfabric, purged.
-step package 900 bash "$top/test/package/check-deb.sh"
+step package 900 env EVD_DEB_OUT="$results/debs-d12" bash "$top/test/package/check-deb.sh"
 step fi-info-lists-evd 120 bash -c "FI_PROVIDER_PATH='$top/build/.libs' fi_info -l | grep -q '^evd:' && echo 'ok - fi_info -l lists evd'"
 
 if [ -z "${EVD_SKIP_SAN:-}" ]; then
@@ -97,6 +97,8 @@ fi
 # ------------------------------------------------------------ VM tier (rxe)
 if [ -z "${EVD_SKIP_VM:-}" ]; then
     step vm-integration 3000 env EVD_VM_TIMEOUT=2900 "$top/test/vm/run-in-vm" -- bash "$top/test/integration/run-in-guest.sh" "$top/build"
+    # evd installed from its package: found with no variable, MPI passes
+    step package-vm 1200 bash "$top/test/package/vm-installed.sh" "$results/debs-d12"
 fi
 
 # ------------------------------------------------- Debian 13 (libfabric 2.1)
@@ -113,10 +115,13 @@ if [ -z "${EVD_SKIP_D13:-}" ]; then
             echo 'ok - build build-d13 (libfabric '\$(pkg-config --modversion libfabric)', -Werror)'"
         step d13-unit-api 600 bash "$top/test/vm/in-root.sh" "$d13" "$top/build-d13" ./evd_unit_api
         step d13-unit-internal 600 bash "$top/test/vm/in-root.sh" "$d13" "$top/build-d13" ./evd_unit_internal
-        step d13-package 900 bash "$top/test/vm/in-root.sh" "$d13" "$top" bash test/package/check-deb.sh
+        step d13-package 900 bash "$top/test/vm/in-root.sh" "$d13" "$top" \
+            env EVD_DEB_OUT="$results/debs-d13" bash test/package/check-deb.sh
         if [ -z "${EVD_SKIP_VM:-}" ]; then
             step d13-vm-integration 3000 env EVD_VM_TIMEOUT=2900 "$top/test/vm/run-in-vm" --root "$d13" -- \
                 bash "$top/test/integration/run-in-guest.sh" "$top/build-d13"
+            # evd installed from its package: found with no variable, MPI passes
+            step d13-package-vm 1200 bash "$top/test/package/vm-installed.sh" "$results/debs-d13" "$d13"
         fi
     fi
 fi
