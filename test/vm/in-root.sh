@@ -14,10 +14,12 @@ exec unshare --mount --propagation private -- bash -c '
     set -e
     root=$1 share=$2 dir=$3
     shift 3
+    # /tmp first: a work tree below /tmp must be mounted over it, not hidden
+    mount -t tmpfs tmpfs "$root/tmp"
+    mkdir -p "$root$share"
     mount --bind "$share" "$root$share"
     mount -t proc proc "$root/proc"
     mount --rbind /dev "$root/dev"
-    mount -t tmpfs tmpfs "$root/tmp"
     exec chroot "$root" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
         HOME=/root LANG=C.UTF-8 ${ASAN_OPTIONS:+ASAN_OPTIONS=$ASAN_OPTIONS} \
         bash -c "cd \"\$0\" && exec \"\$@\"" "$dir" "$@"
