@@ -1,16 +1,26 @@
 #!/bin/bash
-# Runs stock fabtests (libfabric 1.17.0, built outside this repository) on evd
-# inside the Soft-RoCE VM: server on EVD_VM_ADDR0 (rxe0), client from
-# EVD_VM_ADDR1 (rxe1). See README.md.
+# Runs stock fabtests (libfabric 1.17.0 or 2.1.0, built outside this
+# repository) on evd inside the Soft-RoCE VM: server on EVD_VM_ADDR0 (rxe0),
+# client from EVD_VM_ADDR1 (rxe1). See README.md.
 #
 #   test/vm/run-in-vm -- fabtests-config/run-fabtests.sh [BUILD_DIR] [-- RUNFABTESTS_ARGS...]
 #
 # BUILD_DIR: the evd build directory whose .libs holds libevd-fi.so
 # (default: $EVD_BUILD_DIR, else ./build). FABTESTS_BIN: directory with the
-# fabtests binaries and runfabtests.sh (default /opt/fabtests/bin).
+# fabtests binaries and runfabtests.sh (default /opt/fabtests/bin; the
+# Debian 13 root has fabtests 2.1.0 in /opt/fabtests-2.1/bin).
 # FABTESTS_SETS: test sets (default "unit,functional,short").
 # FABTESTS_PROVIDERS: the passes to run, separated by spaces (default
 # "evd evd;ofi_rxm"; one of them alone lets two VMs run the passes at once).
+# Exclude file: exclude-evd-VER.txt for "evd", exclude-evd-rxm-VER.txt for
+# "evd;...", where VER is FABTESTS_VERSION (default: major.minor of the
+# installed libfabric, `fi_info --version`, which the fabtests are built
+# against: 1.17 on Debian 12, 2.1 on Debian 13), falling back to
+# exclude-evd.txt / exclude-evd-rxm.txt (the 1.17 lists) when there is no
+# such file; fabtests' own test_configs/NAME/NAME.exclude (NAME: the utility
+# provider if any, else the core one, as runfabtests.sh's auto-exclusion
+# picks it) for any other provider, e.g. "verbs" or "verbs;ofi_rxm" for
+# comparison; FABTESTS_EXCLUDE=FILE uses FILE for every pass instead.
 # Memory: fi_rdm_atomic allocates ~3 GiB per process (its buffers are sized
 # for fabtests' largest message times the window) and runs server and client
 # in the same VM: give the VM 10G (EVD_VM_MEM=10G), 4G ends in the OOM killer.
@@ -38,13 +48,25 @@ rc=0
 mem_kb=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
 [ "${mem_kb:-0}" -lt 8000000 ] &&
     echo "# warning: $((mem_kb / 1024)) MiB of memory; fi_rdm_atomic needs ~6 GiB (EVD_VM_MEM=10G)" >&2
+ver=${FABTESTS_VERSION:-$(fi_info --version 2>/dev/null |
+    sed -n 's/^libfabric: *\([0-9]*\.[0-9]*\).*/\1/p')}
+pick() { # pick BASE: BASE-$ver.txt if there is one, else BASE.txt
+    if [ -n "$ver" ] && [ -f "$here/$1-$ver.txt" ]; then echo "$here/$1-$ver.txt"; else echo "$here/$1.txt"; fi
+}
 IFS=' ' read -r -a provs <<< "${FABTESTS_PROVIDERS:-evd evd;ofi_rxm}"
 for prov in "${provs[@]}"; do
-    excl="$here/exclude-evd.txt"
-    [ "$prov" != evd ] && excl="$here/exclude-evd-rxm.txt"
-    echo "# runfabtests.sh: provider '$prov', sets $sets, excluded: $excl"
+    case "$prov" in
+    evd) excl=$(pick exclude-evd) ;;
+    "evd;"*) excl=$(pick exclude-evd-rxm) ;;
+    *) name=${prov##*;}
+       excl="$bin/../share/fabtests/test_configs/$name/$name.exclude" ;;
+    esac
+    [ -n "${FABTESTS_EXCLUDE:-}" ] && excl=$FABTESTS_EXCLUDE
+    [ -f "$excl" ] || { echo "no exclude file $excl" >&2; rc=1; continue; }
+    echo "# runfabtests.sh: provider '$prov', sets $sets, excluded: $excl, start $(date -u +%H:%M:%S)"
     "$bin/runfabtests.sh" -p "$bin/" -v -T "${FABTESTS_TIMEOUT:-120}" \
         -s "$EVD_VM_ADDR0" -c "$EVD_VM_ADDR1" -g "$EVD_VM_ADDR0" \
         -t "$sets" -f "$excl" "$@" "$prov" || rc=1
+    echo "# provider '$prov' done $(date -u +%H:%M:%S)"
 done
 exit $rc
