@@ -47,8 +47,6 @@ static_assert(kProgressControlUnified == FI_PROGRESS_CONTROL_UNIFIED);
 // The 1.5 rules: mr_mode is a bit set, err_data belongs to the caller when
 // it gives err_data_size, fi_cq_err_entry has err_data_size.
 constexpr bool has_1_5(uint32_t v) { return v == 0 || FI_VERSION_GE(v, FI_VERSION(1, 5)); }
-// fi_cq_err_entry has src_addr (the caller's struct is that long).
-constexpr bool has_cq_err_src_addr(uint32_t v) { return v == 0 || FI_VERSION_GE(v, FI_VERSION(1, 20)); }
 // 2.0: the deprecated ordering bits are not reported, FI_PROGRESS_CONTROL_UNIFIED exists.
 constexpr bool has_2_0(uint32_t v) { return v == 0 || FI_MAJOR(v) >= 2; }
 

@@ -717,7 +717,7 @@ struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action&
             struct rdma_conn_param cp;
             fill_conn_param(&cp, e->conn_data, e->conn_data_len);
             set_state(e, ep_state::connecting);
-                if (rdma_connect(e->id, &cp)) {
+            if (rdma_connect(e->id, &cp)) {
                 int err = errno;
                 EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: rdma_connect: %s\n", strerror(err));
                 if (ep_claim_terminal(e)) post_terminal_err(e, FI_ECONNABORTED, err, nullptr, 0);

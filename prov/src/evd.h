@@ -34,8 +34,8 @@ namespace evd {
 
 // ------------------------------------------------------------------ identity
 inline constexpr const char* kProvName = "evd";
-// The libfabric API evd implements, and evd's own version (major.minor).
-// the newest API of the headers evd is built with
+// The libfabric API evd implements (the newest of the headers it is built
+// with, api.h), and evd's own version (major.minor).
 inline constexpr uint32_t kFiVersion = api::kHeaders;
 inline constexpr uint32_t kProvVersion = FI_VERSION(0, 1);
 
