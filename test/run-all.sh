@@ -7,7 +7,8 @@
 #   bash test/run-all.sh            everything
 #   EVD_SKIP_VM=1 bash test/run-all.sh      no VM tier (quick local loop; CI never sets it)
 #   EVD_SKIP_SAN=1 bash test/run-all.sh     no sanitizer builds (quick local loop)
-#   EVD_SKIP_D13=1 bash test/run-all.sh     no Debian 13 / libfabric 2.1 pass (quick local loop)
+#   EVD_SKIP_ALT=1 bash test/run-all.sh     no pass in the other Debian release's userland (quick
+#                                           local loop; EVD_SKIP_D13=1 is the old name)
 set -u
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -75,7 +76,7 @@ step install-check 300 bash -c "cd '$top/build' && make install >/dev/null && \
     (unset FI_PROVIDER_PATH; fi_info -l | grep -q '^evd:') && echo 'ok - installed evd is found by libfabric with no FI_PROVIDER_PATH'; \
     rc=\$?; make uninstall >/dev/null; exit \$rc"
 # Debian packages (debian/): built, installed, found by stock libfabric, purged.
-step package 900 env EVD_DEB_OUT="$results/debs-d12" bash "$top/test/package/check-deb.sh"
+step package 900 env EVD_DEB_OUT="$results/debs-host" bash "$top/test/package/check-deb.sh"
 step fi-info-lists-evd 120 bash -c "FI_PROVIDER_PATH='$top/build/.libs' fi_info -l | grep -q '^evd:' && echo 'ok - fi_info -l lists evd'"
 
 if [ -z "${EVD_SKIP_SAN:-}" ]; then
@@ -98,30 +99,38 @@ fi
 if [ -z "${EVD_SKIP_VM:-}" ]; then
     step vm-integration 3000 env EVD_VM_TIMEOUT=2900 "$top/test/vm/run-in-vm" -- bash "$top/test/integration/run-in-guest.sh" "$top/build"
     # evd installed from its package: found with no variable, MPI passes
-    step package-vm 1200 bash "$top/test/package/vm-installed.sh" "$results/debs-d12"
+    step package-vm 1200 bash "$top/test/package/vm-installed.sh" "$results/debs-host"
 fi
 
-# ------------------------------------------------- Debian 13 (libfabric 2.1)
-# The same source built in a Debian 13 userland (chroot, its g++ and
-# libfabric 2.1 headers, -Werror), its unit tiers, and the VM tier booted with
-# that userland as the guest root, so evd is proven on both libfabrics.
-if [ -z "${EVD_SKIP_D13:-}" ]; then
-    step d13-root 1200 bash -c "bash '$top/test/vm/make-root.sh' trixie && echo 'ok - Debian 13 userland'"
-    if d13=$(bash "$top/test/vm/make-root.sh" trixie 2>/dev/null); then
-        step d13-build 1800 bash "$top/test/vm/in-root.sh" "$d13" "$top" bash -c "
-            set -e; mkdir -p build-d13; cd build-d13
+# ----------------------------------- the other Debian (libfabric 1.17 / 2.1)
+# The same source built in the other Debian release's userland (chroot, its
+# g++ and libfabric headers, -Werror), its unit tiers, its packages, and the
+# VM tier booted with that userland as the guest root, so evd is proven on
+# both libfabrics from either host: a Debian 12 host adds Debian 13
+# (libfabric 2.1), a Debian 13 host adds Debian 12 (libfabric 1.17).
+# Steps are named after the release they test (d13-*, d12-*).
+host_release=$(. /etc/os-release 2>/dev/null && echo "${VERSION_ID%%.*}")
+case "$host_release" in
+13) alt_suite=bookworm alt=d12 ;;
+*) alt_suite=trixie alt=d13 ;;
+esac
+if [ -z "${EVD_SKIP_ALT:-${EVD_SKIP_D13:-}}" ]; then
+    step $alt-root 1200 bash -c "bash '$top/test/vm/make-root.sh' $alt_suite && echo 'ok - $alt_suite userland'"
+    if altroot=$(bash "$top/test/vm/make-root.sh" $alt_suite 2>/dev/null); then
+        step $alt-build 1800 bash "$top/test/vm/in-root.sh" "$altroot" "$top" bash -c "
+            set -e; mkdir -p build-$alt; cd build-$alt
             [ -f Makefile ] || ../configure -q --enable-werror
             make -j$jobs >/dev/null; make -j$jobs check TESTS= >/dev/null; make -j$jobs bench >/dev/null
-            echo 'ok - build build-d13 (libfabric '\$(pkg-config --modversion libfabric)', -Werror)'"
-        step d13-unit-api 600 bash "$top/test/vm/in-root.sh" "$d13" "$top/build-d13" ./evd_unit_api
-        step d13-unit-internal 600 bash "$top/test/vm/in-root.sh" "$d13" "$top/build-d13" ./evd_unit_internal
-        step d13-package 900 bash "$top/test/vm/in-root.sh" "$d13" "$top" \
-            env EVD_DEB_OUT="$results/debs-d13" bash test/package/check-deb.sh
+            echo 'ok - build build-$alt (libfabric '\$(pkg-config --modversion libfabric)', -Werror)'"
+        step $alt-unit-api 600 bash "$top/test/vm/in-root.sh" "$altroot" "$top/build-$alt" ./evd_unit_api
+        step $alt-unit-internal 600 bash "$top/test/vm/in-root.sh" "$altroot" "$top/build-$alt" ./evd_unit_internal
+        step $alt-package 900 bash "$top/test/vm/in-root.sh" "$altroot" "$top" \
+            env EVD_DEB_OUT="$results/debs-$alt" bash test/package/check-deb.sh
         if [ -z "${EVD_SKIP_VM:-}" ]; then
-            step d13-vm-integration 3000 env EVD_VM_TIMEOUT=2900 "$top/test/vm/run-in-vm" --root "$d13" -- \
-                bash "$top/test/integration/run-in-guest.sh" "$top/build-d13"
+            step $alt-vm-integration 3000 env EVD_VM_TIMEOUT=2900 "$top/test/vm/run-in-vm" --root "$altroot" -- \
+                bash "$top/test/integration/run-in-guest.sh" "$top/build-$alt"
             # evd installed from its package: found with no variable, MPI passes
-            step d13-package-vm 1200 bash "$top/test/package/vm-installed.sh" "$results/debs-d13" "$d13"
+            step $alt-package-vm 1200 bash "$top/test/package/vm-installed.sh" "$results/debs-$alt" "$altroot"
         fi
     fi
 fi

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Creates (once, then reuses) a Debian userland for the test VM and for
-# chroot builds: test/vm/make-root.sh SUITE   (e.g. trixie = Debian 13).
+# chroot builds: test/vm/make-root.sh SUITE   (trixie = Debian 13,
+# bookworm = Debian 12: test/run-all.sh builds the release the host is not).
 # Prints the root's path on stdout. Run as root; needs debootstrap and
 # Debian's mirror. The root lives in the VM cache (outside /tmp, which the
 # guest covers with tmpfs) and is rebuilt when the package list changes.
 set -euo pipefail
 suite=${1:?usage: make-root.sh SUITE}
 case "$suite" in
-trixie) ;;
-*) echo "make-root.sh: only trixie (Debian 13) is supported" >&2; exit 2 ;;
+trixie | bookworm) ;;
+*) echo "make-root.sh: only trixie (Debian 13) and bookworm (Debian 12) are supported" >&2; exit 2 ;;
 esac
 [ "$(id -u)" = 0 ] || { echo "make-root.sh: run as root" >&2; exit 1; }
 
