@@ -217,6 +217,28 @@ struct fi_evd_async_ops {
 	int (*srq_arm)(struct fid_domain *domain, struct fid_ep *srx, size_t limit);
 };
 
+/*
+ * Fail-fast on port loss (fi_evd(7), LINK AND PORT FAILURES). Off by default:
+ * a port going down is then one FI_ENETDOWN record on the domain's EQ and the
+ * connections through it live on until their transport gives up (or, idle,
+ * forever), so a short flap costs nothing. On, IBV_EVENT_PORT_ERR also ends
+ * every connected endpoint of the domain on that port at once: each gets one
+ * terminal error record (err FI_ENETDOWN, prov_errno IBV_EVENT_PORT_ERR,
+ * err_data a struct fi_evd_async_err with object FI_EVD_ASYNC_PORT, the port,
+ * the endpoint's qp_num and terminal = 1) and its posted work is flushed to
+ * its CQs (FI_ECANCELED), so the application can fail over at once.
+ *
+ *   int on = 1;
+ *   fi_control(&domain->fid, FI_EVD_FAIL_FAST_SET, &on);   // or FI_EVD_FAIL_FAST=1
+ *   fi_control(&domain->fid, FI_EVD_FAIL_FAST_GET, &on);   // *on = 0 or 1
+ *
+ * arg is an int *; anything but 0 or 1 is -FI_EINVAL. A domain starts with
+ * the value of the FI_EVD_FAIL_FAST variable. The setting applies to ports
+ * going down after the call.
+ */
+#define FI_EVD_FAIL_FAST_SET 0x65764401
+#define FI_EVD_FAIL_FAST_GET 0x65764402
+
 /* ===================================================================== */
 /* Section 3: connection management (issue 4).                           */
 /* ===================================================================== */

@@ -16,6 +16,7 @@
 #include "domain.h"
 #include "ep.h"
 #include "eq.h"
+#include "linger.h"
 
 #ifndef HAVE_DECL_IBV_EVENT_GID_CHANGE
 #define HAVE_DECL_IBV_EVENT_GID_CHANGE 0
@@ -406,6 +407,45 @@ void end_endpoints(devctx* d, const async_row& row, uint64_t ts, uint64_t seq) {
     }
 }
 
+// PORT_ERR on a fail-fast domain: every connected endpoint of the domain on
+// that port gets its one terminal record now (FI_ENETDOWN, err_data naming the
+// port and the endpoint's QP), and its QP is moved to the error state so that
+// its posted work is flushed to its CQs instead of waiting for the transport
+// to give up. Endpoints still connecting are left to rdma_cm's own timeouts.
+void fail_fast(devctx* d, const async_row& row, const ibv_async_event& ev, uint64_t ts,
+               uint64_t seq) {
+    for (auto& [key, t] : d->qps) {
+        if (!t.fid || t.fid->fclass != FI_CLASS_EP || !t.claim_terminal) continue;
+        auto* e = static_cast<ep*>(t.owner);
+        if (!e->dom->fail_fast.load() || e->dom->port_num != ev.element.port_num) continue;
+        if (static_cast<ep_state>(e->state.load()) != ep_state::connected) continue;
+        if (!t.claim_terminal(t.owner)) continue;  // it already had its terminal event
+        auto* qp = const_cast<struct ibv_qp*>(static_cast<const struct ibv_qp*>(key));
+        if (eq* q = t.route ? t.route(t.owner) : nullptr) {
+            async_input in;
+            in.device = d->name.c_str();
+            in.fid = t.fid;
+            in.context = t.context;
+            in.terminal = true;
+            in.timestamp_ns = ts;
+            in.seq = seq;
+            async_record r = async_translate(ev, in);
+            r.data.qp_num = qp->qp_num;
+            post(d, q, r);
+        } else {
+            undeliverable(d, &row, async_event_type(ev), "a fail-fast endpoint has no EQ bound");
+        }
+        struct ibv_qp_attr a = {};
+        a.qp_state = IBV_QPS_ERR;
+        if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE))
+            EVD_WARN(FI_LOG_EP_CTRL, "fail-fast: QP %u to the error state: %s\n", qp->qp_num,
+                     strerror(rc));
+        EVD_INFO(FI_LOG_EP_CTRL, "fail-fast: port %u of %s is down: endpoint %p ended\n",
+                 static_cast<unsigned>(ev.element.port_num), d->name.c_str(),
+                 static_cast<void*>(t.fid));
+    }
+}
+
 }  // namespace
 
 void async_dispatch(devctx* d, const struct ibv_async_event& ev) noexcept {
@@ -420,18 +460,26 @@ void async_dispatch(devctx* d, const struct ibv_async_event& ev) noexcept {
         }
         EVD_INFO(FI_LOG_EQ, "async event %s on %s (seq %llu)\n", row->name, d->name.c_str(),
                  static_cast<unsigned long long>(seq));
-        std::lock_guard<std::mutex> lk(d->reg_mu);
-        switch (row->obj) {
-            case O::qp: to_object(d, *row, ev, d->qps, ev.element.qp, ts, seq); break;
-            case O::cq: to_object(d, *row, ev, d->cqs, ev.element.cq, ts, seq); break;
-            case O::srq: to_object(d, *row, ev, d->srqs, ev.element.srq, ts, seq); break;
-            case O::wq: to_object(d, *row, ev, d->wqs, ev.element.wq, ts, seq); break;
-            case O::port: to_domains(d, *row, ev, ts, seq); break;
-            case O::device:
-                to_domains(d, *row, ev, ts, seq);
-                end_endpoints(d, *row, ts, seq);
-                break;
+        {
+            std::lock_guard<std::mutex> lk(d->reg_mu);
+            switch (row->obj) {
+                case O::qp: to_object(d, *row, ev, d->qps, ev.element.qp, ts, seq); break;
+                case O::cq: to_object(d, *row, ev, d->cqs, ev.element.cq, ts, seq); break;
+                case O::srq: to_object(d, *row, ev, d->srqs, ev.element.srq, ts, seq); break;
+                case O::wq: to_object(d, *row, ev, d->wqs, ev.element.wq, ts, seq); break;
+                case O::port:
+                    to_domains(d, *row, ev, ts, seq);
+                    if (row->act == A::port_down) fail_fast(d, *row, ev, ts, seq);
+                    break;
+                case O::device:
+                    to_domains(d, *row, ev, ts, seq);
+                    end_endpoints(d, *row, ts, seq);
+                    break;
+            }
         }
+        // Outside the registry lock (linger.h's lock order): disconnects that
+        // waited for the port send their DREQ now.
+        if (row->act == A::port_up) linger_port_active(d, ev.element.port_num);
     } catch (...) {
         d->undeliverable.fetch_add(1, std::memory_order_relaxed);
         EVD_WARN(FI_LOG_EQ, "async event %d of %s lost: internal error\n", async_event_type(ev),

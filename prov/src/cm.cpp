@@ -15,6 +15,7 @@
 
 #include "ep.h"
 #include "eq.h"
+#include "linger.h"
 
 namespace evd {
 
@@ -250,6 +251,9 @@ void dispatch(cm_chan* c, struct rdma_cm_event* ev) {
                     destroy = ep_cm_event(reinterpret_cast<ep*>(reinterpret_cast<char*>(owner) -
                                                                 offsetof(ep, owner)),
                                           ev, a);
+                    break;
+                case cm_owner_kind::linger:
+                    destroy = linger_cm_event(owner, ev, a);
                     break;
             }
         }

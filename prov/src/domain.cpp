@@ -119,6 +119,33 @@ int domain_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
     });
 }
 
+// fi_control on a domain: the fail-fast switch (fi_ext_evd.h).
+int domain_control(struct fid* f, int command, void* arg) {
+    return guard([&] {
+        domain* dom = domain_from_fid(reinterpret_cast<struct fid_domain*>(f));
+        if (!dom) return -FI_EINVAL;
+        if (command != FI_EVD_FAIL_FAST_SET && command != FI_EVD_FAIL_FAST_GET) {
+            EVD_WARN(FI_LOG_DOMAIN, "fi_control(domain): unsupported command %d\n", command);
+            return -FI_ENOSYS;
+        }
+        auto* v = static_cast<int*>(arg);
+        if (!v) {
+            EVD_WARN(FI_LOG_DOMAIN, "fi_control(domain, fail-fast): arg must point at an int\n");
+            return -FI_EINVAL;
+        }
+        if (command == FI_EVD_FAIL_FAST_GET) {
+            *v = dom->fail_fast.load() ? 1 : 0;
+            return 0;
+        }
+        if (*v != 0 && *v != 1) {
+            EVD_WARN(FI_LOG_DOMAIN, "fi_control(FI_EVD_FAIL_FAST_SET): %d is not 0 or 1\n", *v);
+            return -FI_EINVAL;
+        }
+        dom->fail_fast.store(*v == 1);
+        return 0;
+    });
+}
+
 int no_av_open(struct fid_domain*, struct fi_av_attr*, struct fid_av**, void*) {
     EVD_WARN(FI_LOG_DOMAIN, "fi_av_open: FI_EP_MSG endpoints use no address vector\n");
     return -FI_ENOSYS;
@@ -144,7 +171,7 @@ struct fi_ops domain_fi_ops = {
     .size = sizeof(struct fi_ops),
     .close = domain_close,
     .bind = domain_bind,
-    .control = op_no_control,
+    .control = domain_control,
     .ops_open = async_domain_ops_open,  // FI_EVD_ASYNC_OPS (async.cpp)
     .tostr = nullptr,
     .ops_set = nullptr,
@@ -216,6 +243,7 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
         dom->fid.mr = &mr_ops;
         dom->fab = fab;
         dom->dev = dev;
+        dom->fail_fast.store(get_params().fail_fast);
         // Async events the device queued before this domain existed belong to
         // the domains already open (or to nobody): dispatch them now so the
         // new domain never receives stale port events (async.cpp).

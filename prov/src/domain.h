@@ -31,6 +31,9 @@ struct domain {
     std::atomic<int> port_last_event{-1};
     std::atomic<uint64_t> port_changes{0};
     std::atomic<uint64_t> port_change_ns{0};
+    // PORT_ERR ends the domain's connected endpoints on port_num (fi_control
+    // FI_EVD_FAIL_FAST_SET; starts as FI_EVD_FAIL_FAST). Read by async.cpp.
+    std::atomic<bool> fail_fast{false};
 };
 
 int domain_open(struct fid_fabric* fab, struct fi_info* info, struct fid_domain** out,

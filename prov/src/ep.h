@@ -41,7 +41,7 @@ struct cm_chan;
 struct connreq;
 
 // What an rdma_cm_id's context points at (cm.cpp dispatches on it).
-enum class cm_owner_kind : uint32_t { pep = 1, connreq, ep };
+enum class cm_owner_kind : uint32_t { pep = 1, connreq, ep, linger };
 struct cm_owner {
     cm_owner_kind okind;
 };
@@ -136,6 +136,11 @@ struct ep {
     std::atomic<uint64_t> suppressed{0};  // later terminal causes, dropped
     bool enabled = false;
     bool disconnect_sent = false;         // rdma_disconnect already called (under mu)
+    // rdma_cm's view of the connection (under mu, set by ep_cm_event): it was
+    // established, and rdma_cm has since reported it over (DISCONNECTED, an
+    // error, device removal). fi_close lingers while established and not over.
+    bool cm_established = false;
+    bool cm_disconnected = false;
     uint8_t conn_data[256];               // header + user data for rdma_connect
     size_t conn_data_len = 0;
     std::mutex mu;                        // serializes CM calls on this ep

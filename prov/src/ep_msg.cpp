@@ -19,6 +19,7 @@
 #include "domain.h"
 #include "ep.h"
 #include "eq.h"
+#include "linger.h"
 
 namespace evd {
 
@@ -241,10 +242,9 @@ int ep_close(struct fid* f) {
                      e->refs.n.load());
             return -FI_EBUSY;
         }
-        if (e->chan && e->id) {
-            std::lock_guard lk(e->chan->mu);
-            e->id->context = nullptr;  // no more dispatch to e
-        }
+        // A connection still up outlives e until the peer is told (linger.h);
+        // otherwise no more dispatch to e.
+        linger* lg = e->chan && e->id ? linger_begin(e) : nullptr;
         if (e->qp) {
             devctx_unregister(e->dom->dev, &devctx::qps, e->qp);
             cq_detach_qp(e->tx_cq, e->qp->qp_num);
@@ -257,9 +257,14 @@ int ep_close(struct fid* f) {
         else if (e->qp)
             ibv_destroy_qp(e->qp);  // never handed to the id
         e->qp = nullptr;
-        if (e->id) rdma_destroy_id(e->id);
+        if (lg) {
+            linger_arm(lg);  // takes the id and the channel reference
+        } else {
+            if (e->id) rdma_destroy_id(e->id);
+            if (e->chan) cm_chan_put(e->chan);
+        }
         e->id = nullptr;
-        if (e->chan) cm_chan_put(e->chan);
+        e->chan = nullptr;
         if (e->creq) drop_connreq(e);
         if (e->tx_cq) cq_bind_unref(e->tx_cq);
         if (e->rx_cq) cq_bind_unref(e->rx_cq);
@@ -675,6 +680,9 @@ struct fi_ops_cm ep_cm_ops = {
 struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a) {
     std::lock_guard lk(e->mu);
     const cm_row& r = *a.row;
+    if (r.outcome == cm_outcome::shutdown || r.outcome == cm_outcome::error ||
+        r.outcome == cm_outcome::removal)
+        e->cm_disconnected = true;  // nothing left to tell the peer at fi_close
     if (r.outcome == cm_outcome::shutdown && e->terminal.load() && e->id && !e->disconnect_sent) {
         rdma_disconnect(e->id);  // still answer the peer's DREQ
         e->disconnect_sent = true;
@@ -732,6 +740,7 @@ struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action&
                 break;
             }
             set_state(e, ep_state::connected);
+            e->cm_established = true;
             const void* data = nullptr;
             size_t len = 0;
             if (st == ep_state::connecting) {  // the active side gets the accept data

@@ -42,6 +42,7 @@
 #include "async.h"
 #include "cq.h"
 #include "fabric.h"
+#include "linger.h"
 #include "wait.h"
 
 namespace evd {
@@ -988,6 +989,9 @@ int eq_close(struct fid* f) {
                      q->refs.n.load());
             return -FI_EBUSY;
         }
+        // Ids of closed endpoints still telling their peers (linger.h) live
+        // on this EQ's channel: they end with it.
+        linger_end_eq(q);
         {
             std::unique_lock<qlock> lk(q->mu);
             if (q->closing) return -FI_EBUSY;  // a concurrent fi_close

@@ -57,7 +57,7 @@ struct params {
     size_t inject_size = 0;         // FI_EVD_INJECT_SIZE: 0 = device's max_inline_data
     size_t tx_size = 384;           // FI_EVD_TX_SIZE: default tx_attr->size (clamped to max_qp_wr); 0 = max_qp_wr
     size_t rx_size = 384;           // FI_EVD_RX_SIZE: default rx_attr->size (clamped to max_qp_wr); 0 = max_qp_wr
-    int iface_filter = 0;           // reserved
+    bool fail_fast = false;         // FI_EVD_FAIL_FAST: new domains end connections on PORT_ERR
 };
 const params& get_params();
 

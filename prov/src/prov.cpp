@@ -30,6 +30,10 @@ void read_params() {
                     "rx_attr->size fi_getinfo reports when hints give none (receive queue "
                     "depth; hints may ask up to max_qp_wr); 0 or above max_qp_wr uses "
                     "max_qp_wr (default: %zu)", g_params.rx_size);
+    fi_param_define(&g_prov, "fail_fast", FI_PARAM_BOOL,
+                    "End every connected endpoint on a port at once when the port goes down "
+                    "(IBV_EVENT_PORT_ERR), with one FI_ENETDOWN terminal error each; per "
+                    "domain with fi_control(FI_EVD_FAIL_FAST_SET) (default: no)");
 
     size_t sz;
     int i;
@@ -41,6 +45,7 @@ void read_params() {
     if (fi_param_get_size_t(&g_prov, "inject_size", &sz) == FI_SUCCESS) g_params.inject_size = sz;
     if (fi_param_get_size_t(&g_prov, "tx_size", &sz) == FI_SUCCESS) g_params.tx_size = sz;
     if (fi_param_get_size_t(&g_prov, "rx_size", &sz) == FI_SUCCESS) g_params.rx_size = sz;
+    if (fi_param_get_bool(&g_prov, "fail_fast", &i) == FI_SUCCESS) g_params.fail_fast = i != 0;
 }
 
 void cleanup() noexcept { info_cleanup(); }

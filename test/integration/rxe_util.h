@@ -16,10 +16,12 @@
 #include <rdma/fi_errno.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <string>
+#include <thread>
 
 #include "../unit/common.h"
 
@@ -159,6 +161,48 @@ inline int eq_wait(struct fid_fabric* fab, std::initializer_list<struct fid_eq*>
     if (r < 0) return static_cast<int>(r);
     std::memcpy(&ent, buf, sizeof ent);
     return 0;
+}
+
+// Waits up to `ms` for one completion on cq: 1 with e filled, -FI_EAVAIL
+// when an error completion is next (read it with fi_cq_readerr), or
+// -FI_ETIMEDOUT.
+inline ssize_t cq_wait_one(struct fid_cq* cq, struct fi_cq_data_entry& e, int ms) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    for (;;) {
+        ssize_t r = fi_cq_read(cq, &e, 1);
+        if (r != -FI_EAGAIN) return r;
+        if (std::chrono::steady_clock::now() > end) return -FI_ETIMEDOUT;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
+// A link flap of veth0, the link under rxe0, as a cable pull would do it:
+// link_down() takes it down (rxe0 raises PORT_ERR; veth1 loses its carrier).
+// link_up() brings it back, restores the policy route the kernel flushed with
+// the link (setup-rxe.sh's table 100), and waits until rxe0's port is ACTIVE.
+// Both return 0 on success.
+inline int link_down() {
+    std::string cmd = std::string("ip link set ") + env_or("EVD_VM_NETDEV0", "veth0") + " down";
+    return std::system(cmd.c_str());
+}
+inline int link_up() {
+    std::string n0 = env_or("EVD_VM_NETDEV0", "veth0");
+    std::string cmd = "ip link set " + n0 + " up && ip route replace table 100 " +
+                      env_or("EVD_VM_ADDR1", "192.0.2.2") + " dev " + n0 + " src " +
+                      env_or("EVD_VM_ADDR0", "192.0.2.1");
+    int rc = std::system(cmd.c_str());
+    std::string state = std::string("/sys/class/infiniband/") + env_or("EVD_VM_DEV0", "rxe0") +
+                        "/ports/1/state";
+    for (int i = 0; i < 200; ++i) {
+        char buf[64] = "";
+        if (FILE* f = std::fopen(state.c_str(), "r")) {
+            if (!std::fgets(buf, sizeof buf, f)) buf[0] = '\0';
+            std::fclose(f);
+        }
+        if (std::strstr(buf, "ACTIVE")) return rc;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return rc ? rc : -1;
 }
 
 // Hints of the data and counter suites: MSG with RMA and remote CQ data,

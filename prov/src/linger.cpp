@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Lingering disconnects (see linger.h): records, their list, and the three
+// ways one ends (rdma_cm says the disconnect is done, the EQ closes, the
+// DREQ cannot be sent).
+#include "linger.h"
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "devctx.h"
+#include "domain.h"
+#include "ep.h"
+#include "eq.h"
+
+namespace evd {
+
+struct linger {
+    cm_owner owner{cm_owner_kind::linger};  // what the id's context points at
+    struct rdma_cm_id* id = nullptr;
+    cm_chan* chan = nullptr;  // the channel id lives on (the endpoint's reference)
+    eq* q = nullptr;          // chan's EQ: reads dev's async fd while the record lives
+    devctx* dev = nullptr;    // held (devctx_by_name)
+    uint8_t port = 1;
+    // Under chan->mu:
+    bool armed = false;      // the endpoint's QP is gone; the record owns the id
+    bool dreq_sent = false;  // rdma_disconnect was called (by fi_shutdown or here)
+    bool ended = false;      // rdma_cm reported the connection over
+    bool id_gone = false;    // id destroyed, or handed to dispatch to destroy
+    std::atomic<bool> done{false};  // nothing left but freeing the record
+};
+
+namespace {
+
+std::mutex g_mu;  // guards g_list; before any cm_chan::mu
+std::vector<linger*>& list() {
+    static auto* v = new std::vector<linger*>();  // lives to exit (provider cleanup order)
+    return *v;
+}
+
+bool port_active(const linger* l) {
+    struct ibv_port_attr pa = {};
+    return l->dev->verbs && ibv_query_port(l->dev->verbs, l->port, &pa) == 0 &&
+           pa.state == IBV_PORT_ACTIVE;
+}
+
+// Sends the DREQ. chan->mu held. False when it could not be sent: the id is
+// then handed back for destruction (the kernel sends one DREQ as it goes).
+bool send_dreq(linger* l) {
+    if (rdma_disconnect(l->id) == 0) {
+        l->dreq_sent = true;
+        EVD_DBG(FI_LOG_EP_CTRL, "linger %p: DREQ sent\n", static_cast<void*>(l));
+        return true;
+    }
+    EVD_INFO(FI_LOG_EP_CTRL, "linger %p: rdma_disconnect: %s; destroying the id\n",
+             static_cast<void*>(l), strerror(errno));
+    return false;
+}
+
+// Takes the id away from the channel (chan->mu held): nullptr if it is gone.
+struct rdma_cm_id* take_id(linger* l) {
+    if (l->id_gone) return nullptr;
+    l->id_gone = true;
+    l->id->context = nullptr;
+    l->done.store(true);
+    return l->id;
+}
+
+void release(linger* l) {
+    devctx_detach_eq(l->dev, l->q);
+    cm_chan_put(l->chan);
+    devctx_put(l->dev);
+    delete l;
+}
+
+// Frees the records that ended (ids already destroyed or handed back).
+void reap() {
+    std::vector<linger*> dead;
+    {
+        std::lock_guard lk(g_mu);
+        auto& v = list();
+        for (auto it = v.begin(); it != v.end();) {
+            if ((*it)->done.load()) {
+                dead.push_back(*it);
+                it = v.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+    for (linger* l : dead) {
+        struct rdma_cm_id* id = nullptr;
+        {
+            std::lock_guard lk(l->chan->mu);
+            id = take_id(l);
+        }
+        if (id) rdma_destroy_id(id);
+        release(l);
+    }
+}
+
+}  // namespace
+
+linger* linger_begin(ep* e) {
+    reap();
+    if (!e->id || !e->chan) return nullptr;
+    devctx* dev = devctx_by_name(e->dom->dev->name.c_str());
+    if (!dev) return nullptr;  // the device is gone: nobody to tell
+    auto* l = new (std::nothrow) linger;
+    if (!l) {
+        devctx_put(dev);
+        return nullptr;
+    }
+    l->id = e->id;
+    l->chan = e->chan;
+    l->q = e->chan->q;
+    l->dev = dev;
+    l->port = e->dom->port_num;
+    if (devctx_attach_eq(dev, l->q)) {  // without it PORT_ACTIVE may never be read
+        devctx_put(dev);
+        delete l;
+        return nullptr;
+    }
+    bool keep = false;
+    {
+        std::lock_guard lk(e->chan->mu);  // dispatch reads the context and e's flags under it
+        keep = e->cm_established && !e->cm_disconnected;
+        if (keep) {
+            l->dreq_sent = e->disconnect_sent;
+            if (e->id->port_num) l->port = e->id->port_num;
+            e->id->context = &l->owner;
+        } else {
+            e->id->context = nullptr;  // no more dispatch to e
+        }
+    }
+    if (!keep) {
+        devctx_detach_eq(dev, l->q);
+        devctx_put(dev);
+        delete l;
+        return nullptr;
+    }
+    std::lock_guard lk(g_mu);
+    list().push_back(l);  // before arming: PORT_ACTIVE from now on finds it
+    return l;
+}
+
+void linger_arm(linger* l) {
+    struct rdma_cm_id* destroy = nullptr;
+    {
+        std::lock_guard lk(l->chan->mu);
+        l->armed = true;
+        if (l->ended || (!l->dreq_sent && port_active(l) && !send_dreq(l)))
+            destroy = take_id(l);
+    }
+    if (destroy) rdma_destroy_id(destroy);
+    EVD_DBG(FI_LOG_EP_CTRL, "linger %p: %s\n", static_cast<void*>(l),
+            destroy ? "ended at once" : l->dreq_sent ? "waiting for the peer's answer"
+                                                     : "waiting for the port");
+}
+
+struct rdma_cm_id* linger_cm_event(cm_owner* owner, struct rdma_cm_event* ev, const cm_action& a) {
+    auto* l = reinterpret_cast<linger*>(reinterpret_cast<char*>(owner) - offsetof(linger, owner));
+    bool over = a.row->outcome == cm_outcome::shutdown || a.row->outcome == cm_outcome::error ||
+                a.row->outcome == cm_outcome::removal ||
+                ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT;
+    EVD_DBG(FI_LOG_EP_CTRL, "linger %p: %s%s\n", static_cast<void*>(l), a.row->name,
+            over ? ": the disconnect is done" : "");
+    if (!over) return nullptr;
+    l->ended = true;
+    // Before arming, fi_close still uses the id: linger_arm destroys it.
+    return l->armed ? take_id(l) : nullptr;
+}
+
+void linger_port_active(devctx* d, uint8_t port) {
+    std::vector<struct rdma_cm_id*> destroy;
+    {
+        std::lock_guard lk(g_mu);
+        for (linger* l : list()) {
+            if (l->dev != d || l->port != port || l->done.load()) continue;
+            std::lock_guard clk(l->chan->mu);
+            if (!l->armed || l->ended || l->dreq_sent || l->id_gone) continue;
+            if (!send_dreq(l))
+                if (struct rdma_cm_id* id = take_id(l)) destroy.push_back(id);
+        }
+    }
+    for (struct rdma_cm_id* id : destroy) rdma_destroy_id(id);
+}
+
+void linger_end_eq(eq* q) {
+    std::vector<linger*> mine;
+    {
+        std::lock_guard lk(g_mu);
+        auto& v = list();
+        for (auto it = v.begin(); it != v.end();) {
+            if ((*it)->q == q) {
+                mine.push_back(*it);
+                it = v.erase(it);
+            } else {
+                ++it;
+            }
+        }
+    }
+    for (linger* l : mine) {
+        struct rdma_cm_id* id = nullptr;
+        {
+            std::lock_guard lk(l->chan->mu);
+            id = take_id(l);
+        }
+        if (id) {
+            EVD_DBG(FI_LOG_EP_CTRL, "linger %p: its EQ is closing; id destroyed\n",
+                    static_cast<void*>(l));
+            rdma_destroy_id(id);
+        }
+        release(l);
+    }
+}
+
+size_t linger_count() {
+    std::lock_guard lk(g_mu);
+    return list().size();
+}
+
+}  // namespace evd

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Lingering disconnects: the rdma_cm id of an endpoint closed while its
+// connection was up outlives the endpoint until the peer has been told.
+//
+// Why: destroying a connected id makes the kernel send one DREQ and forget
+// the connection. When that DREQ is lost (the port is down, as it is right
+// after a link failure ended the endpoint), the peer keeps a connection that
+// is dead on this side; an idle peer never notices, and ofi_rxm there rejects
+// every reconnection from this process as "already connected". So fi_close
+// hands such an id to a linger record instead: the QP is destroyed at once,
+// the id sends its DREQ (rdma_disconnect: the kernel's CM retransmits it until
+// answered) as soon as its port is active (now, or at IBV_EVENT_PORT_ACTIVE),
+// and is destroyed when rdma_cm reports the disconnect done, the device gone,
+// or the EQ closing. fi_evd(7), LINK AND PORT FAILURES.
+//
+// Lock order: linger_mu -> cm_chan::mu. Nothing here is called with the
+// device registry lock held.
+#pragma once
+
+#include <rdma/rdma_cma.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cm.h"
+#include "ep.h"
+#include "evd.h"
+
+namespace evd {
+
+struct devctx;
+struct ep;
+struct eq;
+struct linger;
+
+// fi_close of e, before its QP is destroyed (e's id is still on e->chan):
+// when e's connection is up, moves its id to a new linger record (the id's
+// events go to the record from now on) and returns it; nullptr otherwise
+// (then the caller destroys the id as usual). Also frees records that ended.
+linger* linger_begin(ep* e);
+// After the QP is gone: the record takes e's id and channel reference (the
+// caller forgets both) and sends the DREQ now if the port is active.
+void linger_arm(linger* l);
+// rdma_cm event for a lingering id, whose context is `owner` (cm.cpp
+// dispatch, cm_chan::mu held). Returns the id to destroy once the event is
+// acknowledged, or nullptr.
+struct rdma_cm_id* linger_cm_event(cm_owner* owner, struct rdma_cm_event* ev, const cm_action& a);
+// IBV_EVENT_PORT_ACTIVE of port `port` on d (async.cpp): DREQs that waited
+// for the port are sent.
+void linger_port_active(devctx* d, uint8_t port);
+// fi_close of EQ q: every id lingering on q's channel is destroyed now.
+void linger_end_eq(eq* q);
+// Records not yet freed (tests, logs).
+size_t linger_count();
+
+}  // namespace evd

@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Link and port failures on Soft-RoCE (fi_evd(7), LINK AND PORT FAILURES):
+// a connected pair (server endpoint on rxe0, client on rxe1) across a flap
+// of veth0, the link under rxe0.
+//  * default: a flap ends no connection by itself; an idle connection works
+//    again once the link is back;
+//  * an endpoint closed while its link is down tells its peer when the link
+//    returns (lingering disconnect), so the peer gets FI_SHUTDOWN instead of
+//    keeping a dead connection forever;
+//  * fail-fast (fi_control FI_EVD_FAIL_FAST_SET): PORT_ERR ends every
+//    connected endpoint on the port at once with one FI_ENETDOWN terminal
+//    error naming the port, and flushes posted work with its context.
+// Each test restores the link (and veth0's routes) before it ends.
+// Runs inside the VM: test/vm/run-in-vm -- ./evd_integration --gtest_filter='LinkRxe*'
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_ext_evd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../unit/common.h"
+#include "rxe_util.h"
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+using rxetest::env_or;
+
+double ms_since(clk::time_point t) {
+    return std::chrono::duration<double, std::milli>(clk::now() - t).count();
+}
+
+struct side {
+    struct fi_info* info = nullptr;
+    struct fid_domain* dom = nullptr;
+    struct fid_eq* eq = nullptr;
+    struct fid_ep* ep = nullptr;
+    struct fid_cq* tx = nullptr;
+    struct fid_cq* rx = nullptr;
+};
+
+class LinkRxe : public rxetest::PairFixture<LinkRxe, side> {
+    friend class rxetest::PairFixture<LinkRxe, side>;
+
+protected:
+    bool fail_fast = false;  // set on both domains before their endpoints open
+
+    void TearDown() override {
+        rxetest::link_up();  // never leave the link down for later tests
+        for (side* x : {&c, &s}) {
+            if (x->ep) { EXPECT_EQ(fi_close(&x->ep->fid), 0); }
+            if (x->tx) { EXPECT_EQ(fi_close(&x->tx->fid), 0); }
+            if (x->rx) { EXPECT_EQ(fi_close(&x->rx->fid), 0); }
+            if (x->eq) { EXPECT_EQ(fi_close(&x->eq->fid), 0); }
+            if (x->dom) { EXPECT_EQ(fi_close(&x->dom->fid), 0); }
+            if (x->info) fi_freeinfo(x->info);
+        }
+        close_listener();
+    }
+
+    struct fi_info* pair_hints() { return rxetest::rma_hints(64); }
+
+    void open_side(side& x, struct fi_info* info) {
+        x.info = info;
+        ASSERT_EQ(fi_domain(fab, info, &x.dom, nullptr), 0);
+        if (fail_fast) {
+            int on = 1;
+            ASSERT_EQ(fi_control(&x.dom->fid, FI_EVD_FAIL_FAST_SET, &on), 0);
+        }
+        struct fi_eq_attr ea {};
+        ea.wait_obj = FI_WAIT_UNSPEC;
+        ASSERT_EQ(fi_eq_open(fab, &ea, &x.eq, nullptr), 0);
+        struct fi_cq_attr ca {};
+        ca.format = FI_CQ_FORMAT_DATA;
+        ca.wait_obj = FI_WAIT_FD;
+        ca.size = 256;
+        ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.tx, nullptr), 0);
+        ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.rx, nullptr), 0);
+        ASSERT_EQ(fi_endpoint(x.dom, info, &x.ep, &x), 0);
+        ASSERT_EQ(fi_ep_bind(x.ep, &x.eq->fid, 0), 0);
+        ASSERT_EQ(fi_ep_bind(x.ep, &x.tx->fid, FI_TRANSMIT), 0);
+        ASSERT_EQ(fi_ep_bind(x.ep, &x.rx->fid, FI_RECV), 0);
+        ASSERT_EQ(fi_enable(x.ep), 0);
+    }
+
+    // Progresses every EQ of the pair for `ms` and fails on any event.
+    void no_event_for(int ms) {
+        auto end = clk::now() + std::chrono::milliseconds(ms);
+        while (clk::now() < end) {
+            for (struct fid_eq* q : {peq, s.eq, c.eq}) {
+                if (!q) continue;
+                uint32_t ev = 0;
+                uint8_t buf[256];
+                ssize_t r = fi_eq_read(q, &ev, buf, sizeof buf, 0);
+                EXPECT_EQ(r, -FI_EAGAIN) << "unexpected event " << ev << " on EQ " << q;
+                if (r == -FI_EAVAIL) {
+                    struct fi_eq_err_entry err {};
+                    fi_eq_readerr(q, &err, 0);
+                    ADD_FAILURE() << "error record " << fi_strerror(err.err) << " prov_errno "
+                                  << err.prov_errno;
+                }
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    }
+
+    // Waits up to ms for the error record of x's EQ (pumping the others).
+    bool wait_error(side& x, struct fi_eq_err_entry& err, int ms) {
+        auto end = clk::now() + std::chrono::milliseconds(ms);
+        while (clk::now() < end) {
+            rxetest::pump_eqs(fab, {peq, s.eq, c.eq}, x.eq);
+            uint32_t ev = 0;
+            uint8_t buf[256];
+            ssize_t r = fi_eq_read(x.eq, &ev, buf, sizeof buf, 0);
+            if (r == -FI_EAVAIL) return fi_eq_readerr(x.eq, &err, 0) == sizeof err;
+            if (r >= 0) {
+                ADD_FAILURE() << "event " << ev << " where an error record was expected";
+                return false;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        return false;
+    }
+
+    // One checked message from `from` to `to` over the connection.
+    void exchange(side& from, side& to, unsigned seed) {
+        std::vector<uint8_t> out(4096), in(4096, 0);
+        for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>(i * 7 + seed);
+        struct fid_mr *om = nullptr, *im = nullptr;
+        ASSERT_EQ(fi_mr_reg(from.dom, out.data(), out.size(), FI_SEND, 0, 0, 0, &om, nullptr), 0);
+        ASSERT_EQ(fi_mr_reg(to.dom, in.data(), in.size(), FI_RECV, 0, 0, 0, &im, nullptr), 0);
+        int rctx = 0, sctx = 0;
+        ASSERT_EQ(fi_recv(to.ep, in.data(), in.size(), fi_mr_desc(im), 0, &rctx), 0);
+        ASSERT_EQ(fi_send(from.ep, out.data(), out.size(), fi_mr_desc(om), 0, &sctx), 0);
+        struct fi_cq_data_entry e {};
+        EXPECT_EQ(rxetest::cq_wait_one(to.rx, e, 20000), 1);
+        EXPECT_EQ(e.op_context, &rctx);
+        EXPECT_EQ(rxetest::cq_wait_one(from.tx, e, 20000), 1);
+        EXPECT_EQ(e.op_context, &sctx);
+        EXPECT_EQ(in, out);
+        fi_close(&om->fid);
+        fi_close(&im->fid);
+    }
+
+    // Checks one fail-fast record: FI_ENETDOWN about x's endpoint and port.
+    void expect_port_terminal(side& x, const struct fi_eq_err_entry& err) {
+        EXPECT_EQ(err.fid, &x.ep->fid);
+        EXPECT_EQ(err.context, &x);
+        EXPECT_EQ(err.err, FI_ENETDOWN);
+        EXPECT_EQ(err.prov_errno, IBV_EVENT_PORT_ERR);
+        ASSERT_EQ(err.err_data_size, sizeof(struct fi_evd_async_err));
+        struct fi_evd_async_err d;
+        std::memcpy(&d, err.err_data, sizeof d);
+        EXPECT_EQ(d.magic, FI_EVD_ASYNC_MAGIC);
+        EXPECT_EQ(d.object, static_cast<uint32_t>(FI_EVD_ASYNC_PORT));
+        EXPECT_EQ(d.port_num, 1u);
+        EXPECT_NE(d.qp_num, 0u);
+        EXPECT_EQ(d.terminal, 1u);
+        EXPECT_STREQ(d.device, x.info->domain_attr->name);
+        char buf[256];
+        const char* s = fi_eq_strerror(x.eq, err.prov_errno, err.err_data, buf, sizeof buf);
+        EXPECT_NE(std::strstr(s, "is down"), nullptr) << s;
+    }
+};
+
+TEST_F(LinkRxe, FailFastControlSetsGetsAndRejectsBadValues) {
+    struct fi_info* info = rxetest::server_info("0");
+    ASSERT_NE(info, nullptr);
+    struct fid_fabric* f = nullptr;
+    struct fid_domain* d = nullptr;
+    ASSERT_EQ(fi_fabric(info->fabric_attr, &f, nullptr), 0);
+    ASSERT_EQ(fi_domain(f, info, &d, nullptr), 0);
+    int v = -1;
+    EXPECT_EQ(fi_control(&d->fid, FI_EVD_FAIL_FAST_GET, &v), 0);
+    EXPECT_EQ(v, 0) << "off unless FI_EVD_FAIL_FAST says otherwise";
+    v = 1;
+    EXPECT_EQ(fi_control(&d->fid, FI_EVD_FAIL_FAST_SET, &v), 0);
+    v = -1;
+    EXPECT_EQ(fi_control(&d->fid, FI_EVD_FAIL_FAST_GET, &v), 0);
+    EXPECT_EQ(v, 1);
+    v = 2;
+    EXPECT_EQ(fi_control(&d->fid, FI_EVD_FAIL_FAST_SET, &v), -FI_EINVAL);
+    EXPECT_EQ(fi_control(&d->fid, FI_EVD_FAIL_FAST_SET, nullptr), -FI_EINVAL);
+    EXPECT_EQ(fi_control(&d->fid, FI_EVD_FAIL_FAST_GET, nullptr), -FI_EINVAL);
+    EXPECT_EQ(fi_control(&d->fid, 0x65764499, &v), -FI_ENOSYS);
+    v = -1;
+    EXPECT_EQ(fi_control(&d->fid, FI_EVD_FAIL_FAST_GET, &v), 0);
+    EXPECT_EQ(v, 1) << "a rejected value leaves the setting alone";
+    EXPECT_EQ(fi_close(&d->fid), 0);
+    EXPECT_EQ(fi_close(&f->fid), 0);
+    fi_freeinfo(info);
+}
+
+// Default: the flap is reported on domain EQs only (none here), no endpoint
+// ends, and the idle connection carries data again once the link is back.
+TEST_F(LinkRxe, IdleConnectionSurvivesAFlapByDefault) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    ASSERT_EQ(rxetest::link_down(), 0);
+    ASSERT_NO_FATAL_FAILURE(no_event_for(2000));
+    ASSERT_EQ(rxetest::link_up(), 0);
+    ASSERT_NO_FATAL_FAILURE(exchange(c, s, 1));
+    ASSERT_NO_FATAL_FAILURE(exchange(s, c, 2));
+    ASSERT_NO_FATAL_FAILURE(no_event_for(200));
+}
+
+// An endpoint closed while its port is down (what ofi_rxm does when a
+// connection fails) sends its DREQ when the port is back: the idle peer gets
+// FI_SHUTDOWN. Without it the DREQ sent at close is lost and the peer keeps
+// the dead connection forever.
+TEST_F(LinkRxe, EndpointClosedWhileDownTellsItsPeerWhenTheLinkReturns) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    ASSERT_EQ(rxetest::link_down(), 0);
+    ASSERT_EQ(fi_close(&s.ep->fid), 0);
+    s.ep = nullptr;
+    ASSERT_NO_FATAL_FAILURE(no_event_for(1000));  // nothing reaches the peer yet
+    ASSERT_EQ(rxetest::link_up(), 0);
+    auto up = clk::now();
+    uint32_t ev = 0;
+    struct fi_eq_cm_entry ent {};
+    ASSERT_EQ(eq_wait(c.eq, ev, ent, 10000), 0) << "the peer never learned of the close";
+    EXPECT_EQ(ev, static_cast<uint32_t>(FI_SHUTDOWN));
+    EXPECT_EQ(ent.fid, &c.ep->fid);
+    std::printf("# peer's FI_SHUTDOWN %.0f ms after the link returned\n", ms_since(up));
+    ASSERT_NO_FATAL_FAILURE(no_event_for(300));  // exactly one terminal event
+}
+
+// Fail-fast: the port going down ends the connected endpoint on it at once,
+// with its one terminal record, and flushes its posted work; nothing follows
+// it, not even once the link is back.
+TEST_F(LinkRxe, FailFastEndsTheEndpointOnThePortAtOnce) {
+    fail_fast = true;
+    ASSERT_NO_FATAL_FAILURE(connect());
+    // busy: a receive posted on the server, as every MSG application has
+    std::vector<uint8_t> in(256);
+    struct fid_mr* im = nullptr;
+    ASSERT_EQ(fi_mr_reg(s.dom, in.data(), in.size(), FI_RECV, 0, 0, 0, &im, nullptr), 0);
+    int rctx = 0;
+    ASSERT_EQ(fi_recv(s.ep, in.data(), in.size(), fi_mr_desc(im), 0, &rctx), 0);
+    auto down = clk::now();
+    ASSERT_EQ(rxetest::link_down(), 0);
+    struct fi_eq_err_entry err {};
+    ASSERT_TRUE(wait_error(s, err, 5000)) << "no terminal record on rxe0's endpoint";
+    double ms = ms_since(down);
+    ASSERT_NO_FATAL_FAILURE(expect_port_terminal(s, err));
+    std::printf("# fail-fast: rxe0's endpoint ended %.0f ms after link down\n", ms);
+    struct fi_cq_data_entry e {};
+    EXPECT_EQ(rxetest::cq_wait_one(s.rx, e, 5000), -FI_EAVAIL) << "posted receive not flushed";
+    struct fi_cq_err_entry ce {};
+    ASSERT_EQ(fi_cq_readerr(s.rx, &ce, 0), 1);
+    EXPECT_EQ(ce.op_context, &rctx);
+    EXPECT_EQ(ce.err, FI_ECANCELED);
+    // The peer's port goes down with the link too (veth1 loses its carrier,
+    // rxe1 raises PORT_ERR): the same record, for its own endpoint.
+    ASSERT_TRUE(wait_error(c, err, 5000)) << "no terminal record on rxe1's endpoint";
+    ASSERT_NO_FATAL_FAILURE(expect_port_terminal(c, err));
+    std::printf("# fail-fast: rxe1's endpoint ended %.0f ms after link down\n", ms_since(down));
+    ASSERT_EQ(rxetest::link_up(), 0);
+    ASSERT_NO_FATAL_FAILURE(no_event_for(300));
+    fi_close(&im->fid);
+}
+
+}  // namespace
