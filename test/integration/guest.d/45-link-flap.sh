@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Link failures through ofi_rxm and MPI (fi_evd(7), LINK AND PORT FAILURES):
+# a 4 s flap of veth0 under an RDM ping-pong (evd_rdm_flap) and under an
+# Open MPI job (test/mpi/run-mpi-flap.sh), over "evd;ofi_rxm" by default and
+# with FI_EVD_FAIL_FAST=1; their lines count as tests. The same scenarios over
+# libfabric's "verbs;ofi_rxm" follow as "# verbs: ..." comment lines, a
+# side-by-side report that never fails.
+set -u
+export FI_PROVIDER_PATH="$BUILD/.libs" FI_UNIVERSE_SIZE=4
+ulimit -l unlimited 2>/dev/null || true
+flap() { timeout -k 5 90 "$BUILD/evd_rdm_flap" "$@"; }
+flap -p "evd;ofi_rxm" || true
+FI_EVD_FAIL_FAST=1 flap -p "evd;ofi_rxm" | sed 's/evd;ofi_rxm/evd;ofi_rxm (FI_EVD_FAIL_FAST=1)/'
+flap -p "verbs;ofi_rxm" --report 2>&1 | sed 's/^# /# verbs: /'
+if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
+    bash "$TOP/test/mpi/run-mpi-flap.sh" "evd;ofi_rxm"
+    FI_EVD_FAIL_FAST=1 bash "$TOP/test/mpi/run-mpi-flap.sh" "evd;ofi_rxm" |
+        sed 's/evd;ofi_rxm/evd;ofi_rxm (FI_EVD_FAIL_FAST=1)/'
+    bash "$TOP/test/mpi/run-mpi-flap.sh" "verbs;ofi_rxm" --report 2>&1 | sed 's/^# /# verbs: /'
+else
+    echo "not ok - mpi flap: Open MPI not installed (mpicc/mpirun missing)"
+fi
+exit 0

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# An Open MPI job over one libfabric provider across a link flap, inside the
+# Soft-RoCE VM:
+#
+#   run-mpi-flap.sh PROVIDER [--report]      e.g. "evd;ofi_rxm"
+#
+# Runs test/mpi/mpi_flap.c (2 ranks exchanging checked messages for
+# EVD_FLAP_RUN seconds, default 40) with the cm PML and the ofi MTL
+# restricted to PROVIDER, takes veth0 (the link under rxe0, where rank 0
+# listens) down EVD_FLAP_AFTER seconds after mpirun starts (default 15) for
+# EVD_FLAP_DOWN seconds (default 4), then restores it and its route. The job
+# passes when it never dies of a signal and never hangs: it completes, or
+# MPI reports the error and the job exits within 60 s of the link going
+# down. Prints "ok - mpi flap: ..." / "not ok - ..." (with --report only
+# "# mpi flap: ..." lines, for providers evd is compared with).
+set -u
+prov=${1:?usage: run-mpi-flap.sh PROVIDER [--report]}
+report=${2:-}
+here=$(cd "$(dirname "$0")" && pwd)
+run_s=${EVD_FLAP_RUN:-30} after_s=${EVD_FLAP_AFTER:-15} down_s=${EVD_FLAP_DOWN:-4}
+n0=${EVD_VM_NETDEV0:-veth0}
+say() {  # say ok|not-ok TEXT
+    if [ -n "$report" ]; then echo "# mpi flap: $prov: $2"
+    elif [ "$1" = ok ]; then echo "ok - mpi flap: $prov: $2"
+    else echo "not ok - mpi flap: $prov: $2"; fi
+}
+work=$(mktemp -d "${TMPDIR:-/tmp}/evd-mpiflap.XXXXXX") || exit 1
+trap 'ip link set "$n0" up 2>/dev/null; rm -rf "$work"' EXIT
+ulimit -l unlimited 2>/dev/null || true
+export TMPDIR=$work FI_UNIVERSE_SIZE=${FI_UNIVERSE_SIZE:-4}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset FI_PROVIDER
+if ! mpicc -O2 -o "$work/mpi_flap" "$here/mpi_flap.c" >"$work/cc.log" 2>&1; then
+    say not-ok "mpicc compiles mpi_flap.c"
+    sed 's/^/#   /' "$work/cc.log" | tail -n 20
+    exit 1
+fi
+major=$(mpirun --version 2>/dev/null | sed -n 's/.*(Open MPI) \([0-9]*\)\..*/\1/p' | head -n 1)
+args=(-np 2 --bind-to none --mca pml cm --mca mtl ofi --mca btl self
+      --mca mtl_ofi_provider_include "$prov" --mca mpi_yield_when_idle 1 --allow-run-as-root)
+if [ "$major" = 4 ]; then args+=(--oversubscribe); else args+=(--map-by :OVERSUBSCRIBE); fi
+
+start=$(date +%s.%N)
+( cd "$work" && exec timeout -k 10 $((after_s + 90)) mpirun "${args[@]}" "$work/mpi_flap" "$run_s" ) \
+    >"$work/out" 2>"$work/err" &
+job=$!
+sleep "$after_s"
+ip link set "$n0" down
+down=$(date +%s.%N)
+sleep "$down_s"
+ip link set "$n0" up && ip route replace table 100 "${EVD_VM_ADDR1:-192.0.2.2}" dev "$n0" src "${EVD_VM_ADDR0:-192.0.2.1}"
+wait "$job"
+rc=$?
+end=$(date +%s.%N)
+for f in out err; do tr -d '\000' <"$work/$f" >"$work/$f.txt" && mv "$work/$f.txt" "$work/$f"; done
+since_down=$(awk -v a="$end" -v b="$down" 'BEGIN{printf "%.1f", a - b}')
+total=$(awk -v a="$end" -v b="$start" 'BEGIN{printf "%.1f", a - b}')
+outcome=$(grep -a '^mpi_flap: ' "$work/out" | head -n 1)
+grep -a '^# mpi_flap' "$work/out" | sed "s/^# mpi_flap:/# mpi flap: $prov:/"
+signal=$(grep -aiE 'signal|segmentation|core dumped' "$work/out" "$work/err" | head -n 3)
+echo "# mpi flap: $prov: mpirun exit $rc after ${total} s, ${since_down} s after link down; ${outcome:-no outcome line}"
+if [ -n "$signal" ] || [ "$rc" -gt 128 ] || [ "$rc" = 124 ]; then
+    say not-ok "no rank dies of a signal and the job does not hang (exit $rc)"
+    sed 's/^/#   /' <<<"$signal"
+    tail -n 20 "$work/err" | sed 's/^/#   /'
+    exit 1
+fi
+if grep -aq '^mpi_flap: bad data' "$work/out"; then
+    say not-ok "every byte checked"
+    exit 1
+fi
+if [ "$rc" = 0 ] && [ "$outcome" = "mpi_flap: completed" ]; then
+    say ok "the job completed across the flap (${total} s)"
+elif [ -n "$outcome" ] && awk -v s="$since_down" 'BEGIN{exit !(s <= 60)}'; then
+    say ok "MPI reported the failure and the job exited ${since_down} s after link down ($outcome)"
+else
+    say not-ok "the job completes, or reports the error and exits within 60 s of link down (exit $rc, ${since_down} s)"
+    tail -n 20 "$work/err" | sed 's/^/#   /'
+    exit 1
+fi
+exit 0
