@@ -381,28 +381,36 @@ void to_domains(devctx* d, const async_row& row, const ibv_async_event& ev, uint
     if (!any) undeliverable(d, &row, async_event_type(ev), "no evd domain is open on it");
 }
 
+// Posts the terminal record `ev` means for the endpoint of registration t
+// (whose claim_terminal the caller won), naming its QP in err_data.
+void post_endpoint_terminal(devctx* d, const async_row& row, const async_target& t,
+                            const ibv_async_event& ev, const struct ibv_qp* qp, uint64_t ts,
+                            uint64_t seq) {
+    eq* q = t.route ? t.route(t.owner) : nullptr;
+    if (!q) {
+        undeliverable(d, &row, async_event_type(ev), "an endpoint has no EQ bound");
+        return;
+    }
+    async_input in;
+    in.device = d->name.c_str();
+    in.fid = t.fid;
+    in.context = t.context;
+    in.terminal = true;
+    in.timestamp_ns = ts;
+    in.seq = seq;
+    async_record r = async_translate(ev, in);
+    if (qp) r.data.qp_num = qp->qp_num;
+    post(d, q, r);
+}
+
 // DEVICE_FATAL: one terminal record per endpoint (unless it already had one).
 void end_endpoints(devctx* d, const async_row& row, uint64_t ts, uint64_t seq) {
     for (auto& [key, t] : d->qps) {
         struct ibv_async_event one {};
         one.event_type = IBV_EVENT_DEVICE_FATAL;
         one.element.qp = const_cast<struct ibv_qp*>(static_cast<const struct ibv_qp*>(key));
-        bool claimed = t.claim_terminal ? t.claim_terminal(t.owner) : true;
-        eq* q = t.route ? t.route(t.owner) : nullptr;
-        if (claimed && q) {
-            async_input in;
-            in.device = d->name.c_str();
-            in.fid = t.fid;
-            in.context = t.context;
-            in.terminal = true;
-            in.timestamp_ns = ts;
-            in.seq = seq;
-            async_record r = async_translate(one, in);
-            if (one.element.qp) r.data.qp_num = one.element.qp->qp_num;
-            post(d, q, r);
-        } else if (claimed) {
-            undeliverable(d, &row, IBV_EVENT_DEVICE_FATAL, "an endpoint has no EQ bound");
-        }
+        if (!t.claim_terminal || t.claim_terminal(t.owner))
+            post_endpoint_terminal(d, row, t, one, one.element.qp, ts, seq);
         if (t.consequence) t.consequence(t.owner, one);
     }
 }
@@ -421,20 +429,7 @@ void fail_fast(devctx* d, const async_row& row, const ibv_async_event& ev, uint6
         if (static_cast<ep_state>(e->state.load()) != ep_state::connected) continue;
         if (!t.claim_terminal(t.owner)) continue;  // it already had its terminal event
         auto* qp = const_cast<struct ibv_qp*>(static_cast<const struct ibv_qp*>(key));
-        if (eq* q = t.route ? t.route(t.owner) : nullptr) {
-            async_input in;
-            in.device = d->name.c_str();
-            in.fid = t.fid;
-            in.context = t.context;
-            in.terminal = true;
-            in.timestamp_ns = ts;
-            in.seq = seq;
-            async_record r = async_translate(ev, in);
-            r.data.qp_num = qp->qp_num;
-            post(d, q, r);
-        } else {
-            undeliverable(d, &row, async_event_type(ev), "a fail-fast endpoint has no EQ bound");
-        }
+        post_endpoint_terminal(d, row, t, ev, qp, ts, seq);
         struct ibv_qp_attr a = {};
         a.qp_state = IBV_QPS_ERR;
         if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE))

@@ -70,37 +70,45 @@ struct rdma_cm_id* take_id(linger* l) {
     return l->id;
 }
 
-void release(linger* l) {
+// Destroys l's id if it is still there, then frees l and what it holds.
+// l is no longer listed.
+void finish(linger* l) {
+    struct rdma_cm_id* id = nullptr;
+    {
+        std::lock_guard lk(l->chan->mu);
+        id = take_id(l);
+    }
+    if (id) {
+        EVD_DBG(FI_LOG_EP_CTRL, "linger %p: id destroyed before the disconnect was done\n",
+                static_cast<void*>(l));
+        rdma_destroy_id(id);
+    }
     devctx_detach_eq(l->dev, l->q);
     cm_chan_put(l->chan);
     devctx_put(l->dev);
     delete l;
 }
 
+// Takes the records `pick` selects off the list.
+template <class F>
+std::vector<linger*> unlist(F pick) {
+    std::vector<linger*> out;
+    std::lock_guard lk(g_mu);
+    auto& v = list();
+    for (auto it = v.begin(); it != v.end();) {
+        if (pick(*it)) {
+            out.push_back(*it);
+            it = v.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    return out;
+}
+
 // Frees the records that ended (ids already destroyed or handed back).
 void reap() {
-    std::vector<linger*> dead;
-    {
-        std::lock_guard lk(g_mu);
-        auto& v = list();
-        for (auto it = v.begin(); it != v.end();) {
-            if ((*it)->done.load()) {
-                dead.push_back(*it);
-                it = v.erase(it);
-            } else {
-                ++it;
-            }
-        }
-    }
-    for (linger* l : dead) {
-        struct rdma_cm_id* id = nullptr;
-        {
-            std::lock_guard lk(l->chan->mu);
-            id = take_id(l);
-        }
-        if (id) rdma_destroy_id(id);
-        release(l);
-    }
+    for (linger* l : unlist([](const linger* x) { return x->done.load(); })) finish(l);
 }
 
 }  // namespace
@@ -191,32 +199,7 @@ void linger_port_active(devctx* d, uint8_t port) {
 }
 
 void linger_end_eq(eq* q) {
-    std::vector<linger*> mine;
-    {
-        std::lock_guard lk(g_mu);
-        auto& v = list();
-        for (auto it = v.begin(); it != v.end();) {
-            if ((*it)->q == q) {
-                mine.push_back(*it);
-                it = v.erase(it);
-            } else {
-                ++it;
-            }
-        }
-    }
-    for (linger* l : mine) {
-        struct rdma_cm_id* id = nullptr;
-        {
-            std::lock_guard lk(l->chan->mu);
-            id = take_id(l);
-        }
-        if (id) {
-            EVD_DBG(FI_LOG_EP_CTRL, "linger %p: its EQ is closing; id destroyed\n",
-                    static_cast<void*>(l));
-            rdma_destroy_id(id);
-        }
-        release(l);
-    }
+    for (linger* l : unlist([q](const linger* x) { return x->q == q; })) finish(l);
 }
 
 size_t linger_count() {
