@@ -25,7 +25,9 @@ say() {  # say ok|not-ok TEXT
     else echo "not ok - mpi flap: $prov: $2"; fi
 }
 work=$(mktemp -d "${TMPDIR:-/tmp}/evd-mpiflap.XXXXXX") || exit 1
-trap 'ip link set "$n0" up 2>/dev/null; rm -rf "$work"' EXIT
+# EVD_FLAP_KEEP=DIR keeps the job's stdout/stderr there (out, err) for a post-mortem.
+keep=${EVD_FLAP_KEEP:-}
+trap 'ip link set "$n0" up 2>/dev/null; [ -n "$keep" ] && cp "$work"/out "$work"/err "$keep"/ 2>/dev/null; rm -rf "$work"' EXIT
 ulimit -l unlimited 2>/dev/null || true
 export TMPDIR=$work FI_UNIVERSE_SIZE=${FI_UNIVERSE_SIZE:-4}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -57,7 +59,9 @@ since_down=$(awk -v a="$end" -v b="$down" 'BEGIN{printf "%.1f", a - b}')
 total=$(awk -v a="$end" -v b="$start" 'BEGIN{printf "%.1f", a - b}')
 outcome=$(grep -a '^mpi_flap: ' "$work/out" | head -n 1)
 grep -a '^# mpi_flap' "$work/out" | sed "s/^# mpi_flap:/# mpi flap: $prov:/"
-signal=$(grep -aiE 'signal|segmentation|core dumped' "$work/out" "$work/err" | head -n 3)
+# what Open MPI 4 and 5 print when a rank dies of a signal (not the "terminated
+# by signals sent by prterun" of Open MPI 5 after an MPI_Abort)
+signal=$(grep -aiE 'exited on signal|segmentation fault|core dumped|bus error' "$work/out" "$work/err" | head -n 3)
 echo "# mpi flap: $prov: mpirun exit $rc after ${total} s, ${since_down} s after link down; ${outcome:-no outcome line}"
 if [ -n "$signal" ] || [ "$rc" -gt 128 ] || [ "$rc" = 124 ]; then
     say not-ok "no rank dies of a signal and the job does not hang (exit $rc)"
