@@ -2,7 +2,7 @@
 # An Open MPI job over one libfabric provider across a link flap, inside the
 # Soft-RoCE VM:
 #
-#   run-mpi-flap.sh PROVIDER [--report]      e.g. "evd;ofi_rxm"
+#   run-mpi-flap.sh PROVIDER [--report|--hang-report]      e.g. "evd;ofi_rxm"
 #
 # Runs test/mpi/mpi_flap.c (2 ranks exchanging checked messages for
 # EVD_FLAP_RUN seconds, default 40) with the cm PML and the ofi MTL
@@ -12,10 +12,14 @@
 # passes when it never dies of a signal and never hangs: it completes, or
 # MPI reports the error and the job exits within 60 s of the link going
 # down. Prints "ok - mpi flap: ..." / "not ok - ..." (with --report only
-# "# mpi flap: ..." lines, for providers evd is compared with).
+# "# mpi flap: ..." lines, for providers evd is compared with; with
+# --hang-report a rank dying of a signal or a wrong byte is still a test line,
+# and whether the job completed, reported the error or hung is a "# " line).
 set -u
-prov=${1:?usage: run-mpi-flap.sh PROVIDER [--report]}
-report=${2:-}
+prov=${1:?usage: run-mpi-flap.sh PROVIDER [--report|--hang-report]}
+mode=${2:-}
+report=
+[ -n "$mode" ] && report=1
 here=$(cd "$(dirname "$0")" && pwd)
 run_s=${EVD_FLAP_RUN:-30} after_s=${EVD_FLAP_AFTER:-15} down_s=${EVD_FLAP_DOWN:-4}
 n0=${EVD_VM_NETDEV0:-veth0}
@@ -60,16 +64,33 @@ total=$(awk -v a="$end" -v b="$start" 'BEGIN{printf "%.1f", a - b}')
 outcome=$(grep -a '^mpi_flap: ' "$work/out" | head -n 1)
 grep -a '^# mpi_flap' "$work/out" | sed "s/^# mpi_flap:/# mpi flap: $prov:/"
 # what Open MPI 4 and 5 print when a rank dies of a signal (not the "terminated
-# by signals sent by prterun" of Open MPI 5 after an MPI_Abort)
-signal=$(grep -aiE 'exited on signal|segmentation fault|core dumped|bus error' "$work/out" "$work/err" | head -n 3)
+# by signals sent by prterun" of Open MPI 5 after an MPI_Abort, nor the TERM
+# and KILL of the timeout below)
+signal=$(grep -aiE 'exited on signal (4|6|7|8|11)|segmentation fault|core dumped|bus error' \
+    "$work/out" "$work/err" | head -n 3)
+hung=
+{ [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && hung=1  # timeout: TERM, then KILL
+crashed=
+{ [ -n "$signal" ] || { [ "$rc" -gt 128 ] && [ -z "$hung" ]; }; } && crashed=1
+bad=
+grep -aq '^mpi_flap: bad data' "$work/out" && bad=1
 echo "# mpi flap: $prov: mpirun exit $rc after ${total} s, ${since_down} s after link down; ${outcome:-no outcome line}"
-if [ -n "$signal" ] || [ "$rc" -gt 128 ] || [ "$rc" = 124 ]; then
+if [ "$mode" = --hang-report ]; then
+    if [ -n "$crashed$bad" ]; then
+        echo "not ok - mpi flap: $prov: no rank dies of a signal, no byte is wrong (exit $rc${bad:+, bad data})"
+        sed 's/^/#   /' <<<"$signal"
+        tail -n 20 "$work/err" | sed 's/^/#   /'
+        exit 1
+    fi
+    echo "ok - mpi flap: $prov: no rank dies of a signal, no byte is wrong"
+fi
+if [ -n "$crashed$hung" ]; then
     say not-ok "no rank dies of a signal and the job does not hang (exit $rc)"
     sed 's/^/#   /' <<<"$signal"
     tail -n 20 "$work/err" | sed 's/^/#   /'
     exit 1
 fi
-if grep -aq '^mpi_flap: bad data' "$work/out"; then
+if [ -n "$bad" ]; then
     say not-ok "every byte checked"
     exit 1
 fi
