@@ -3,6 +3,7 @@
 // header, and the per-EQ rdma_event_channel whose events are read when the
 // application reads or waits on that EQ.
 #include "cm.h"
+#include "cm_deadline.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -349,6 +350,14 @@ cm_chan* cm_chan_get(eq* q, int* err) {
         delete c;
         return nullptr;
     }
+    ret = cm_deadline_open(c);
+    if (ret) {
+        *err = ret;
+        eq_remove_source(q, &c->src);
+        rdma_destroy_event_channel(c->ch);
+        delete c;
+        return nullptr;
+    }
     c->refs = 1;
     t.emplace(q, c);
     return c;
@@ -361,6 +370,7 @@ void cm_chan_put(cm_chan* c) {
         if (--c->refs > 0) return;
         chan_table().erase(c->q);
     }
+    cm_deadline_close(c);
     eq_remove_source(c->q, &c->src);
     // Every id on the channel is gone (each holds a ref), so this succeeds.
     // Events still queued for destroyed ids were acked by rdma_destroy_id.

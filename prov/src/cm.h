@@ -14,7 +14,9 @@
 
 #include <rdma/rdma_cma.h>
 
+#include <chrono>
 #include <mutex>
+#include <vector>
 
 #include "eq.h"
 #include "evd.h"
@@ -108,6 +110,16 @@ struct cm_chan {
     std::mutex mu;  // dispatch vs. owners detaching (order: cm_chan::mu -> ep::mu)
     int refs = 0;   // guarded by the global channel table lock
     eq_source src;  // fd = ch->fd, registered with q
+    // Connection-setup deadlines of the endpoints on this channel
+    // (cm_deadline.h): a timerfd armed at the earliest, an EQ source of q.
+    struct deadline {
+        ep* e;
+        std::chrono::steady_clock::time_point at;
+    };
+    std::mutex dl_mu;  // guards deadlines (after mu when both are taken)
+    std::vector<deadline> deadlines;
+    int timer_fd = -1;
+    eq_source timer_src;
 };
 
 // Channel of EQ q (created and registered with q on first use); +1 ref.

@@ -38,6 +38,7 @@
 namespace evd {
 
 const uint8_t wr_suppressed = 0;
+const uint8_t wr_flush_marker = 0;
 
 // ---------------------------------------------------------------- the table
 // clang-format off
@@ -145,6 +146,9 @@ struct cq {
     std::unique_ptr<struct ibv_wc[]> ring;
     size_t ring_cap = 0;
     size_t ring_head = 0, ring_count = 0;
+    // QP numbers whose flush marker was polled and not yet claimed by the
+    // closing endpoint waiting for it (cq_pull_marker).
+    std::vector<uint32_t> markers;
     fd_owner backlog_fd;  // eventfd: counter progress filled the backlog (sread)
     bool internal = false;  // an endpoint's private CQ (counter-only direction)
 
@@ -203,6 +207,18 @@ void ring_push(cq* c, const struct ibv_wc& wc) {
     ++c->ring_count;
 }
 
+// Makes room for `more` entries, keeping their order (fi_close only: the
+// closing flush pulls whatever the ibv_cq holds while the user is not reading).
+void ring_reserve(cq* c, size_t more) {
+    if (c->ring_cap - c->ring_count >= more) return;
+    size_t cap = std::max(c->ring_cap * 2, c->ring_count + more);
+    std::unique_ptr<struct ibv_wc[]> r(new struct ibv_wc[cap]);
+    for (size_t i = 0; i < c->ring_count; ++i) r[i] = c->ring[(c->ring_head + i) % c->ring_cap];
+    c->ring = std::move(r);
+    c->ring_cap = cap;
+    c->ring_head = 0;
+}
+
 // Under c->mu, once for every completion polled from the ibv_cq: turns a
 // send-queue slot id back into the user's context (or the hidden marker) and
 // counts the completion on its endpoint's counters. False: drop it (a slot of
@@ -253,6 +269,10 @@ struct fatal_note {
 // Such a failure reaches the application as its endpoint's terminal event,
 // and through the flush errors of every later request that has a context.
 bool admit(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) {
+    if (wc.wr_id == wr_id_flush_marker()) {
+        c->markers.push_back(wc.qp_num);
+        return false;
+    }
     if (!acct(c, wc)) return false;
     const bool hidden = wc.wr_id == wr_id_suppressed();
     if (wc.status == IBV_WC_SUCCESS) return !hidden;
@@ -729,6 +749,44 @@ int cq_progress(cq* c) {
     }
     deliver_fatal(c, notes, nnotes);
     return ret ? ret : pulled;
+}
+
+int cq_pull_marker(cq* c, uint32_t qp_num) {
+    fatal_note notes[kBatch] = {};
+    size_t nnotes = 0;
+    int ret = 0, pushed = 0;
+    {
+        std::lock_guard<std::mutex> g(c->mu);
+        for (;;) {
+            auto it = std::find(c->markers.begin(), c->markers.end(), qp_num);
+            if (it != c->markers.end()) {
+                c->markers.erase(it);
+                ret = 1;
+                break;
+            }
+            if (nnotes) break;  // deliver that terminal event before pulling on
+            ring_reserve(c, kBatch);
+            struct ibv_wc wcs[kBatch];
+            int got = ibv_poll_cq(c->ibcq, static_cast<int>(kBatch), wcs);
+            if (got < 0) {
+                ret = -FI_EIO;
+                break;
+            }
+            for (int i = 0; i < got; ++i) {
+                if (!admit(c, wcs[i], notes, nnotes) || c->internal) continue;
+                ring_push(c, wcs[i]);
+                ++pushed;
+            }
+            if (!got) break;
+        }
+    }
+    if (pushed && c->backlog_fd.fd >= 0) {
+        uint64_t one = 1;
+        ssize_t w = ::write(c->backlog_fd.fd, &one, sizeof one);
+        (void)w;
+    }
+    deliver_fatal(c, notes, nnotes);
+    return ret;
 }
 
 int cq_chan_fd(cq* c) { return c && c->chan ? c->chan->fd : -1; }

@@ -53,6 +53,20 @@ int cq_trywait(cq* c);
 // address is private to the provider, so it never equals a user context.
 extern const uint8_t wr_suppressed;
 inline uint64_t wr_id_suppressed() noexcept { return reinterpret_cast<uintptr_t>(&wr_suppressed); }
+// wr_id of the marker an endpoint posts behind its queued work when it closes
+// (qp_flush.h): never shown, never counted, only noticed.
+extern const uint8_t wr_flush_marker;
+inline uint64_t wr_id_flush_marker() noexcept {
+    return reinterpret_cast<uintptr_t>(&wr_flush_marker);
+}
+
+// ------------------------------------------------------------ closing flush
+// One step of waiting for the flush marker of QP `qp_num` (qp_flush.h): pulls
+// what the ibv_cq holds into c's backlog, where the next fi_cq_read finds it,
+// and answers 1 once the marker was polled (by this call or by any reader
+// since the marker was posted), 0 while it was not, -FI_EIO when ibv_poll_cq
+// fails. The backlog grows as needed: this runs at fi_close, not per message.
+int cq_pull_marker(cq* c, uint32_t qp_num);
 
 // ------------------------------------------------------------ ibv_wc_status
 // The translation ibv_wc_status -> fi errno: DATA, one row per status, in

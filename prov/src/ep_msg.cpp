@@ -14,12 +14,14 @@
 
 #include "async.h"
 #include "cm.h"
+#include "cm_deadline.h"
 #include "cq.h"
 #include "devctx.h"
 #include "domain.h"
 #include "ep.h"
 #include "eq.h"
 #include "linger.h"
+#include "qp_flush.h"
 
 namespace evd {
 
@@ -242,9 +244,15 @@ int ep_close(struct fid* f) {
                      e->refs.n.load());
             return -FI_EBUSY;
         }
+        if (e->chan) {  // the deadline timer runs under the channel's lock
+            std::lock_guard chan_lk(e->chan->mu);
+            cm_deadline_clear(e->chan, e);
+        }
         // A connection still up outlives e until the peer is told (linger.h);
         // otherwise no more dispatch to e.
         linger* lg = e->chan && e->id ? linger_begin(e) : nullptr;
+        // queued work completes in the CQ before the QP can discard it
+        qp_flush(e);
         if (e->qp) {
             devctx_unregister(e->dom->dev, &devctx::qps, e->qp);
             cq_detach_qp(e->tx_cq, e->qp->qp_num);
@@ -602,6 +610,7 @@ int ep_accept(struct fid_ep* f, const void* param, size_t paramlen) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: rdma_accept: %s\n", strerror(err));
             return fi_err(err);
         }
+        cm_deadline_set(e->chan, e);
         return 0;
     });
 }
@@ -687,6 +696,9 @@ struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action&
         rdma_disconnect(e->id);  // still answer the peer's DREQ
         e->disconnect_sent = true;
     }
+    if (r.outcome != cm_outcome::internal && r.outcome != cm_outcome::resolve_route &&
+        r.outcome != cm_outcome::send_connect)
+        cm_deadline_clear(e->chan, e);  // connected or ended: setup is over
     if (e->terminal.load() && r.outcome != cm_outcome::internal) {
         e->suppressed.fetch_add(1, std::memory_order_relaxed);
         EVD_DBG(FI_LOG_EP_CTRL, "ep %p: %s after its terminal event: suppressed\n",
@@ -725,10 +737,12 @@ struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action&
             struct rdma_conn_param cp;
             fill_conn_param(&cp, e->conn_data, e->conn_data_len);
             set_state(e, ep_state::connecting);
-            if (rdma_connect(e->id, &cp)) {
+                if (rdma_connect(e->id, &cp)) {
                 int err = errno;
                 EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: rdma_connect: %s\n", strerror(err));
                 if (ep_claim_terminal(e)) post_terminal_err(e, FI_ECONNABORTED, err, nullptr, 0);
+            } else {
+                cm_deadline_set(e->chan, e);
             }
             break;
         }
@@ -791,6 +805,24 @@ struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action&
 ep* ep_from_fid(struct fid* f) {
     if (!f || f->fclass != FI_CLASS_EP) return nullptr;
     return from_fid<ep>(reinterpret_cast<struct fid_ep*>(f));
+}
+
+void ep_setup_timed_out(ep* e) {
+    std::lock_guard lk(e->mu);
+    const auto st = state_of(e);
+    if (st != ep_state::connecting && st != ep_state::accepting) return;  // raced with the end
+    if (!ep_claim_terminal(e)) return;
+    EVD_WARN(FI_LOG_EP_CTRL,
+             "ep %p: not connected %d ms after its %s (FI_EVD_CONNECT_TIMEOUT): ended with "
+             "FI_ETIMEDOUT\n",
+             static_cast<void*>(e), get_params().connect_timeout_ms,
+             st == ep_state::connecting ? "connect request" : "accept");
+    if (e->qp) {  // should the connection still complete, nothing flows on it
+        struct ibv_qp_attr a {};
+        a.qp_state = IBV_QPS_ERR;
+        ibv_modify_qp(e->qp, &a, IBV_QP_STATE);
+    }
+    post_terminal_err(e, FI_ETIMEDOUT, -ETIMEDOUT, nullptr, 0);
 }
 
 bool ep_claim_terminal(ep* e) { return !e->terminal.exchange(true); }

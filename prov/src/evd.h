@@ -58,6 +58,8 @@ struct params {
     size_t tx_size = 384;           // FI_EVD_TX_SIZE: default tx_attr->size (clamped to max_qp_wr); 0 = max_qp_wr
     size_t rx_size = 384;           // FI_EVD_RX_SIZE: default rx_attr->size (clamped to max_qp_wr); 0 = max_qp_wr
     bool fail_fast = false;         // FI_EVD_FAIL_FAST: new domains end connections on PORT_ERR
+    int flush_timeout_ms = 1000;    // FI_EVD_FLUSH_TIMEOUT: fi_close waits this long for a QP's flush
+    int connect_timeout_ms = 0;     // FI_EVD_CONNECT_TIMEOUT: connect/accept to ESTABLISHED; 0 = rdma_cm's
 };
 const params& get_params();
 

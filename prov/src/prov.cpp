@@ -35,6 +35,16 @@ void read_params() {
                     "(IBV_EVENT_PORT_ERR), with one FI_ENETDOWN terminal error each; per "
                     "domain with fi_control(FI_EVD_FAIL_FAST_SET) (default: no)");
 
+    fi_param_define(&g_prov, "flush_timeout", FI_PARAM_INT,
+                    "How long fi_close of an endpoint waits, in ms, for the work still queued "
+                    "on its queue pair to complete as flushed in its CQ before the queue pair "
+                    "is destroyed (default: %d)", g_params.flush_timeout_ms);
+
+    fi_param_define(&g_prov, "connect_timeout", FI_PARAM_INT,
+                    "An endpoint not connected this many ms after it sent its connect request "
+                    "or its accept ends with FI_ETIMEDOUT; 0 leaves it to rdma_cm's own "
+                    "retries, which take a minute or more (default: %d)", g_params.connect_timeout_ms);
+
     size_t sz;
     int i;
     if (fi_param_get_size_t(&g_prov, "eq_size", &sz) == FI_SUCCESS && sz > 0) g_params.eq_size = sz;
@@ -46,6 +56,10 @@ void read_params() {
     if (fi_param_get_size_t(&g_prov, "tx_size", &sz) == FI_SUCCESS) g_params.tx_size = sz;
     if (fi_param_get_size_t(&g_prov, "rx_size", &sz) == FI_SUCCESS) g_params.rx_size = sz;
     if (fi_param_get_bool(&g_prov, "fail_fast", &i) == FI_SUCCESS) g_params.fail_fast = i != 0;
+    if (fi_param_get_int(&g_prov, "connect_timeout", &i) == FI_SUCCESS && i >= 0)
+        g_params.connect_timeout_ms = i;
+    if (fi_param_get_int(&g_prov, "flush_timeout", &i) == FI_SUCCESS && i >= 0)
+        g_params.flush_timeout_ms = i;
 }
 
 void cleanup() noexcept { info_cleanup(); }

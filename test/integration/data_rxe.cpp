@@ -646,6 +646,34 @@ TEST_F(DataRxe, CloseDropsTheEndpointsQueuedEvents) {
     fi_close(&tm->fid);
 }
 
+// Closing an endpoint completes the work still queued on it in its CQ, each
+// with its context and FI_ECANCELED. Here the peer never posts a receive, so
+// the sends wait on receiver-not-ready retries (evd asks for infinite ones)
+// when the endpoint is closed. ofi_rxm closes the endpoint of a connection
+// that died and then reads its CQ once: a send that vanished with the QP
+// would leave the MPI request behind it waiting forever.
+TEST_F(DataRxe, CloseCompletesQueuedWorkInTheCq) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    std::vector<uint8_t> sb(4096);
+    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    int sctx[4];
+    for (int i = 0; i < 4; ++i)
+        ASSERT_EQ(fi_send(c.ep, sb.data(), 64, fi_mr_desc(sm), 0, &sctx[i]), 0) << i;
+    ASSERT_NO_FATAL_FAILURE(cq_none(c.tx, 300));  // stuck: nothing to receive them
+    ASSERT_EQ(fi_close(&c.ep->fid), 0);
+    c.ep = nullptr;
+    for (int i = 0; i < 4; ++i) {
+        struct fi_cq_data_entry e {};
+        ASSERT_EQ(fi_cq_read(c.tx, &e, 1), -FI_EAVAIL) << "send " << i << " vanished with the QP";
+        struct fi_cq_err_entry ce {};
+        ASSERT_EQ(fi_cq_readerr(c.tx, &ce, 0), 1);
+        EXPECT_EQ(ce.op_context, &sctx[i]);
+        EXPECT_EQ(ce.err, FI_ECANCELED);
+    }
+    ASSERT_NO_FATAL_FAILURE(cq_none(c.tx, 200));
+    fi_close(&sm->fid);
+}
+
 // Completions keep their order around an error: the ones before it are read,
 // then the error, then the requests flushed behind it, each with its context.
 TEST_F(DataRxe, ErrorKeepsCompletionOrder) {

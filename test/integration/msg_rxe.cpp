@@ -411,6 +411,45 @@ TEST_F(CmRxe, MalformedOrUnansweredRequestsDoNotStallTheListener) {
     EXPECT_EQ(fi_close(&s2->fid), 0);
 }
 
+// FI_EVD_CONNECT_TIMEOUT (run-in-guest.sh runs this test alone with it set):
+// a connect request the listener holds without answering ends the client's
+// endpoint with one FI_ETIMEDOUT record about that long after fi_connect,
+// which a blocking fi_eq_sread wakes for, and nothing else; the listener
+// then serves a new connection as usual.
+TEST_F(CmRxe, ConnectNotAnsweredInTimeEndsWithEtimedout) {
+    const char* t = getenv("FI_EVD_CONNECT_TIMEOUT");
+    const int ms = t ? atoi(t) : 0;
+    if (ms <= 0 || ms > 10000) GTEST_SKIP() << "needs FI_EVD_CONNECT_TIMEOUT=1..10000 (run-in-guest.sh)";
+    struct fid_ep* cep = client_ep();
+    ASSERT_NE(cep, nullptr);
+    const auto start = std::chrono::steady_clock::now();
+    ASSERT_EQ(fi_connect(cep, nullptr, nullptr, 0), 0);
+    rec req = next_event(srv.eq, kWait);  // held: never accepted or rejected
+    ASSERT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ)) << describe(req);
+    uint32_t ev = 0;
+    alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 64];
+    ssize_t rc = fi_eq_sread(cli.eq, &ev, buf, sizeof buf, ms + 10000, 0);
+    const double took_ms = std::chrono::duration<double, std::milli>(
+                               std::chrono::steady_clock::now() - start).count();
+    ASSERT_EQ(rc, -FI_EAVAIL) << "event " << ev << " after " << took_ms << " ms";
+    struct fi_eq_err_entry ee {};
+    ASSERT_EQ(fi_eq_readerr(cli.eq, &ee, 0), static_cast<ssize_t>(sizeof ee));
+    EXPECT_EQ(ee.fid, &cep->fid);
+    EXPECT_EQ(ee.err, FI_ETIMEDOUT);
+    EXPECT_EQ(ee.prov_errno, -ETIMEDOUT);
+    EXPECT_GE(took_ms, ms - 20.0);
+    EXPECT_LE(took_ms, ms + 5000.0) << "the timer fired late";
+    expect_quiet(cli.eq, 500);  // one terminal event, nothing after it
+    EXPECT_EQ(fi_close(&cep->fid), 0);
+    EXPECT_EQ(fi_close(req.info->handle), 0);
+    fi_freeinfo(req.info);
+    auto [c2, s2] = connect(pattern(5, 1), pattern(6, 2));
+    ASSERT_NE(s2, nullptr);
+    EXPECT_EQ(fi_close(&c2->fid), 0);
+    expect_shutdown(srv.eq, s2);
+    EXPECT_EQ(fi_close(&s2->fid), 0);
+}
+
 // ---- FI_CONNREQ handle lifetime (fi_evd(7), "Connection request handles")
 namespace {
 // Client connects; returns the server's FI_CONNREQ record (info owned by caller).

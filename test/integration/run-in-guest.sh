@@ -37,6 +37,11 @@ ulimit -l unlimited 2>/dev/null || true
 rc=$?
 # gtest exits 1 when tests failed (already counted); anything else is a crash.
 case $rc in 0 | 1) ;; *) echo "not ok - evd_integration crashed or was killed (exit $rc)" ;; esac
+# FI_EVD_CONNECT_TIMEOUT is read once per process: its test runs alone with it set.
+FI_EVD_CONNECT_TIMEOUT=1500 "$build/evd_integration" --gtest_color=no \
+    --gtest_filter='CmRxe.ConnectNotAnsweredInTimeEndsWithEtimedout'
+rc=$?
+case $rc in 0 | 1) ;; *) echo "not ok - evd_integration (connect timeout) crashed or was killed (exit $rc)" ;; esac
 
 # The destructive device-removal suites (they delete and re-create rxe0 /
 # rxe1), each in a process of its own, after everything else.
