@@ -95,6 +95,12 @@ int main(int argc, char **argv)
                MPI_Wtime() - t0, gap, gap_at);
         printf("mpi_flap: completed\n");
     }
+    /* out before MPI_Finalize, which can itself hang (then the job is killed
+     * and buffered output would be lost) */
+    printf("# mpi_flap: rank %d: traffic done after %.1f s, finalizing\n", rank, MPI_Wtime() - t0);
+    fflush(stdout);
     MPI_Finalize();
+    printf("# mpi_flap: rank %d: finalized\n", rank);
+    fflush(stdout);
     return 0;
 }
