@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include "async.h"
+#include "qp_flush.h"
 
 #include <time.h>
 
@@ -430,9 +431,7 @@ void fail_fast(devctx* d, const async_row& row, const ibv_async_event& ev, uint6
         if (!t.claim_terminal(t.owner)) continue;  // it already had its terminal event
         auto* qp = const_cast<struct ibv_qp*>(static_cast<const struct ibv_qp*>(key));
         post_endpoint_terminal(d, row, t, ev, qp, ts, seq);
-        struct ibv_qp_attr a = {};
-        a.qp_state = IBV_QPS_ERR;
-        if (int rc = ibv_modify_qp(qp, &a, IBV_QP_STATE))
+        if (int rc = qp_to_error(qp))
             EVD_WARN(FI_LOG_EP_CTRL, "fail-fast: QP %u to the error state: %s\n", qp->qp_num,
                      strerror(rc));
         EVD_INFO(FI_LOG_EP_CTRL, "fail-fast: port %u of %s is down: endpoint %p ended\n",

@@ -207,6 +207,15 @@ void ring_push(cq* c, const struct ibv_wc& wc) {
     ++c->ring_count;
 }
 
+// Wakes a reader waiting on the CQ: completions were pulled into the backlog
+// by someone other than fi_cq_read (counter progress, the closing flush).
+void signal_backlog(cq* c) {
+    if (c->backlog_fd.fd < 0) return;
+    uint64_t one = 1;
+    ssize_t w = ::write(c->backlog_fd.fd, &one, sizeof one);
+    (void)w;
+}
+
 // Makes room for `more` entries, keeping their order (fi_close only: the
 // closing flush pulls whatever the ibv_cq holds while the user is not reading).
 void ring_reserve(cq* c, size_t more) {
@@ -742,11 +751,7 @@ int cq_progress(cq* c) {
             if (got < want || nnotes) break;
         }
     }
-    if (pushed && c->backlog_fd.fd >= 0) {
-        uint64_t one = 1;
-        ssize_t w = ::write(c->backlog_fd.fd, &one, sizeof one);
-        (void)w;
-    }
+    if (pushed) signal_backlog(c);
     deliver_fatal(c, notes, nnotes);
     return ret ? ret : pulled;
 }
@@ -780,11 +785,7 @@ int cq_pull_marker(cq* c, uint32_t qp_num) {
             if (!got) break;
         }
     }
-    if (pushed && c->backlog_fd.fd >= 0) {
-        uint64_t one = 1;
-        ssize_t w = ::write(c->backlog_fd.fd, &one, sizeof one);
-        (void)w;
-    }
+    if (pushed) signal_backlog(c);
     deliver_fatal(c, notes, nnotes);
     return ret;
 }

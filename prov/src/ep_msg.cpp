@@ -737,7 +737,7 @@ struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action&
             struct rdma_conn_param cp;
             fill_conn_param(&cp, e->conn_data, e->conn_data_len);
             set_state(e, ep_state::connecting);
-                if (rdma_connect(e->id, &cp)) {
+            if (rdma_connect(e->id, &cp)) {
                 int err = errno;
                 EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: rdma_connect: %s\n", strerror(err));
                 if (ep_claim_terminal(e)) post_terminal_err(e, FI_ECONNABORTED, err, nullptr, 0);
@@ -817,11 +817,7 @@ void ep_setup_timed_out(ep* e) {
              "FI_ETIMEDOUT\n",
              static_cast<void*>(e), get_params().connect_timeout_ms,
              st == ep_state::connecting ? "connect request" : "accept");
-    if (e->qp) {  // should the connection still complete, nothing flows on it
-        struct ibv_qp_attr a {};
-        a.qp_state = IBV_QPS_ERR;
-        ibv_modify_qp(e->qp, &a, IBV_QP_STATE);
-    }
+    if (e->qp) qp_to_error(e->qp);  // should the connection still complete, nothing flows on it
     post_terminal_err(e, FI_ETIMEDOUT, -ETIMEDOUT, nullptr, 0);
 }
 

@@ -38,6 +38,12 @@ int post_marker(struct ibv_qp* qp) {
 
 }  // namespace
 
+int qp_to_error(struct ibv_qp* qp) {
+    struct ibv_qp_attr a {};
+    a.qp_state = IBV_QPS_ERR;
+    return ibv_modify_qp(qp, &a, IBV_QP_STATE);
+}
+
 void qp_flush(ep* e) {
     struct ibv_qp* qp = e->qp;
     if (!qp || !e->tx_cq || get_params().flush_timeout_ms <= 0) return;
@@ -50,9 +56,7 @@ void qp_flush(ep* e) {
     }
     if (!can_hold_sends(attr.qp_state)) return;
     if (attr.qp_state != IBV_QPS_ERR) {
-        struct ibv_qp_attr err {};
-        err.qp_state = IBV_QPS_ERR;
-        if (int r = ibv_modify_qp(qp, &err, IBV_QP_STATE)) {
+        if (int r = qp_to_error(qp)) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_close: QP %u to error: %s; its queued work is lost\n",
                      qp->qp_num, strerror(r));
             return;

@@ -25,4 +25,8 @@ namespace evd {
 // answers for; bounded by FI_EVD_FLUSH_TIMEOUT (ms).
 void qp_flush(ep* e);
 
+// Moves qp to the error state, which flushes its queues; 0 or an errno. (The
+// closing flush, fail-fast and the connect timeout all end a QP this way.)
+int qp_to_error(struct ibv_qp* qp);
+
 }  // namespace evd
