@@ -277,6 +277,11 @@ void note_port_event(devctx* d, const struct ibv_async_event& ev) {
 
 }  // namespace
 
+bool port_active_now(struct ibv_context* verbs, uint8_t port) {
+    struct ibv_port_attr pa {};
+    return verbs && port && ibv_query_port(verbs, port, &pa) == 0 && pa.state == IBV_PORT_ACTIVE;
+}
+
 std::vector<devctx*> devctx_all() {
     std::lock_guard<std::mutex> lk(tab().mu);
     refresh_locked();

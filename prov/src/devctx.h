@@ -105,6 +105,9 @@ void devctx_cleanup() noexcept;     // provider cleanup: frees the table
 
 // Re-reads every port (ibv_query_port) and returns a copy of the result.
 std::vector<struct ibv_port_attr> devctx_refresh_ports(devctx* d);
+// The port's state as the device reports it now (ibv_query_port): true when
+// it is ACTIVE, false when it is not or cannot be read.
+bool port_active_now(struct ibv_context* verbs, uint8_t port);
 // Largest max_inline_data an RC QP accepts on this device (probed once by
 // creating QPs; 0 when the device inlines nothing).
 uint32_t devctx_max_inline(devctx* d);

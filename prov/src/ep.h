@@ -141,6 +141,11 @@ struct ep {
     // error, device removal). fi_close lingers while established and not over.
     bool cm_established = false;
     bool cm_disconnected = false;
+    // The kernel's CM has state for id: rdma_connect or rdma_accept was
+    // called, or id came from a connection request. Destroying such an id
+    // makes the CM send a message (REJ, DREQ), so fi_close keeps it while its
+    // port is down (linger.h).
+    bool cm_started = false;
     uint8_t conn_data[256];               // header + user data for rdma_connect
     size_t conn_data_len = 0;
     std::mutex mu;                        // serializes CM calls on this ep

@@ -596,6 +596,13 @@ int ep_accept(struct fid_ep* f, const void* param, size_t paramlen) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: the peer gave up on this request\n");
             return -FI_ECONNABORTED;
         }
+        if (e->id && !port_active_now(e->id->verbs, e->id->port_num)) {
+            // The REP would be lost (and on rxe disable the device's connection
+            // management); closing the endpoint answers the request once the
+            // port is back (linger.h).
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: port %u is down\n", e->id->port_num);
+            return -FI_ENETDOWN;
+        }
         int ret = do_enable(e);
         if (ret) return ret;
         uint8_t buf[kCmHdrLen + kCmDataMax];
@@ -625,6 +632,19 @@ int ep_shutdown(struct fid_ep* f, uint64_t flags) {
         if (st == ep_state::idle || !e->id) return -FI_EOPBADSTATE;
         // FI_SHUTDOWN arrives on both sides from RDMA_CM_EVENT_DISCONNECTED.
         if (e->disconnect_sent) return 0;  // already on its way (the peer's DREQ was answered)
+        if (!port_active_now(e->id->verbs, e->id->port_num)) {
+            // A DREQ from a port that is down is lost, and on rxe its failed
+            // send disables the device's connection management. This side is
+            // shut down now; the DREQ goes out from fi_close once the port is
+            // back (linger.h).
+            EVD_INFO(FI_LOG_EP_CTRL, "fi_shutdown: port %u is down: DREQ deferred to fi_close\n",
+                     e->id->port_num);
+            if (ep_claim_terminal(e)) {
+                set_state(e, ep_state::shutdown);
+                cm_post_cm(ep_route_eq(e), FI_SHUTDOWN, &e->fid.fid, nullptr, nullptr, 0);
+            }
+            return 0;
+        }
         if (rdma_disconnect(e->id)) {
             int err = errno;
             EVD_INFO(FI_LOG_EP_CTRL, "fi_shutdown: rdma_disconnect: %s\n", strerror(err));
@@ -736,7 +756,16 @@ struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action&
             if (state_of(e) != ep_state::resolving) break;
             struct rdma_conn_param cp;
             fill_conn_param(&cp, e->conn_data, e->conn_data_len);
+            if (!port_active_now(e->id->verbs, e->id->port_num)) {
+                // The REQ would be lost, and on rxe its failed send disables
+                // the device's connection management (linger.h).
+                EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: port %u of %s is down: no request sent\n",
+                         e->id->port_num, ibv_get_device_name(e->id->verbs->device));
+                if (ep_claim_terminal(e)) post_terminal_err(e, FI_ENETDOWN, ENETDOWN, nullptr, 0);
+                break;
+            }
             set_state(e, ep_state::connecting);
+            e->cm_started = true;
             if (rdma_connect(e->id, &cp)) {
                 int err = errno;
                 EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: rdma_connect: %s\n", strerror(err));
@@ -888,6 +917,7 @@ int adopt_connreq(ep* e, connreq* r, domain* d) {
     r->refs.fetch_add(1, std::memory_order_relaxed);
     e->creq = r;  // keeps the listener's EQ bound until e binds its own
     e->from_connreq = true;
+    e->cm_started = true;  // the kernel's CM holds the request (REQ received)
     return 0;
 }
 }  // namespace

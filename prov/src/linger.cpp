@@ -29,6 +29,11 @@ struct linger {
     // Under chan->mu:
     bool armed = false;      // the endpoint's QP is gone; the record owns the id
     bool dreq_sent = false;  // rdma_disconnect was called (by fi_shutdown or here)
+    // No DREQ of ours is due (the connection never came up in evd's view, or
+    // rdma_cm reported it over), but the kernel's CM still has state for the
+    // id and destroying it makes the CM send a DREQ or REJ: the id is only
+    // held until the port is active.
+    bool hold_only = false;
     bool ended = false;      // rdma_cm reported the connection over
     bool id_gone = false;    // id destroyed, or handed to dispatch to destroy
     std::atomic<bool> done{false};  // nothing left but freeing the record
@@ -42,11 +47,7 @@ std::vector<linger*>& list() {
     return *v;
 }
 
-bool port_active(const linger* l) {
-    struct ibv_port_attr pa = {};
-    return l->dev->verbs && ibv_query_port(l->dev->verbs, l->port, &pa) == 0 &&
-           pa.state == IBV_PORT_ACTIVE;
-}
+bool port_active(const linger* l) { return port_active_now(l->dev->verbs, l->port); }
 
 // Sends the DREQ. chan->mu held. False when it could not be sent: the id is
 // then handed back for destruction (the kernel sends one DREQ as it goes).
@@ -133,11 +134,18 @@ linger* linger_begin(ep* e) {
         delete l;
         return nullptr;
     }
+    // A CM message sent from a port that is down is lost, and on rxe its
+    // failed send also leaves the device's QP1 unable to carry connection
+    // management again until the device is re-created (docs/link-failures.md).
+    const bool port_down = e->id->verbs && e->id->port_num &&
+                           !port_active_now(e->id->verbs, e->id->port_num);
     bool keep = false;
     {
         std::lock_guard lk(e->chan->mu);  // dispatch reads the context and e's flags under it
-        keep = e->cm_established && !e->cm_disconnected;
+        const bool want_dreq = e->cm_established && !e->cm_disconnected;
+        keep = want_dreq || (port_down && e->cm_started);
         if (keep) {
+            l->hold_only = !want_dreq;
             l->dreq_sent = e->disconnect_sent;
             if (e->id->port_num) l->port = e->id->port_num;
             e->id->context = &l->owner;
@@ -161,13 +169,58 @@ void linger_arm(linger* l) {
     {
         std::lock_guard lk(l->chan->mu);
         l->armed = true;
-        if (l->ended || (!l->dreq_sent && port_active(l) && !send_dreq(l)))
+        if (l->ended)
+            destroy = take_id(l);
+        else if (l->hold_only ? port_active(l) : !l->dreq_sent && port_active(l) && !send_dreq(l))
             destroy = take_id(l);
     }
     if (destroy) rdma_destroy_id(destroy);
     EVD_DBG(FI_LOG_EP_CTRL, "linger %p: %s\n", static_cast<void*>(l),
-            destroy ? "ended at once" : l->dreq_sent ? "waiting for the peer's answer"
-                                                     : "waiting for the port");
+            destroy        ? "ended at once"
+            : l->dreq_sent ? "waiting for the peer's answer"
+                           : "waiting for the port");
+}
+
+bool linger_hold_request(struct rdma_cm_id* id, cm_chan* chan) {
+    reap();
+    if (!id->verbs || !chan->q) return false;
+    devctx* dev = devctx_by_name(ibv_get_device_name(id->verbs->device));
+    if (!dev) return false;
+    auto* l = new (std::nothrow) linger;
+    if (!l) {
+        devctx_put(dev);
+        return false;
+    }
+    l->id = id;
+    l->chan = chan;
+    l->q = chan->q;
+    l->dev = dev;
+    l->port = id->port_num ? id->port_num : 1;
+    l->hold_only = true;
+    if (devctx_attach_eq(dev, l->q)) {
+        devctx_put(dev);
+        delete l;
+        return false;
+    }
+    {
+        std::lock_guard lk(chan->mu);
+        id->context = &l->owner;
+        l->armed = true;
+    }
+    {
+        std::lock_guard lk(g_mu);
+        list().push_back(l);
+    }
+    // The port may have come back before the record was listed.
+    struct rdma_cm_id* destroy = nullptr;
+    {
+        std::lock_guard lk(chan->mu);
+        if (port_active(l)) destroy = take_id(l);
+    }
+    if (destroy) rdma_destroy_id(destroy);
+    EVD_DBG(FI_LOG_EP_CTRL, "linger %p: request refused while the port is down: %s\n",
+            static_cast<void*>(l), destroy ? "ended at once" : "waiting for the port");
+    return true;
 }
 
 struct rdma_cm_id* linger_cm_event(cm_owner* owner, struct rdma_cm_event* ev, const cm_action& a) {
@@ -191,7 +244,7 @@ void linger_port_active(devctx* d, uint8_t port) {
             if (l->dev != d || l->port != port || l->done.load()) continue;
             std::lock_guard clk(l->chan->mu);
             if (!l->armed || l->ended || l->dreq_sent || l->id_gone) continue;
-            if (!send_dreq(l))
+            if (l->hold_only || !send_dreq(l))
                 if (struct rdma_cm_id* id = take_id(l)) destroy.push_back(id);
         }
     }

@@ -45,6 +45,12 @@ void linger_arm(linger* l);
 // dispatch, cm_chan::mu held). Returns the id to destroy once the event is
 // acknowledged, or nullptr.
 struct rdma_cm_id* linger_cm_event(cm_owner* owner, struct rdma_cm_event* ev, const cm_action& a);
+// A connection request's id (pep.cpp) refused while its port is down: a
+// record takes the id and the caller's reference on chan, holds the id and
+// destroys it once the port is active (the kernel sends the REJ then, without
+// the application's data). False when no record could be made: the caller
+// keeps both and rejects now.
+bool linger_hold_request(struct rdma_cm_id* id, cm_chan* chan);
 // IBV_EVENT_PORT_ACTIVE of port `port` on d (async.cpp): DREQs that waited
 // for the port are sent.
 void linger_port_active(devctx* d, uint8_t port);

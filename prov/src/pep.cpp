@@ -8,9 +8,11 @@
 #include <cstring>
 
 #include "cm.h"
+#include "devctx.h"
 #include "ep.h"
 #include "eq.h"
 #include "fabric.h"
+#include "linger.h"
 
 namespace evd {
 
@@ -449,6 +451,15 @@ void connreq_release(connreq* r, bool reject, const void* data, size_t len) {
         r->id = nullptr;
         if (id) id->context = nullptr;
     }
+    if (id && reject && id->verbs && !port_active_now(id->verbs, id->port_num) &&
+        linger_hold_request(id, r->chan)) {
+        // A REJ from a port that is down is lost (and on rxe its failed send
+        // disables the device's connection management): it goes out when
+        // the port is back.
+        EVD_INFO(FI_LOG_EP_CTRL, "reject: port %u is down: the REJ waits for it\n", id->port_num);
+        id = nullptr;
+        r->chan = nullptr;  // the linger record holds that reference now
+    }
     if (id) {
         if (reject) {
             uint8_t buf[kCmHdrLen + kCmDataMax];
@@ -458,7 +469,7 @@ void connreq_release(connreq* r, bool reject, const void* data, size_t len) {
         }
         rdma_destroy_id(id);
     }
-    cm_chan_put(r->chan);
+    if (r->chan) cm_chan_put(r->chan);
     r->chan = nullptr;
     if (r->eq_bound) eq_bind_unref(r->eq_bound);
     r->eq_bound = nullptr;

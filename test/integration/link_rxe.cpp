@@ -7,6 +7,11 @@
 //  * an endpoint closed while its link is down tells its peer when the link
 //    returns (lingering disconnect), so the peer gets FI_SHUTDOWN instead of
 //    keeping a dead connection forever;
+//  * nothing leaves a port that is down: a refused request (fi_close of its
+//    endpoint, fi_reject), fi_accept, fi_shutdown and fi_connect while the
+//    port is down send no CM message then (on rxe one would disable rxe0's
+//    connection management for good), the peer is answered once the link
+//    is back, and rxe0 takes the next connection;
 //  * fail-fast (fi_control FI_EVD_FAIL_FAST_SET): PORT_ERR ends every
 //    connected endpoint on the port at once with one FI_ENETDOWN terminal
 //    error naming the port, and flushes posted work with its context.
@@ -22,6 +27,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,15 +61,19 @@ protected:
 
     void TearDown() override {
         rxetest::link_up();  // never leave the link down for later tests
-        for (side* x : {&c, &s}) {
-            if (x->ep) { EXPECT_EQ(fi_close(&x->ep->fid), 0); }
-            if (x->tx) { EXPECT_EQ(fi_close(&x->tx->fid), 0); }
-            if (x->rx) { EXPECT_EQ(fi_close(&x->rx->fid), 0); }
-            if (x->eq) { EXPECT_EQ(fi_close(&x->eq->fid), 0); }
-            if (x->dom) { EXPECT_EQ(fi_close(&x->dom->fid), 0); }
-            if (x->info) fi_freeinfo(x->info);
-        }
+        close_side(c);
+        close_side(s);
         close_listener();
+    }
+
+    static void close_side(side& x) {
+        if (x.ep) { EXPECT_EQ(fi_close(&x.ep->fid), 0); }
+        if (x.tx) { EXPECT_EQ(fi_close(&x.tx->fid), 0); }
+        if (x.rx) { EXPECT_EQ(fi_close(&x.rx->fid), 0); }
+        if (x.eq) { EXPECT_EQ(fi_close(&x.eq->fid), 0); }
+        if (x.dom) { EXPECT_EQ(fi_close(&x.dom->fid), 0); }
+        if (x.info) fi_freeinfo(x.info);
+        x = side{};
     }
 
     struct fi_info* pair_hints() { return rxetest::rma_hints(64); }
@@ -89,6 +99,42 @@ protected:
         ASSERT_EQ(fi_ep_bind(x.ep, &x.tx->fid, FI_TRANSMIT), 0);
         ASSERT_EQ(fi_ep_bind(x.ep, &x.rx->fid, FI_RECV), 0);
         ASSERT_EQ(fi_enable(x.ep), 0);
+    }
+
+    // Listens on rxe0; start_client() starts a connection from rxe1 to it
+    // (nobody accepts yet).
+    void listen() {
+        std::unique_ptr<struct fi_info, void (*)(struct fi_info*)> h(pair_hints(), fi_freeinfo);
+        ASSERT_NO_FATAL_FAILURE(rxetest::listen_on_rxe0(h.get(), &srv_info, &fab, &peq, &pep));
+    }
+    void start_client() {
+        ASSERT_NO_FATAL_FAILURE(open_client());
+        ASSERT_EQ(fi_connect(c.ep, c.info->dest_addr, nullptr, 0), 0);
+    }
+    void open_client() {
+        std::unique_ptr<struct fi_info, void (*)(struct fi_info*)> h(pair_hints(), fi_freeinfo);
+        struct fi_info* ci = rxetest::client_info_for(h.get(), pep, 20);
+        ASSERT_NE(ci, nullptr);
+        ASSERT_NO_FATAL_FAILURE(open_side(c, ci));
+    }
+
+    // rxe0 still takes connection requests: closes both sides, connects a new
+    // pair to the listener and exchanges one message.
+    void new_pair_connects() {
+        close_side(c);
+        close_side(s);
+        ASSERT_NO_FATAL_FAILURE(start_client());
+        uint32_t ev = 0;
+        struct fi_eq_cm_entry ent {};
+        ASSERT_EQ(eq_wait(peq, ev, ent), 0) << "rxe0 no longer takes connection requests";
+        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNREQ));
+        ASSERT_NO_FATAL_FAILURE(open_side(s, ent.info));
+        ASSERT_EQ(fi_accept(s.ep, nullptr, 0), 0);
+        ASSERT_EQ(eq_wait(s.eq, ev, ent), 0);
+        EXPECT_EQ(ev, static_cast<uint32_t>(FI_CONNECTED));
+        ASSERT_EQ(eq_wait(c.eq, ev, ent), 0);
+        EXPECT_EQ(ev, static_cast<uint32_t>(FI_CONNECTED));
+        ASSERT_NO_FATAL_FAILURE(exchange(c, s, 3));
     }
 
     // Progresses every EQ of the pair for `ms` and fails on any event.
@@ -230,6 +276,104 @@ TEST_F(LinkRxe, EndpointClosedWhileDownTellsItsPeerWhenTheLinkReturns) {
     EXPECT_EQ(ent.fid, &c.ep->fid);
     std::printf("# peer's FI_SHUTDOWN %.0f ms after the link returned\n", ms_since(up));
     ASSERT_NO_FATAL_FAILURE(no_event_for(300));  // exactly one terminal event
+}
+
+// A connection request refused (its endpoint closed unaccepted) while the
+// listener's port is down: destroying the request's rdma_cm id makes the
+// kernel's CM send a REJ. Sent from a port that is down, the REJ is lost, and
+// on rxe its failed send also leaves rxe0's QP1 (which carries all connection
+// management) unable to receive or send again (docs/link-failures.md). evd
+// keeps such an id until the port is active: the client gets FI_ECONNREFUSED
+// once the link is back, and rxe0 accepts the next connection.
+TEST_F(LinkRxe, RequestRefusedWhileDownIsAnsweredWhenTheLinkReturns) {
+    ASSERT_NO_FATAL_FAILURE(listen());
+    ASSERT_NO_FATAL_FAILURE(start_client());
+    uint32_t ev = 0;
+    struct fi_eq_cm_entry ent {};
+    ASSERT_EQ(eq_wait(peq, ev, ent), 0);
+    ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNREQ));
+    ASSERT_NO_FATAL_FAILURE(open_side(s, ent.info));
+    ASSERT_EQ(rxetest::link_down(), 0);
+    EXPECT_EQ(fi_accept(s.ep, nullptr, 0), -FI_ENETDOWN);  // its REP would be lost the same way
+    ASSERT_EQ(fi_close(&s.ep->fid), 0);
+    s.ep = nullptr;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ASSERT_EQ(rxetest::link_up(), 0);
+    auto up = clk::now();
+    struct fi_eq_err_entry err {};
+    ASSERT_TRUE(wait_error(c, err, 20000)) << "the client never got its rejection";
+    EXPECT_EQ(err.err, FI_ECONNREFUSED) << fi_strerror(err.err);
+    EXPECT_EQ(err.fid, &c.ep->fid);
+    std::printf("# the client's FI_ECONNREFUSED %.0f ms after the link returned\n", ms_since(up));
+    ASSERT_NO_FATAL_FAILURE(new_pair_connects());
+}
+
+// fi_reject while the listener's port is down: the REJ waits for the port
+// (without the application's data), so the client gets FI_ECONNREFUSED once
+// the link is back and rxe0 takes the next connection.
+TEST_F(LinkRxe, RejectWhileDownIsSentWhenTheLinkReturns) {
+    ASSERT_NO_FATAL_FAILURE(listen());
+    ASSERT_NO_FATAL_FAILURE(start_client());
+    uint32_t ev = 0;
+    struct fi_eq_cm_entry ent {};
+    ASSERT_EQ(eq_wait(peq, ev, ent), 0);
+    ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNREQ));
+    ASSERT_EQ(rxetest::link_down(), 0);
+    EXPECT_EQ(fi_reject(pep, ent.info->handle, "no", 2), 0);
+    fi_freeinfo(ent.info);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ASSERT_EQ(rxetest::link_up(), 0);
+    auto up = clk::now();
+    struct fi_eq_err_entry err {};
+    ASSERT_TRUE(wait_error(c, err, 20000)) << "the client never got its rejection";
+    EXPECT_EQ(err.err, FI_ECONNREFUSED) << fi_strerror(err.err);
+    std::printf("# the client's FI_ECONNREFUSED %.0f ms after the link returned\n", ms_since(up));
+    ASSERT_NO_FATAL_FAILURE(new_pair_connects());
+}
+
+// fi_connect while the client's port is down (veth1 lost its carrier with
+// veth0) ends within seconds with one error record and sends no request. Here
+// the carrier loss flushed rxe1's neighbour entries, so address resolution
+// fails (FI_EADDRNOTAVAIL); where the address still resolves, evd refuses to
+// send the request from a port that is down (FI_ENETDOWN). Either way rxe0
+// and rxe1 take the next connection once the link is back.
+TEST_F(LinkRxe, ConnectWhileDownEndsAtOnceWithAnError) {
+    ASSERT_NO_FATAL_FAILURE(listen());
+    ASSERT_NO_FATAL_FAILURE(open_client());  // fi_getinfo finds no address on a port that is down
+    ASSERT_EQ(rxetest::link_down(), 0);
+    ASSERT_EQ(fi_connect(c.ep, c.info->dest_addr, nullptr, 0), 0);
+    struct fi_eq_err_entry err {};
+    auto t0 = clk::now();
+    ASSERT_TRUE(wait_error(c, err, 10000)) << "fi_connect while down did not end";
+    EXPECT_TRUE(err.err == FI_EADDRNOTAVAIL || err.err == FI_ENETDOWN) << fi_strerror(err.err);
+    std::printf("# fi_connect while down: %s after %.0f ms\n", fi_strerror(err.err), ms_since(t0));
+    EXPECT_EQ(err.fid, &c.ep->fid);
+    ASSERT_EQ(rxetest::link_up(), 0);
+    ASSERT_NO_FATAL_FAILURE(new_pair_connects());
+}
+
+// fi_shutdown while the port is down ends this side at once (its FI_SHUTDOWN)
+// and sends no DREQ then (it would be lost, and on rxe its failed send
+// disables rxe0's connection management); fi_close sends it once the link is
+// back, so the peer gets FI_SHUTDOWN, and rxe0 takes the next connection.
+TEST_F(LinkRxe, ShutdownWhileDownEndsThisSideAtOnceAndThePeerLater) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    ASSERT_EQ(rxetest::link_down(), 0);
+    ASSERT_EQ(fi_shutdown(s.ep, 0), 0);
+    uint32_t ev = 0;
+    struct fi_eq_cm_entry ent {};
+    ASSERT_EQ(eq_wait(s.eq, ev, ent, 1000), 0);
+    EXPECT_EQ(ev, static_cast<uint32_t>(FI_SHUTDOWN));
+    EXPECT_EQ(ent.fid, &s.ep->fid);
+    ASSERT_EQ(fi_close(&s.ep->fid), 0);
+    s.ep = nullptr;
+    ASSERT_EQ(rxetest::link_up(), 0);
+    auto up = clk::now();
+    ASSERT_EQ(eq_wait(c.eq, ev, ent, 10000), 0) << "the peer never learned of the shutdown";
+    EXPECT_EQ(ev, static_cast<uint32_t>(FI_SHUTDOWN));
+    EXPECT_EQ(ent.fid, &c.ep->fid);
+    std::printf("# peer's FI_SHUTDOWN %.0f ms after the link returned\n", ms_since(up));
+    ASSERT_NO_FATAL_FAILURE(new_pair_connects());
 }
 
 // Fail-fast: the port going down ends the connected endpoint on it at once,

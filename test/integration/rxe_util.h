@@ -100,8 +100,12 @@ inline void listen_on_rxe0(struct fi_info* hints, struct fi_info** srv, struct f
 }
 
 // fi_getinfo for `hints` from rxe1 (EVD_VM_ADDR1) to the port `pep` listens
-// on at rxe0; nullptr (with a test failure) if there is none.
-inline struct fi_info* client_info_for(const struct fi_info* hints, struct fid_pep* pep) {
+// on at rxe0; nullptr (with a test failure) if there is none after `tries`
+// attempts 500 ms apart (right after a flap, rxe1's neighbour entry for rxe0's
+// address can still be FAILED, and address resolution fails until it is
+// probed again).
+inline struct fi_info* client_info_for(const struct fi_info* hints, struct fid_pep* pep,
+                                       int tries = 1) {
     struct sockaddr_in sin {};
     size_t len = sizeof sin;
     EXPECT_EQ(fi_getname(&pep->fid, &sin, &len), 0);
@@ -114,8 +118,13 @@ inline struct fi_info* client_info_for(const struct fi_info* hints, struct fid_p
     h->src_addr = src;
     h->src_addrlen = sizeof(*src);
     struct fi_info* info = nullptr;
-    int ret = fi_getinfo(FI_VERSION(1, 17), env_or("EVD_VM_ADDR0", "192.0.2.1"), port.c_str(), 0,
+    int ret = 0;
+    for (int i = 0; i < tries; ++i) {
+        if (i) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        ret = fi_getinfo(FI_VERSION(1, 17), env_or("EVD_VM_ADDR0", "192.0.2.1"), port.c_str(), 0,
                          h, &info);
+        if (ret != -FI_ENODATA) break;
+    }
     fi_freeinfo(h);
     EXPECT_EQ(ret, 0) << fi_strerror(-ret);
     return ret ? nullptr : info;
@@ -179,7 +188,8 @@ inline ssize_t cq_wait_one(struct fid_cq* cq, struct fi_cq_data_entry& e, int ms
 // A link flap of veth0, the link under rxe0, as a cable pull would do it:
 // link_down() takes it down (rxe0 raises PORT_ERR; veth1 loses its carrier).
 // link_up() brings it back, restores the policy route the kernel flushed with
-// the link (setup-rxe.sh's table 100), and waits until rxe0's port is ACTIVE.
+// the link (setup-rxe.sh's table 100), and waits until the ports of rxe0 and
+// rxe1 are ACTIVE.
 // Both return 0 on success.
 inline int link_down() {
     std::string cmd = std::string("ip link set ") + env_or("EVD_VM_NETDEV0", "veth0") + " down";
@@ -191,15 +201,18 @@ inline int link_up() {
                       env_or("EVD_VM_ADDR1", "192.0.2.2") + " dev " + n0 + " src " +
                       env_or("EVD_VM_ADDR0", "192.0.2.1");
     int rc = std::system(cmd.c_str());
-    std::string state = std::string("/sys/class/infiniband/") + env_or("EVD_VM_DEV0", "rxe0") +
-                        "/ports/1/state";
-    for (int i = 0; i < 200; ++i) {
+    auto active = [](const char* var, const char* dflt) {
+        std::string state = std::string("/sys/class/infiniband/") + env_or(var, dflt) +
+                            "/ports/1/state";
         char buf[64] = "";
         if (FILE* f = std::fopen(state.c_str(), "r")) {
             if (!std::fgets(buf, sizeof buf, f)) buf[0] = '\0';
             std::fclose(f);
         }
-        if (std::strstr(buf, "ACTIVE")) return rc;
+        return std::strstr(buf, "ACTIVE") != nullptr;
+    };
+    for (int i = 0; i < 200; ++i) {  // both ends: veth1 gets its carrier back with veth0
+        if (active("EVD_VM_DEV0", "rxe0") && active("EVD_VM_DEV1", "rxe1")) return rc;
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return rc ? rc : -1;
