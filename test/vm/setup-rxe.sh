@@ -16,6 +16,12 @@
 #               client) to one address out of the OTHER device (rules 110/111)
 #   --force     run outside the evd VM (it rewrites the routing rules of the
 #               machine it runs on: only in a disposable guest)
+#   --renew     on a network already set up: delete rxe0 and rxe1 and add
+#               them again. An rdma_cm message sent while veth0 is
+#               administratively down (a process exiting then is enough)
+#               leaves rxe's QP1 unable to carry connection management until
+#               the device is re-created (docs/link-failures.md); suites that
+#               flap the link renew the devices before each run.
 # The last line printed on failure says what went wrong.
 
 set -u
@@ -26,12 +32,13 @@ NETDEV0=${EVD_VM_NETDEV0:-veth0} NETDEV1=${EVD_VM_NETDEV1:-veth1}
 ADDR0=${EVD_VM_ADDR0:-192.0.2.1} ADDR1=${EVD_VM_ADDR1:-192.0.2.2}
 PREFIX=${EVD_VM_PREFIX:-24}
 TABLE0=100 TABLE1=101
-CHECK=1 FORCE=0 CROSS=0
+CHECK=1 FORCE=0 CROSS=0 RENEW=0
 for a in "$@"; do
     case "$a" in
     --no-check) CHECK=0 ;;
     --cross) CROSS=1 ;;
     --force) FORCE=1 ;;
+    --renew) RENEW=1 ;;
     *) echo "setup-rxe: unknown argument $a"; exit 2 ;;
     esac
 done
@@ -52,6 +59,10 @@ if [ "$FORCE" != 1 ] && [ ! -d /run/evd-vm ]; then
 fi
 t0=$SECONDS
 
+if [ "$RENEW" = 1 ]; then
+step "deleting $DEV0 and $DEV1 (waits until no process uses them)"
+printf '%s\n' "link delete $DEV0" "link delete $DEV1" | rdma -b - || fail "rdma link delete failed"
+else
 step "loading modules"
 # rdma_rxe computes the ICRC with crc32, whose generic implementation it does
 # not pull in by itself.
@@ -117,6 +128,8 @@ printf '%s\n' \
     ip -batch - || fail "cannot set up the addresses and policy routing"
 printf '%s\n' "rule show" "route show table $TABLE0" "route show table $TABLE1" |
     ip -batch -
+
+fi
 
 step "rxe devices"
 printf '%s\n' \
