@@ -204,18 +204,18 @@ bool linger_hold_request(struct rdma_cm_id* id, cm_chan* chan) {
     }
     {
         std::lock_guard lk(chan->mu);
-        id->context = &l->owner;
-        l->armed = true;
+        id->context = &l->owner;  // its events reach the record from now on
     }
     {
         std::lock_guard lk(g_mu);
-        list().push_back(l);
+        list().push_back(l);  // unarmed: PORT_ACTIVE skips it, nothing reaps it
     }
-    // The port may have come back before the record was listed.
+    // Armed once listed; the port may have come back in between.
     struct rdma_cm_id* destroy = nullptr;
     {
         std::lock_guard lk(chan->mu);
-        if (port_active(l)) destroy = take_id(l);
+        l->armed = true;
+        if (l->ended || port_active(l)) destroy = take_id(l);
     }
     if (destroy) rdma_destroy_id(destroy);
     EVD_DBG(FI_LOG_EP_CTRL, "linger %p: request refused while the port is down: %s\n",

@@ -451,12 +451,13 @@ void connreq_release(connreq* r, bool reject, const void* data, size_t len) {
         r->id = nullptr;
         if (id) id->context = nullptr;
     }
+    const unsigned port = id ? id->port_num : 0;
     if (id && reject && id->verbs && !port_active_now(id->verbs, id->port_num) &&
         linger_hold_request(id, r->chan)) {
         // A REJ from a port that is down is lost (and on rxe its failed send
         // disables the device's connection management): it goes out when
-        // the port is back.
-        EVD_INFO(FI_LOG_EP_CTRL, "reject: port %u is down: the REJ waits for it\n", id->port_num);
+        // the port is back. The record owns the id now (it may be gone).
+        EVD_INFO(FI_LOG_EP_CTRL, "reject: port %u is down: the REJ waits for it\n", port);
         id = nullptr;
         r->chan = nullptr;  // the linger record holds that reference now
     }
