@@ -632,7 +632,7 @@ int ep_shutdown(struct fid_ep* f, uint64_t flags) {
         if (st == ep_state::idle || !e->id) return -FI_EOPBADSTATE;
         // FI_SHUTDOWN arrives on both sides from RDMA_CM_EVENT_DISCONNECTED.
         if (e->disconnect_sent) return 0;  // already on its way (the peer's DREQ was answered)
-        if (!port_active_now(e->id->verbs, e->id->port_num)) {
+        if (e->id->verbs && e->id->port_num && !port_active_now(e->id->verbs, e->id->port_num)) {
             // A DREQ from a port that is down is lost, and on rxe its failed
             // send disables the device's connection management. This side is
             // shut down now; the DREQ goes out from fi_close once the port is

@@ -146,7 +146,7 @@ linger* linger_begin(ep* e) {
         keep = want_dreq || (port_down && e->cm_started);
         if (keep) {
             l->hold_only = !want_dreq;
-            l->dreq_sent = e->disconnect_sent;
+            l->dreq_sent = want_dreq && e->disconnect_sent;  // a held id sends none of its own
             if (e->id->port_num) l->port = e->id->port_num;
             e->id->context = &l->owner;
         } else {
@@ -166,6 +166,7 @@ linger* linger_begin(ep* e) {
 
 void linger_arm(linger* l) {
     struct rdma_cm_id* destroy = nullptr;
+    bool dreq_sent = false;
     {
         std::lock_guard lk(l->chan->mu);
         l->armed = true;
@@ -173,12 +174,13 @@ void linger_arm(linger* l) {
             destroy = take_id(l);
         else if (l->hold_only ? port_active(l) : !l->dreq_sent && port_active(l) && !send_dreq(l))
             destroy = take_id(l);
+        dreq_sent = l->dreq_sent;  // l may be freed by another thread once unlocked
     }
     if (destroy) rdma_destroy_id(destroy);
     EVD_DBG(FI_LOG_EP_CTRL, "linger %p: %s\n", static_cast<void*>(l),
-            destroy        ? "ended at once"
-            : l->dreq_sent ? "waiting for the peer's answer"
-                           : "waiting for the port");
+            destroy     ? "ended at once"
+            : dreq_sent ? "waiting for the peer's answer"
+                        : "waiting for the port");
 }
 
 bool linger_hold_request(struct rdma_cm_id* id, cm_chan* chan) {
@@ -237,13 +239,16 @@ struct rdma_cm_id* linger_cm_event(cm_owner* owner, struct rdma_cm_event* ev, co
 }
 
 void linger_port_active(devctx* d, uint8_t port) {
+    // The event may be read long after it was raised: act only if the port is
+    // still active now (else the next PORT_ACTIVE does).
+    if (!port_active_now(d->verbs, port)) return;
     std::vector<struct rdma_cm_id*> destroy;
     {
         std::lock_guard lk(g_mu);
         for (linger* l : list()) {
             if (l->dev != d || l->port != port || l->done.load()) continue;
             std::lock_guard clk(l->chan->mu);
-            if (!l->armed || l->ended || l->dreq_sent || l->id_gone) continue;
+            if (!l->armed || l->ended || l->id_gone || (l->dreq_sent && !l->hold_only)) continue;
             if (l->hold_only || !send_dreq(l))
                 if (struct rdma_cm_id* id = take_id(l)) destroy.push_back(id);
         }
