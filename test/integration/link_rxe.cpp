@@ -118,6 +118,29 @@ protected:
         ASSERT_NO_FATAL_FAILURE(open_side(c, ci));
     }
 
+    // Listens, starts a client and waits for its FI_CONNREQ at the listener.
+    void request_reaches_listener(struct fi_eq_cm_entry& ent) {
+        ASSERT_NO_FATAL_FAILURE(listen());
+        ASSERT_NO_FATAL_FAILURE(start_client());
+        uint32_t ev = 0;
+        ASSERT_EQ(eq_wait(peq, ev, ent), 0);
+        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNREQ));
+    }
+
+    // The request was refused while the link was down: the link comes back
+    // and the client gets its one FI_ECONNREFUSED.
+    void client_refused_once_the_link_returns() {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        ASSERT_EQ(rxetest::link_up(), 0);
+        auto up = clk::now();
+        struct fi_eq_err_entry err {};
+        ASSERT_TRUE(wait_error(c, err, 20000)) << "the client never got its rejection";
+        EXPECT_EQ(err.err, FI_ECONNREFUSED) << fi_strerror(err.err);
+        EXPECT_EQ(err.fid, &c.ep->fid);
+        std::printf("# the client's FI_ECONNREFUSED %.0f ms after the link returned\n",
+                    ms_since(up));
+    }
+
     // rxe0 still takes connection requests: closes both sides, connects a new
     // pair to the listener and exchanges one message.
     void new_pair_connects() {
@@ -286,25 +309,14 @@ TEST_F(LinkRxe, EndpointClosedWhileDownTellsItsPeerWhenTheLinkReturns) {
 // keeps such an id until the port is active: the client gets FI_ECONNREFUSED
 // once the link is back, and rxe0 accepts the next connection.
 TEST_F(LinkRxe, RequestRefusedWhileDownIsAnsweredWhenTheLinkReturns) {
-    ASSERT_NO_FATAL_FAILURE(listen());
-    ASSERT_NO_FATAL_FAILURE(start_client());
-    uint32_t ev = 0;
     struct fi_eq_cm_entry ent {};
-    ASSERT_EQ(eq_wait(peq, ev, ent), 0);
-    ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNREQ));
+    ASSERT_NO_FATAL_FAILURE(request_reaches_listener(ent));
     ASSERT_NO_FATAL_FAILURE(open_side(s, ent.info));
     ASSERT_EQ(rxetest::link_down(), 0);
     EXPECT_EQ(fi_accept(s.ep, nullptr, 0), -FI_ENETDOWN);  // its REP would be lost the same way
     ASSERT_EQ(fi_close(&s.ep->fid), 0);
     s.ep = nullptr;
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    ASSERT_EQ(rxetest::link_up(), 0);
-    auto up = clk::now();
-    struct fi_eq_err_entry err {};
-    ASSERT_TRUE(wait_error(c, err, 20000)) << "the client never got its rejection";
-    EXPECT_EQ(err.err, FI_ECONNREFUSED) << fi_strerror(err.err);
-    EXPECT_EQ(err.fid, &c.ep->fid);
-    std::printf("# the client's FI_ECONNREFUSED %.0f ms after the link returned\n", ms_since(up));
+    ASSERT_NO_FATAL_FAILURE(client_refused_once_the_link_returns());
     ASSERT_NO_FATAL_FAILURE(new_pair_connects());
 }
 
@@ -312,22 +324,12 @@ TEST_F(LinkRxe, RequestRefusedWhileDownIsAnsweredWhenTheLinkReturns) {
 // (without the application's data), so the client gets FI_ECONNREFUSED once
 // the link is back and rxe0 takes the next connection.
 TEST_F(LinkRxe, RejectWhileDownIsSentWhenTheLinkReturns) {
-    ASSERT_NO_FATAL_FAILURE(listen());
-    ASSERT_NO_FATAL_FAILURE(start_client());
-    uint32_t ev = 0;
     struct fi_eq_cm_entry ent {};
-    ASSERT_EQ(eq_wait(peq, ev, ent), 0);
-    ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNREQ));
+    ASSERT_NO_FATAL_FAILURE(request_reaches_listener(ent));
     ASSERT_EQ(rxetest::link_down(), 0);
     EXPECT_EQ(fi_reject(pep, ent.info->handle, "no", 2), 0);
     fi_freeinfo(ent.info);
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    ASSERT_EQ(rxetest::link_up(), 0);
-    auto up = clk::now();
-    struct fi_eq_err_entry err {};
-    ASSERT_TRUE(wait_error(c, err, 20000)) << "the client never got its rejection";
-    EXPECT_EQ(err.err, FI_ECONNREFUSED) << fi_strerror(err.err);
-    std::printf("# the client's FI_ECONNREFUSED %.0f ms after the link returned\n", ms_since(up));
+    ASSERT_NO_FATAL_FAILURE(client_refused_once_the_link_returns());
     ASSERT_NO_FATAL_FAILURE(new_pair_connects());
 }
 
