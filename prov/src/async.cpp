@@ -18,6 +18,7 @@
 #include "ep.h"
 #include "eq.h"
 #include "linger.h"
+#include "probe.h"
 
 #ifndef HAVE_DECL_IBV_EVENT_GID_CHANGE
 #define HAVE_DECL_IBV_EVENT_GID_CHANGE 0
@@ -464,6 +465,7 @@ void async_dispatch(devctx* d, const struct ibv_async_event& ev) noexcept {
                 case O::port:
                     to_domains(d, *row, ev, ts, seq);
                     if (row->act == A::port_down) fail_fast(d, *row, ev, ts, seq);
+                    if (row->act == A::port_up) probe_port_active(d, ev.element.port_num);
                     break;
                 case O::device:
                     to_domains(d, *row, ev, ts, seq);

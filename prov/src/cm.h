@@ -110,11 +110,13 @@ struct cm_chan {
     std::mutex mu;  // dispatch vs. owners detaching (order: cm_chan::mu -> ep::mu)
     int refs = 0;   // guarded by the global channel table lock
     eq_source src;  // fd = ch->fd, registered with q
-    // Connection-setup deadlines of the endpoints on this channel
-    // (cm_deadline.h): a timerfd armed at the earliest, an EQ source of q.
+    // Deadlines of the endpoints on this channel (cm_deadline.h): connection
+    // setup, or the progress probe of a connected endpoint (probe.h); a
+    // timerfd armed at the earliest, an EQ source of q. One per endpoint.
     struct deadline {
         ep* e;
         std::chrono::steady_clock::time_point at;
+        bool probe;
     };
     std::mutex dl_mu;  // guards deadlines (after mu when both are taken)
     std::vector<deadline> deadlines;

@@ -9,6 +9,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "probe.h"
+
 namespace evd {
 
 namespace {
@@ -41,14 +43,14 @@ void timer_progress(eq_source* src) {
     // c->mu: an endpoint being closed clears its deadline under it, so every
     // endpoint found here is still open while it is ended
     std::lock_guard chan_lk(c->mu);
-    ep* due[16];
+    cm_chan::deadline due[16];
     size_t n = 0;
     {
         std::lock_guard lk(c->dl_mu);
         const auto now = clock::now();
         for (auto it = c->deadlines.begin(); it != c->deadlines.end() && n < 16;) {
             if (it->at <= now) {
-                due[n++] = it->e;
+                due[n++] = *it;
                 it = c->deadlines.erase(it);
             } else {
                 ++it;
@@ -56,7 +58,12 @@ void timer_progress(eq_source* src) {
         }
         rearm(c);  // more than 16 due: the timer fires again at once
     }
-    for (size_t i = 0; i < n; ++i) ep_setup_timed_out(due[i]);
+    for (size_t i = 0; i < n; ++i) {
+        if (due[i].probe)
+            probe_due(due[i].e);
+        else
+            ep_setup_timed_out(due[i].e);
+    }
 }
 
 }  // namespace
@@ -86,28 +93,42 @@ void cm_deadline_close(cm_chan* c) {
     c->timer_fd = -1;
 }
 
-void cm_deadline_set(cm_chan* c, ep* e) {
-    const int ms = get_params().connect_timeout_ms;
+namespace {
+
+void set_deadline(cm_chan* c, ep* e, int ms, bool probe) {
     if (!c || !e || ms <= 0 || c->timer_fd < 0) return;
     std::lock_guard lk(c->dl_mu);
     const auto at = clock::now() + std::chrono::milliseconds(ms);
     auto it = std::find_if(c->deadlines.begin(), c->deadlines.end(),
                            [&](const auto& d) { return d.e == e; });
     if (it != c->deadlines.end())
-        it->at = at;
+        *it = {e, at, probe};
     else
-        c->deadlines.push_back({e, at});
+        c->deadlines.push_back({e, at, probe});
     rearm(c);
 }
 
-void cm_deadline_clear(cm_chan* c, ep* e) {
+void clear_deadline(cm_chan* c, ep* e, bool setup_only) {
     if (!c || !e) return;
     std::lock_guard lk(c->dl_mu);
-    auto it = std::find_if(c->deadlines.begin(), c->deadlines.end(),
-                           [&](const auto& d) { return d.e == e; });
+    auto it = std::find_if(c->deadlines.begin(), c->deadlines.end(), [&](const auto& d) {
+        return d.e == e && !(setup_only && d.probe);
+    });
     if (it == c->deadlines.end()) return;
     c->deadlines.erase(it);
     rearm(c);
 }
+
+}  // namespace
+
+void cm_deadline_set(cm_chan* c, ep* e) {
+    set_deadline(c, e, get_params().connect_timeout_ms, false);
+}
+
+void cm_deadline_set_probe(cm_chan* c, ep* e, int ms) { set_deadline(c, e, ms, true); }
+
+void cm_deadline_clear(cm_chan* c, ep* e) { clear_deadline(c, e, false); }
+
+void cm_deadline_clear_setup(cm_chan* c, ep* e) { clear_deadline(c, e, true); }
 
 }  // namespace evd

@@ -28,8 +28,13 @@ void cm_deadline_close(cm_chan* c);
 // FI_EVD_CONNECT_TIMEOUT (nothing when the timeout is 0). Any thread, with or
 // without cm_chan::mu.
 void cm_deadline_set(cm_chan* c, ep* e);
-// e is connected or ended: no deadline. With cm_chan::mu held or not.
+// e (connected) posted a progress probe: probe_due(e) runs `ms` from now.
+// Any thread, with or without cm_chan::mu.
+void cm_deadline_set_probe(cm_chan* c, ep* e, int ms);
+// e is closing: no deadline. With cm_chan::mu held or not.
 void cm_deadline_clear(cm_chan* c, ep* e);
+// e is connected or ended: no setup deadline (a probe's stays).
+void cm_deadline_clear_setup(cm_chan* c, ep* e);
 
 // Provided by ep_msg.cpp: e's setup ran out of time (called under
 // cm_chan::mu, e still open): its one terminal error, FI_ETIMEDOUT.

@@ -39,6 +39,7 @@ namespace evd {
 
 const uint8_t wr_suppressed = 0;
 const uint8_t wr_flush_marker = 0;
+const uint8_t wr_probe = 0;
 
 // ---------------------------------------------------------------- the table
 // clang-format off
@@ -149,6 +150,8 @@ struct cq {
     // QP numbers whose flush marker was polled and not yet claimed by the
     // closing endpoint waiting for it (cq_pull_marker).
     std::vector<uint32_t> markers;
+    // The same for progress probes that completed (cq_pull_probe).
+    std::vector<uint32_t> probes;
     fd_owner backlog_fd;  // eventfd: counter progress filled the backlog (sread)
     bool internal = false;  // an endpoint's private CQ (counter-only direction)
 
@@ -282,8 +285,14 @@ bool admit(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) {
         c->markers.push_back(wc.qp_num);
         return false;
     }
-    if (!acct(c, wc)) return false;
-    const bool hidden = wc.wr_id == wr_id_suppressed();
+    const bool probe = wc.wr_id == wr_id_probe();
+    if (probe && wc.status == IBV_WC_SUCCESS) {
+        c->probes.push_back(wc.qp_num);
+        return false;
+    }
+    // a probe that failed is an evd request that failed: hidden, terminal
+    if (!probe && !acct(c, wc)) return false;
+    const bool hidden = probe || wc.wr_id == wr_id_suppressed();
     if (wc.status == IBV_WC_SUCCESS) return !hidden;
     const wc_row* r = wc_lookup(wc.status);
     // every error but a flush leaves an RC QP in error; a hidden one is
@@ -720,6 +729,9 @@ void cq_detach_qp(cq* c, uint32_t qp_num) {
         for (auto& e : c->routes)
             if (e.qpn == qp_num) r = e.r;
         std::erase_if(c->routes, [&](const auto& e) { return e.qpn == qp_num; });
+        // a later QP may get the same number
+        std::erase(c->markers, qp_num);
+        std::erase(c->probes, qp_num);
     }
     if (r && owner) for_cntrs(c, owner, r, [&](cntr* k) { cntr_del_source(k, c); });
 }
@@ -756,16 +768,19 @@ int cq_progress(cq* c) {
     return ret ? ret : pulled;
 }
 
-int cq_pull_marker(cq* c, uint32_t qp_num) {
+namespace {
+
+// cq_pull_marker and cq_pull_probe: pulls until qp_num is found in `seen`.
+int pull_until(cq* c, std::vector<uint32_t> cq::*seen, uint32_t qp_num) {
     fatal_note notes[kBatch] = {};
     size_t nnotes = 0;
     int ret = 0, pushed = 0;
     {
         std::lock_guard<std::mutex> g(c->mu);
         for (;;) {
-            auto it = std::find(c->markers.begin(), c->markers.end(), qp_num);
-            if (it != c->markers.end()) {
-                c->markers.erase(it);
+            auto it = std::find((c->*seen).begin(), (c->*seen).end(), qp_num);
+            if (it != (c->*seen).end()) {
+                (c->*seen).erase(it);
                 ret = 1;
                 break;
             }
@@ -789,6 +804,12 @@ int cq_pull_marker(cq* c, uint32_t qp_num) {
     deliver_fatal(c, notes, nnotes);
     return ret;
 }
+
+}  // namespace
+
+int cq_pull_marker(cq* c, uint32_t qp_num) { return pull_until(c, &cq::markers, qp_num); }
+
+int cq_pull_probe(cq* c, uint32_t qp_num) { return pull_until(c, &cq::probes, qp_num); }
 
 int cq_chan_fd(cq* c) { return c && c->chan ? c->chan->fd : -1; }
 

@@ -59,6 +59,10 @@ extern const uint8_t wr_flush_marker;
 inline uint64_t wr_id_flush_marker() noexcept {
     return reinterpret_cast<uintptr_t>(&wr_flush_marker);
 }
+// wr_id of the progress probe posted on a connection when its port returns
+// (probe.h): a success is only noticed, a failure ends the endpoint.
+extern const uint8_t wr_probe;
+inline uint64_t wr_id_probe() noexcept { return reinterpret_cast<uintptr_t>(&wr_probe); }
 
 // ------------------------------------------------------------ closing flush
 // One step of waiting for the flush marker of QP `qp_num` (qp_flush.h): pulls
@@ -67,6 +71,9 @@ inline uint64_t wr_id_flush_marker() noexcept {
 // since the marker was posted), 0 while it was not, -FI_EIO when ibv_poll_cq
 // fails. The backlog grows as needed: this runs at fi_close, not per message.
 int cq_pull_marker(cq* c, uint32_t qp_num);
+// The same for the progress probe of QP `qp_num` (probe.h): 1 once it
+// completed successfully, 0 while it has not, -FI_EIO.
+int cq_pull_probe(cq* c, uint32_t qp_num);
 
 // ------------------------------------------------------------ ibv_wc_status
 // The translation ibv_wc_status -> fi errno: DATA, one row per status, in

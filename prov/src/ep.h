@@ -156,6 +156,8 @@ struct ep {
     // until then id->qp is null and the QP belongs to evd alone.
     struct ibv_qp* qp = nullptr;
     std::atomic<bool> qp_ready{false};
+    // A progress probe is posted and its deadline armed (probe.h).
+    std::atomic<bool> probing{false};
 
     // --- bindings (CQ/SRX by ep_msg.cpp, counters by ep_data_bind)
     cq* tx_cq = nullptr;

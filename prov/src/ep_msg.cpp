@@ -258,6 +258,10 @@ int ep_close(struct fid* f) {
             cq_detach_qp(e->tx_cq, e->qp->qp_num);
             if (e->rx_cq != e->tx_cq) cq_detach_qp(e->rx_cq, e->qp->qp_num);
         }
+        if (e->chan) {  // a progress probe (probe.h) armed before the unregister
+            std::lock_guard chan_lk(e->chan->mu);
+            cm_deadline_clear(e->chan, e);
+        }
         ep_data_close(e);
         e->qp_ready.store(false);
         if (e->qp && e->id && e->id->qp == e->qp)
@@ -718,7 +722,7 @@ struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action&
     }
     if (r.outcome != cm_outcome::internal && r.outcome != cm_outcome::resolve_route &&
         r.outcome != cm_outcome::send_connect)
-        cm_deadline_clear(e->chan, e);  // connected or ended: setup is over
+        cm_deadline_clear_setup(e->chan, e);  // connected or ended: setup is over
     if (e->terminal.load() && r.outcome != cm_outcome::internal) {
         e->suppressed.fetch_add(1, std::memory_order_relaxed);
         EVD_DBG(FI_LOG_EP_CTRL, "ep %p: %s after its terminal event: suppressed\n",

@@ -60,6 +60,7 @@ struct params {
     bool fail_fast = false;         // FI_EVD_FAIL_FAST: new domains end connections on PORT_ERR
     int flush_timeout_ms = 1000;    // FI_EVD_FLUSH_TIMEOUT: fi_close waits this long for a QP's flush
     int connect_timeout_ms = 0;     // FI_EVD_CONNECT_TIMEOUT: connect/accept to ESTABLISHED; 0 = rdma_cm's
+    int probe_timeout_ms = 2000;    // FI_EVD_PROBE_TIMEOUT: progress probe after PORT_ACTIVE; 0 = none
 };
 const params& get_params();
 

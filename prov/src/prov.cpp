@@ -45,6 +45,12 @@ void read_params() {
                     "or its accept ends with FI_ETIMEDOUT; 0 leaves it to rdma_cm's own "
                     "retries, which take a minute or more (default: %d)", g_params.connect_timeout_ms);
 
+    fi_param_define(&g_prov, "probe_timeout", FI_PARAM_INT,
+                    "When a port becomes active again, each connected endpoint on it posts a "
+                    "progress probe; one whose probe has not completed this many ms (plus its "
+                    "QP's local ack timeout) later ends with FI_ETIMEDOUT so the application "
+                    "can reconnect; 0 posts no probe (default: %d)", g_params.probe_timeout_ms);
+
     size_t sz;
     int i;
     if (fi_param_get_size_t(&g_prov, "eq_size", &sz) == FI_SUCCESS && sz > 0) g_params.eq_size = sz;
@@ -60,6 +66,8 @@ void read_params() {
         g_params.connect_timeout_ms = i;
     if (fi_param_get_int(&g_prov, "flush_timeout", &i) == FI_SUCCESS && i >= 0)
         g_params.flush_timeout_ms = i;
+    if (fi_param_get_int(&g_prov, "probe_timeout", &i) == FI_SUCCESS && i >= 0)
+        g_params.probe_timeout_ms = i;
 }
 
 void cleanup() noexcept { info_cleanup(); }

@@ -44,6 +44,16 @@ double ms_since(clk::time_point t) {
     return std::chrono::duration<double, std::milli>(clk::now() - t).count();
 }
 
+// Drops every packet veth0 sends (netem, 100% loss) while the link stays up:
+// rxe0 still sends, nothing reaches rxe1, no error is raised anywhere.
+int blackhole_veth0(bool on) {
+    std::string dev = env_or("EVD_VM_NETDEV0", "veth0");
+    std::string cmd = on ? "modprobe sch_netem 2>/dev/null; tc qdisc replace dev " + dev +
+                               " root netem loss 100%"
+                         : "tc qdisc del dev " + dev + " root 2>/dev/null; true";
+    return std::system(cmd.c_str());
+}
+
 struct side {
     struct fi_info* info = nullptr;
     struct fid_domain* dom = nullptr;
@@ -60,6 +70,7 @@ protected:
     bool fail_fast = false;  // set on both domains before their endpoints open
 
     void TearDown() override {
+        blackhole_veth0(false);
         rxetest::link_up();  // never leave the link down for later tests
         close_side(c);
         close_side(s);
@@ -381,6 +392,62 @@ TEST_F(LinkRxe, ShutdownWhileDownEndsThisSideAtOnceAndThePeerLater) {
 // Fail-fast: the port going down ends the connected endpoint on it at once,
 // with its one terminal record, and flushes its posted work; nothing follows
 // it, not even once the link is back.
+// When the port returns, each connected endpoint's progress probe (probe.h)
+// completes on a connection that works: no event, nothing in the CQs, and
+// both directions still carry data after the probe's deadline has passed.
+TEST_F(LinkRxe, ProgressProbeLeavesAWorkingConnectionAlone) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    ASSERT_EQ(rxetest::link_down(), 0);
+    ASSERT_NO_FATAL_FAILURE(no_event_for(1000));
+    ASSERT_EQ(rxetest::link_up(), 0);
+    // FI_EVD_PROBE_TIMEOUT (2 s) plus rxe's ack timeout (about 2.1 s), and margin
+    ASSERT_NO_FATAL_FAILURE(no_event_for(7000));
+    struct fi_cq_data_entry e {};
+    EXPECT_EQ(fi_cq_read(s.tx, &e, 1), -FI_EAGAIN) << "the probe's completion reached the CQ";
+    EXPECT_EQ(fi_cq_read(c.tx, &e, 1), -FI_EAGAIN) << "the probe's completion reached the CQ";
+    EXPECT_EQ(fi_cq_read(s.rx, &e, 1), -FI_EAGAIN);
+    EXPECT_EQ(fi_cq_read(c.rx, &e, 1), -FI_EAGAIN);
+    ASSERT_NO_FATAL_FAILURE(exchange(c, s, 5));
+    ASSERT_NO_FATAL_FAILURE(exchange(s, c, 6));
+    ASSERT_NO_FATAL_FAILURE(no_event_for(200));
+}
+
+// A connection that carries nothing after its port returns (here every
+// packet rxe0 sends is dropped; on rxe 6.1 a QP whose requester stopped
+// looks the same) ends with FI_ETIMEDOUT at its probe's deadline, long
+// before the transport's own retries would run out (7 of about 2.1 s), and
+// its posted work completes as flushed.
+TEST_F(LinkRxe, ConnectionWithoutProgressAfterTheLinkReturnsEnds) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    std::vector<uint8_t> in(256);
+    struct fid_mr* im = nullptr;
+    ASSERT_EQ(fi_mr_reg(s.dom, in.data(), in.size(), FI_RECV, 0, 0, 0, &im, nullptr), 0);
+    int rctx = 0;
+    ASSERT_EQ(fi_recv(s.ep, in.data(), in.size(), fi_mr_desc(im), 0, &rctx), 0);
+    ASSERT_EQ(rxetest::link_down(), 0);
+    ASSERT_EQ(blackhole_veth0(true), 0);
+    ASSERT_EQ(rxetest::link_up(), 0);
+    auto up = clk::now();
+    struct fi_eq_err_entry err {};
+    const bool ended = wait_error(s, err, 12000);
+    const double ms = ms_since(up);
+    blackhole_veth0(false);
+    ASSERT_TRUE(ended) << "rxe0's endpoint never ended";
+    EXPECT_EQ(err.fid, &s.ep->fid);
+    EXPECT_EQ(err.err, FI_ETIMEDOUT) << fi_strerror(err.err);
+    EXPECT_GT(ms, 1500.0) << "ended before its probe could have completed";
+    EXPECT_LT(ms, 10000.0);
+    std::printf("# rxe0's endpoint ended (FI_ETIMEDOUT) %.0f ms after the link returned\n", ms);
+    struct fi_cq_data_entry e {};
+    EXPECT_EQ(rxetest::cq_wait_one(s.rx, e, 5000), -FI_EAVAIL) << "posted receive not flushed";
+    struct fi_cq_err_entry ce {};
+    ASSERT_EQ(fi_cq_readerr(s.rx, &ce, 0), 1);
+    EXPECT_EQ(ce.op_context, &rctx);
+    EXPECT_EQ(ce.err, FI_ECANCELED);
+    EXPECT_EQ(fi_cq_read(s.tx, &e, 1), -FI_EAGAIN) << "the probe reached the CQ";
+    fi_close(&im->fid);
+}
+
 TEST_F(LinkRxe, FailFastEndsTheEndpointOnThePortAtOnce) {
     fail_fast = true;
     ASSERT_NO_FATAL_FAILURE(connect());
