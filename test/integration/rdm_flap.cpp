@@ -6,14 +6,13 @@
 // payload is checked. It measures how long the application takes to see the
 // failure and how long after the link returns round trips work again.
 //
-//   evd_rdm_flap [-p PROV] [-d DOWN_S] [-w WARMUP_S] [-r RECOVER_S] [--report|--stall-report]
+//   evd_rdm_flap [-p PROV] [-d DOWN_S] [-w WARMUP_S] [-r RECOVER_S] [--report]
 //
 // Prints one "# ..." summary line and "ok - ..." / "not ok - ..." (unless
 // --report, which only measures: for providers evd is compared with). Passes
 // when the process survives, no payload is wrong, no completion carries a
 // context the program did not give, and round trips resume within RECOVER_S
-// (default 10) seconds of the link returning; with --stall-report the last
-// condition is only reported (the summary line), not judged.
+// (default 10) seconds of the link returning.
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -180,7 +179,6 @@ int main(int argc, char** argv) {
     const char* prov = "evd;ofi_rxm";
     double down_s = 4, warm_s = 3, recover_s = 10;
     bool report = false;
-    bool stall_report = false;  // recovery is reported, not judged
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "-p" && i + 1 < argc) prov = argv[++i];
@@ -188,9 +186,8 @@ int main(int argc, char** argv) {
         else if (a == "-w" && i + 1 < argc) warm_s = std::atof(argv[++i]);
         else if (a == "-r" && i + 1 < argc) recover_s = std::atof(argv[++i]);
         else if (a == "--report") report = true;
-        else if (a == "--stall-report") stall_report = true;
         else {
-            std::fprintf(stderr, "usage: evd_rdm_flap [-p PROV] [-d DOWN_S] [-w WARMUP_S] [-r RECOVER_S] [--report|--stall-report]\n");
+            std::fprintf(stderr, "usage: evd_rdm_flap [-p PROV] [-d DOWN_S] [-w WARMUP_S] [-r RECOVER_S] [--report]\n");
             return 2;
         }
     }
@@ -232,11 +229,14 @@ int main(int argc, char** argv) {
     bool waiting = false;
     clk::time_point sent_at = t0, first_err{}, recovered{}, last_rt = t0;
     double gap = 0, gap_from = 0;  // longest stretch without a round trip, and its start
-    const double limit = warm_s + down_s + recover_s + 3;
+    // Judged from when the link really came back: under emulation `ip link`
+    // itself has been seen to take 26 s to return. 60 s more at most.
+    const double limit = warm_s + down_s + recover_s + 60;
     for (;;) {
         auto now = clk::now();
         double t = secs(t0, now);
         if (t > limit) break;
+        if (phase.load() == 2 && secs(t_up, now) > recover_s + 3) break;
         if (phase.load() == 2 && recovered != clk::time_point{} && secs(recovered, now) > 2) break;
         // A pings: a new ping when the last was answered or seems lost
         if (!waiting || secs(sent_at, now) > 0.2) {
@@ -303,6 +303,10 @@ int main(int argc, char** argv) {
         if (first_err == clk::time_point{} && phase.load() >= 1 && st.post_errors)
             first_err = clk::now();
     }
+    if (secs(last_rt, clk::now()) > gap) {  // the stretch that never ended
+        gap = secs(last_rt, clk::now());
+        gap_from = secs(t0, last_rt);
+    }
     flapper.join();
 
     char err_at[32] = "never", rec_at[32] = "never";
@@ -318,7 +322,7 @@ int main(int argc, char** argv) {
                 (unsigned long long)st.post_errors, (unsigned long long)st.bad_payloads,
                 (unsigned long long)st.foreign_ctx, (unsigned long long)st.null_ctx, gap, gap_from,
                 secs(t0, t_down), secs(t0, t_up));
-    bool ok = st.before > 0 && st.bad_payloads == 0 && st.foreign_ctx == 0 &&
+    bool ok = st.before > 0 && st.bad_payloads == 0 && st.foreign_ctx == 0 && st.null_ctx == 0 &&
               recovered != clk::time_point{} && secs(t_up, recovered) <= recover_s;
     for (side* s : {&A, &B}) {
         if (s->ep) fi_close(&s->ep->fid);
@@ -329,12 +333,6 @@ int main(int argc, char** argv) {
         if (s->info) fi_freeinfo(s->info);
     }
     if (report) return 0;
-    if (stall_report) {
-        bool clean = st.before > 0 && st.bad_payloads == 0 && st.foreign_ctx == 0 && st.null_ctx == 0;
-        std::printf("%s - evd_rdm_flap %s: no crash, every payload checked, no completion with a "
-                    "context it was not given\n", clean ? "ok" : "not ok", prov);
-        return clean ? 0 : 1;
-    }
     std::printf("%s - evd_rdm_flap %s: round trips resume within %.0f s of the link returning, "
                 "every payload checked\n", ok ? "ok" : "not ok", prov, recover_s);
     return ok ? 0 : 1;
