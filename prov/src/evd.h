@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 // evd: private header shared by every file of the provider.
 //
-// Conventions (see DEVELOPERS.md):
+// Conventions (docs/design.md):
 //  * every libfabric entry point is a small static function at the bottom of
 //    its object's .cpp, wrapped in evd::guard() so no exception escapes;
 //  * every object embeds its libfabric fid first and carries an evd::kind tag,
@@ -14,7 +14,9 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <new>
+#include <source_location>
 #include <utility>
 
 #include <rdma/fabric.h>
@@ -90,14 +92,22 @@ inline T* from_fid(Fid* f) noexcept {
 }
 
 // ------------------------------------------------------------------ entry guard
-// Runs an entry point body; an exception never crosses into libfabric.
+// Runs an entry point body; an exception never crosses into libfabric. What
+// was caught is logged with the entry point's name, then returned as an
+// error code: -FI_ENOMEM for an allocation failure, -FI_EOTHER otherwise.
 template <class F>
-inline auto guard(F&& f) noexcept -> decltype(f()) {
+inline auto guard(F&& f, std::source_location at = std::source_location::current()) noexcept
+    -> decltype(f()) {
     try {
         return f();
     } catch (const std::bad_alloc&) {
+        EVD_WARN(FI_LOG_CORE, "%s: out of memory\n", at.function_name());
         return static_cast<decltype(f())>(-FI_ENOMEM);
+    } catch (const std::exception& e) {
+        EVD_WARN(FI_LOG_CORE, "%s: internal error: %s\n", at.function_name(), e.what());
+        return static_cast<decltype(f())>(-FI_EOTHER);
     } catch (...) {
+        EVD_WARN(FI_LOG_CORE, "%s: internal error (unknown exception)\n", at.function_name());
         return static_cast<decltype(f())>(-FI_EOTHER);
     }
 }
