@@ -19,6 +19,7 @@
 #include "eq.h"
 #include "linger.h"
 #include "probe.h"
+#include "srx.h"
 
 #ifndef HAVE_DECL_IBV_EVENT_GID_CHANGE
 #define HAVE_DECL_IBV_EVENT_GID_CHANGE 0

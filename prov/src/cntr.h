@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// Completion counters (fi_cntr(3)). Owned by the data path (cntr.cpp; the
-// counting itself happens where work completions are polled, in cq.cpp).
+// Completion counters (fi_cntr(3), cntr.cpp; the counting itself happens
+// where work completions are polled, in cq.cpp).
 //
-// CONTRACT between cntr.cpp, cq.cpp and ep_data.cpp:
+// How counters, CQs and endpoints work together (cntr.cpp, cq.cpp, ep_data.cpp):
 //  * fi_ep_bind(ep, cntr, flags) fills ep->send_cntr/recv_cntr/read_cntr/
 //    write_cntr (ep_data_bind) before fi_enable and holds cntr_bind_ref().
 //  * At fi_enable (ep_data_enable) an endpoint with a counter builds its
@@ -66,6 +66,9 @@ struct cntr_route {
 };
 
 // ------------------------------------------------------------ counter object
+// domain op fi_cntr_open
+int cntr_open(struct fid_domain* dom, struct fi_cntr_attr* attr, struct fid_cntr** cntr,
+              void* context);
 cntr* cntr_from_fid(struct fid* f);  // nullptr unless f is an evd counter
 struct fid_domain* cntr_domain(cntr* c);
 void cntr_bind_ref(cntr* c);
@@ -77,22 +80,5 @@ void cntr_inc_err(cntr* c) noexcept;
 // Counted: attaching the same CQ twice needs two deletes.
 int cntr_add_source(cntr* c, cq* q);
 void cntr_del_source(cntr* c, cq* q);
-
-// ------------------------------------------------------------ from cq.cpp
-// Pulls pending completions of q into its backlog (fi_cq_read returns them
-// later, in order), accounting each on its counters. Returns how many were
-// pulled, or a negative FI_E* code.
-int cq_progress(cq* q);
-// Arms q's completion channel (drain + ibv_req_notify_cq); returns its fd, or
-// -1 when q has no channel (opened with FI_WAIT_NONE).
-int cq_arm(cq* q);
-int cq_chan_fd(cq* q);
-// A CQ private to one endpoint (counter-only direction): opened with a
-// completion channel, freed when the last endpoint reference is dropped.
-int cq_open_internal(struct fid_domain* dom, size_t size, cq** out);
-
-// ------------------------------------------------------------ from ep_data.cpp
-struct ep;
-cntr_route* ep_data_route(ep* e);  // nullptr when the endpoint has no counter
 
 }  // namespace evd

@@ -1,12 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// Completion queues, shared receive contexts and counters. Owned by the
-// data-path implementation (cq.cpp, srx.cpp, cntr.cpp).
+// Completion queues (fi_cq(3), cq.cpp).
 //
-// CONTRACT with the endpoint code (ep_msg.cpp / cm.cpp):
+// How endpoints use them (ep_msg.cpp):
 //  * fi_ep_bind(ep, cq_fid, flags): resolve with cq_from_fid(); the ibv_cq to
 //    hand to rdma_create_qp() is cq_ibv(). Hold cq_bind_ref() while bound.
-//  * fi_ep_bind(ep, srx_fid, 0): resolve with srx_ibv(); pass the SRQ in
-//    ibv_qp_init_attr::srq at QP creation. Hold srx_bind_ref() while bound.
 //  * After rdma_create_qp() succeeded, call cq_attach_qp() on each bound CQ so
 //    that a fatal completion error read from that CQ can be turned into the
 //    endpoint's terminal event (ep_terminal_error()); call cq_detach_qp()
@@ -24,11 +21,11 @@ namespace evd {
 struct cq;
 struct ep;
 
+// domain op fi_cq_open
 int cq_open(struct fid_domain* dom, struct fi_cq_attr* attr, struct fid_cq** cq, void* context);
-int cntr_open(struct fid_domain* dom, struct fi_cntr_attr* attr, struct fid_cntr** cntr,
-              void* context);
-int srx_open(struct fid_domain* dom, struct fi_rx_attr* attr, struct fid_ep** rx_ep,
-             void* context);
+// A CQ private to one endpoint (counter-only direction): opened with a
+// completion channel, freed when the last endpoint reference is dropped.
+int cq_open_internal(struct fid_domain* dom, size_t size, cq** out);
 
 // nullptr when f is not an evd CQ.
 cq* cq_from_fid(struct fid* f);
@@ -92,9 +89,14 @@ int wc_fi_errno(int status) noexcept;          // FI_EOTHER for unknown statuses
 // Completion flags (FI_SEND|FI_MSG, ...) of a successful work completion.
 uint64_t wc_flags(const struct ibv_wc& wc) noexcept;
 
-// Shared receive context (fi_srx_context): nullptr when f is not an evd SRX.
-struct ibv_srq* srx_ibv(struct fid* f);
-void srx_bind_ref(struct fid* f);
-void srx_bind_unref(struct fid* f);
+// ------------------------------------------------------------ counters' view
+// Pulls pending completions of q into its backlog (fi_cq_read returns them
+// later, in order), accounting each on its counters (cntr.h). Returns how
+// many were pulled, or a negative FI_E* code.
+int cq_progress(cq* q);
+// Arms q's completion channel (drain + ibv_req_notify_cq); returns its fd, or
+// -1 when q has no channel (opened with FI_WAIT_NONE).
+int cq_arm(cq* q);
+int cq_chan_fd(cq* q);
 
 }  // namespace evd

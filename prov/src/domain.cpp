@@ -11,10 +11,12 @@
 #include <cstring>
 #include <memory>
 
+#include "cntr.h"
 #include "cq.h"
 #include "ep.h"
 #include "eq.h"
 #include "mr.h"
+#include "srx.h"
 #include "wait.h"
 
 namespace evd {

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// Passive and active MSG endpoints. Owned by the connection-management
-// implementation (ep_msg.cpp, pep.cpp, cm.cpp); the data-path ops tables of an
-// active endpoint live in ep_data.cpp (owned by the data-path implementation).
+// Passive and active MSG endpoints (fi_endpoint(3), fi_cm(3)): connection
+// management in ep_msg.cpp, pep.cpp and cm.cpp; the data-path ops tables of an
+// active endpoint in ep_data.cpp.
 //
-// CONTRACT between the CM half (ep_msg.cpp) and the data path (ep_data.cpp):
+// How the connection-management half (ep_msg.cpp) and the data path
+// (ep_data.cpp) share an endpoint:
 //  * ep_open() allocates the ep, sets fid.fid.ops / fid.ops / fid.cm itself
 //    and calls ep_data_init(ep) once, which sets fid.msg, fid.rma (and
 //    fid.tagged/atomic if ever needed) and may use ep->data_priv.
@@ -190,6 +191,9 @@ void ep_data_close(ep* e);                                  // drop refs taken b
 // fi_enable, before the CQ check: prepares counting for an endpoint with
 // counters (cntr.h) and gives a counter-only direction an internal CQ.
 int ep_data_enable(ep* e);
+struct cntr_route;
+// The endpoint's counter route (cntr.h); nullptr when it has no counter.
+cntr_route* ep_data_route(ep* e);
 
 // ---- provided by ep_msg.cpp (CM half), callable from anywhere
 // Posts the endpoint's one terminal error (err = positive FI_E* code) to its

@@ -22,6 +22,7 @@
 #include "eq.h"
 #include "linger.h"
 #include "qp_flush.h"
+#include "srx.h"
 
 namespace evd {
 

@@ -13,6 +13,7 @@
 #include "domain.h"
 #include "eq.h"
 #include "mr.h"
+#include "srx.h"
 
 namespace evd {
 
