@@ -1,15 +1,11 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// Hardware async events (ibv_get_async_event) -> EQ records.
-// Owned by the async-event implementation (async.cpp): the translation table
-// (data, one place), routing to the owning object's EQ, fi_eq_strerror text,
-// the domain extension ops (FI_EVD_ASYNC_OPS).
+// Hardware async events (ibv_get_async_event) -> EQ records (async.cpp): the
+// translation table (data, one place), routing to the owning object's EQ,
+// fi_eq_strerror text, the domain extension ops (FI_EVD_ASYNC_OPS).
 //
-// ---------------------------------------------------------------- NOTE TO eq.cpp
-// fi_eq_strerror(eq, prov_errno, err_data, buf, len) must start with ONE call:
-//
-//     if (const char* s = evd::async_strerror(prov_errno, err_data, buf, len))
-//         return s;
-//
+// ---------------------------------------------------------------- strerror
+// fi_eq_strerror (eq.cpp) asks async_strerror() first, so an async record's
+// text names its device and port however it reached the application.
 // async_strerror() recognises an async record by its err_data (a struct
 // fi_evd_async_err: magic FI_EVD_ASYNC_MAGIC, version, size ==
 // sizeof(struct fi_evd_async_err), event_type == prov_errno) and returns
@@ -18,16 +14,16 @@
 // into buf (truncated to len) and returns buf; with buf == nullptr or len == 0
 // it returns a static per-event sentence without identities.
 //
-// ---------------------------------------------------------------- NOTE TO targets
+// ---------------------------------------------------------------- targets
 // Who registers what (devctx_register, see devctx.h):
 //  * endpoints: devctx::qps[ibv_qp*] = {ep fid, ep context, route -> bound EQ
 //    (else the domain's EQ), owner = ep, consequence, claim_terminal,
 //    eq_flags}. The consequence hook receives every QP event after the record
 //    was posted, and additionally DEVICE_FATAL (with ev.element.qp set to that
-//    endpoint's QP). It MUST call rdma_notify(cm_id, IBV_EVENT_COMM_EST) on
-//    COMM_EST, and disable the endpoint on QP_FATAL / QP_REQ_ERR /
-//    QP_ACCESS_ERR / DEVICE_FATAL (without posting anything: async already
-//    posted the terminal record after claim_terminal() returned true).
+//    endpoint's QP). It calls rdma_notify(cm_id, IBV_EVENT_COMM_EST) on
+//    COMM_EST (rdma_cm then completes a connection whose RTU was lost); the
+//    terminal record of QP_FATAL / QP_REQ_ERR / QP_ACCESS_ERR / DEVICE_FATAL
+//    was already posted once claim_terminal() returned true.
 //  * CQs: devctx::cqs[ibv_cq*] = {cq fid, context, route -> domain's EQ}.
 //  * shared rx contexts: devctx::srqs[ibv_srq*] = {srx fid, context, route ->
 //    domain's EQ}. srq_arm (FI_EVD_ASYNC_OPS) finds the SRQ through this.

@@ -3,7 +3,6 @@
 // every domain of the process on that device. The owner reads the context's
 // async fd (one reader, serialized) and dispatches each event through
 // async.cpp's translation table to the object registered for it.
-// Owned by the foundation (devctx.cpp); routing data is consumed by async.cpp.
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// The domain object (one RDMA device). Owned by the foundation (domain.cpp).
+// The domain object (fi_domain(3)): one RDMA device and port, its protection
+// domain, and the EQ its device and port events go to (domain.cpp).
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -312,8 +312,8 @@ void signal(eq* q, wake_plan w) noexcept {
 
 // ------------------------------------------------------------------ sources
 
-// Runs the progress callback of every readable source (never under mu).
-// Progresses the sources epoll reported ready (evs[0..n)).
+// Runs the progress callback of each source epoll reported readable
+// (evs[0..n)), never under mu.
 void run_ready(eq* q, const struct epoll_event* evs, int n) {
     for (int k = 0; k < n; k++) {
         auto* src = static_cast<eq_source*>(evs[k].data.ptr);

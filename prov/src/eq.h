@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// The event queue (fi_eq(3)). Owned by the EQ implementation (eq.cpp).
+// The event queue (fi_eq(3), eq.cpp).
 //
-// CONTRACT used by the rest of the provider (keep these signatures stable):
+// How the rest of the provider uses it:
 //
 //  * Internal producers (rdma_cm translation, async events, endpoints) post
 //    with eq_post()/eq_post_err(). They never fail silently: when the queue is
@@ -64,7 +64,7 @@ struct fid_eq* eq_fid(eq* q);
 int eq_open(struct fid_fabric* fab, struct fi_eq_attr* attr, struct fid_eq** out,
             void* context);
 
-// ---- additions (EQ owner) used by wait.cpp (fi_trywait, wait/poll sets)
+// ---- for wait.cpp (fi_trywait, wait and poll sets)
 // 0 when nothing is queued and the EQ's wait object is armed (safe to block),
 // -FI_EAGAIN when events are queued (runs source progress first).
 int eq_trywait(eq* q);

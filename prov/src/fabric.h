@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// The fabric object. Owned by the foundation (fabric.cpp).
+// The fabric object (fi_fabric(3), fabric.cpp).
 // A fabric opens without any RDMA device (EQs, wait sets need none).
 #pragma once
 

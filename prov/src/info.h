@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// fi_getinfo: device enumeration and hint filtering. Owned by the foundation (info.cpp).
+// fi_getinfo: device enumeration and hint filtering (info.cpp).
 //
 // getinfo() is split in two so the hint logic can be tested without hardware:
 //   1. enumerate + resolve (needs rdma-core): every device librdmacm sees is

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// Memory registration. Owned by the data-path implementation (mr.cpp).
+// Memory registration (fi_mr(3), mr.cpp).
 //
 // mr_mode (as advertised): FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
 // FI_MR_PROV_KEY. fi_mr_key() is the ibv_mr rkey, fi_mr_desc() is the evd

@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// Wait sets (fi_wait_open), poll sets (fi_poll_open) and fi_trywait.
-// Owned by the EQ implementation (wait.cpp).
+// Wait sets (fi_wait_open), poll sets (fi_poll_open) and fi_trywait (wait.cpp).
 //
-// CONTRACT for objects that can block (EQs here; CQs and counters elsewhere):
+// What every object that can block (EQ, CQ, counter) provides:
 //  * fi_trywait(fabric, fids, n) and fi_poll() ask every fid that is not an
 //    evd EQ or wait set through fi_control(fid, kCtrlTrywait, nullptr), which
 //    must answer 0 (nothing pending, wait object armed: safe to block) or
