@@ -267,7 +267,7 @@ void chan_progress(eq_source* src) {
     auto* c = static_cast<cm_chan*>(src->arg);
     for (;;) {
         struct rdma_cm_event* ev = nullptr;
-        if (rdma_get_cm_event(c->ch, &ev)) break;  // EAGAIN: drained
+        if (rdma_get_cm_event(c->ch.get(), &ev)) break;  // EAGAIN: drained
         dispatch(c, ev);
     }
 }
@@ -320,47 +320,36 @@ cm_chan* cm_chan_get(eq* q, int* err) {
         it->second->refs++;
         return it->second;
     }
-    auto* c = new (std::nothrow) cm_chan();
-    if (!c) {
-        *err = -FI_ENOMEM;
+    auto fail = [err](int e) -> cm_chan* {
+        *err = e;
         return nullptr;
-    }
-    c->ch = rdma_create_event_channel();
+    };
+    std::unique_ptr<cm_chan> c(new (std::nothrow) cm_chan());
+    if (!c) return fail(-FI_ENOMEM);
+    c->ch.reset(rdma_create_event_channel());
     if (!c->ch) {
-        *err = fi_err(errno);
-        EVD_WARN(FI_LOG_EP_CTRL, "rdma_create_event_channel: %s\n", strerror(errno));
-        delete c;
-        return nullptr;
+        int e = errno;
+        EVD_WARN(FI_LOG_EP_CTRL, "rdma_create_event_channel: %s\n", strerror(e));
+        return fail(fi_err(e));
     }
     int fl = fcntl(c->ch->fd, F_GETFL);
-    if (fl < 0 || fcntl(c->ch->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-        *err = fi_err(errno);
-        rdma_destroy_event_channel(c->ch);
-        delete c;
-        return nullptr;
-    }
+    if (fl < 0 || fcntl(c->ch->fd, F_SETFL, fl | O_NONBLOCK) < 0) return fail(fi_err(errno));
     c->q = q;
     c->src.fd = c->ch->fd;
     c->src.progress = chan_progress;
-    c->src.arg = c;
-    int ret = eq_add_source(q, &c->src);
-    if (ret) {
-        *err = ret;
-        rdma_destroy_event_channel(c->ch);
-        delete c;
-        return nullptr;
-    }
-    ret = cm_deadline_open(c);
-    if (ret) {
-        *err = ret;
-        eq_remove_source(q, &c->src);
-        rdma_destroy_event_channel(c->ch);
-        delete c;
-        return nullptr;
-    }
+    c->src.arg = c.get();
+    // The table slot first: the one step that can throw comes before
+    // anything is registered with the EQ.
+    auto slot = t.emplace(q, nullptr).first;
+    undo_on_exit unslot([&] { t.erase(slot); });
+    if (int ret = eq_add_source(q, &c->src)) return fail(ret);
+    undo_on_exit unsource([&] { eq_remove_source(q, &c->src); });
+    if (int ret = cm_deadline_open(c.get())) return fail(ret);
+    unsource.dismiss();
+    unslot.dismiss();
     c->refs = 1;
-    t.emplace(q, c);
-    return c;
+    slot->second = c.get();
+    return c.release();
 }
 
 void cm_chan_put(cm_chan* c) {
@@ -375,9 +364,8 @@ void cm_chan_put(cm_chan* c) {
     // Every id on the channel is gone (each holds a ref), so this succeeds.
     // Events still queued for destroyed ids were acked by rdma_destroy_id.
     struct rdma_cm_event* ev = nullptr;
-    while (!rdma_get_cm_event(c->ch, &ev)) rdma_ack_cm_event(ev);
-    rdma_destroy_event_channel(c->ch);
-    delete c;
+    while (!rdma_get_cm_event(c->ch.get(), &ev)) rdma_ack_cm_event(ev);
+    delete c;  // and its event channel
 }
 
 }  // namespace evd

@@ -20,6 +20,7 @@
 
 #include "eq.h"
 #include "evd.h"
+#include "owners.h"
 
 namespace evd {
 
@@ -105,7 +106,7 @@ cm_action cm_translate(const struct rdma_cm_event& ev);
 
 // ------------------------------------------------------------------ channels
 struct cm_chan {
-    struct rdma_event_channel* ch = nullptr;
+    cm_channel_ptr ch;
     eq* q = nullptr;
     std::mutex mu;  // dispatch vs. owners detaching (order: cm_chan::mu -> ep::mu)
     int refs = 0;   // guarded by the global channel table lock

@@ -40,16 +40,6 @@ uint8_t tx_slot_ids[kMaxTxSlots];
 
 namespace {
 
-struct fd_owner {
-    int fd = -1;
-    fd_owner() = default;
-    fd_owner(const fd_owner&) = delete;
-    fd_owner& operator=(const fd_owner&) = delete;
-    ~fd_owner() {
-        if (fd >= 0) ::close(fd);
-    }
-};
-
 struct source {
     cq* q;
     int n;    // attachments (endpoints x directions)

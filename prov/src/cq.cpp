@@ -33,6 +33,7 @@
 #include "domain.h"
 #include "ep.h"
 #include "eq.h"
+#include "owners.h"
 #include "wait.h"
 
 namespace evd {
@@ -103,23 +104,6 @@ namespace {
 
 constexpr size_t kBatch = 32;  // ibv_wc polled per ibv_poll_cq call (stack array)
 
-struct chan_del {
-    void operator()(struct ibv_comp_channel* c) const noexcept {
-        if (c && ibv_destroy_comp_channel(c))
-            EVD_WARN(FI_LOG_CQ, "ibv_destroy_comp_channel: %s\n", strerror(errno));
-    }
-};
-struct fd_owner {
-    int fd = -1;
-    fd_owner() = default;
-    explicit fd_owner(int f) : fd(f) {}
-    fd_owner(const fd_owner&) = delete;
-    fd_owner& operator=(const fd_owner&) = delete;
-    ~fd_owner() {
-        if (fd >= 0) ::close(fd);
-    }
-};
-
 }  // namespace
 
 struct cq {
@@ -133,8 +117,8 @@ struct cq {
     enum fi_wait_obj wait_obj = FI_WAIT_NONE;
     bool err_data_size_field = true;  // api >= 1.5: fi_cq_err_entry has err_data_size
 
-    std::unique_ptr<struct ibv_comp_channel, chan_del> chan;
-    struct ibv_cq* ibcq = nullptr;  // destroyed in cq_close after the async unregister
+    comp_channel_ptr chan;
+    ibv_cq_ptr ibcq;  // after chan: destroyed first; cq_close releases it itself
     fd_owner signal_fd;             // eventfd written by fi_cq_signal
     std::atomic<bool> yield_signal{false};  // fi_cq_signal on an FI_WAIT_YIELD CQ
     fd_owner wait_fd;               // epoll over chan->fd and signal_fd (FI_GETWAIT)
@@ -312,7 +296,7 @@ bool admit(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) {
 // the batch was full (there may be more to poll).
 int poll_batch(cq* c, char*& out, size_t want, fatal_note* notes, size_t& nnotes, bool& more) {
     struct ibv_wc wcs[kBatch];
-    int got = ibv_poll_cq(c->ibcq, static_cast<int>(std::min(want, kBatch)), wcs);
+    int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(std::min(want, kBatch)), wcs);
     more = false;
     if (got < 0) return got;
     more = static_cast<size_t>(got) == std::min(want, kBatch);
@@ -426,7 +410,7 @@ ssize_t cq_readerr(struct fid_cq* f, struct fi_cq_err_entry* buf, uint64_t flags
             if (!c->ring_count) {
                 // look for an error the user has not been told about yet
                 struct ibv_wc wcs[kBatch];
-                int got = ibv_poll_cq(c->ibcq, static_cast<int>(kBatch), wcs);
+                int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(kBatch), wcs);
                 for (int i = 0; i < got; ++i)
                     if (admit(c, wcs[i], notes, nnotes)) ring_push(c, wcs[i]);
             }
@@ -464,7 +448,7 @@ void drain_channel(cq* c) {
     void* ev_ctx;
     unsigned n = 0;
     while (ibv_get_cq_event(c->chan.get(), &ev_cq, &ev_ctx) == 0) ++n;
-    if (n) ibv_ack_cq_events(c->ibcq, n);
+    if (n) ibv_ack_cq_events(c->ibcq.get(), n);
 }
 
 bool drain_signal(cq* c) {
@@ -506,7 +490,7 @@ ssize_t do_sread(cq* c, void* buf, size_t count, fi_addr_t* src_addr, int timeou
         ssize_t n = do_read(c, buf, count, src_addr);
         if (n != -FI_EAGAIN) return n;
         drain_channel(c);
-        if (ibv_req_notify_cq(c->ibcq, 0)) {
+        if (ibv_req_notify_cq(c->ibcq.get(), 0)) {
             EVD_WARN(FI_LOG_CQ, "ibv_req_notify_cq: %s\n", strerror(errno));
             return -FI_EIO;
         }
@@ -610,11 +594,11 @@ int cq_close(struct fid* f) {
             wait_set_del(c->wset, &c->wmember);
             c->wset = nullptr;
         }
-        devctx_unregister(c->dom->dev, &devctx::cqs, c->ibcq);
+        devctx_unregister(c->dom->dev, &devctx::cqs, c->ibcq.get());
         drain_channel(c);
-        if (int e = ibv_destroy_cq(c->ibcq)) {
+        if (int e = release_with(c->ibcq, ibv_destroy_cq)) {
             EVD_WARN(FI_LOG_CQ, "ibv_destroy_cq: %s\n", strerror(e));
-            devctx_register(c->dom->dev, &devctx::cqs, c->ibcq, cq_target(c));
+            devctx_register(c->dom->dev, &devctx::cqs, c->ibcq.get(), cq_target(c));
             return fi_err(e);
         }
         domain* dom = c->dom;
@@ -674,7 +658,7 @@ cq* cq_from_fid(struct fid* f) {
     if (!f || f->fclass != FI_CLASS_CQ) return nullptr;
     return from_fid<cq>(reinterpret_cast<struct fid_cq*>(f));
 }
-struct ibv_cq* cq_ibv(cq* c) { return c ? c->ibcq : nullptr; }
+struct ibv_cq* cq_ibv(cq* c) { return c ? c->ibcq.get() : nullptr; }
 struct fid_domain* cq_domain(cq* c) { return c ? &c->dom->fid : nullptr; }
 void cq_bind_ref(cq* c) { c->refs.get(); }
 void cq_bind_unref(cq* c) {
@@ -748,7 +732,7 @@ int cq_progress(cq* c) {
             if (!room) break;
             int want = static_cast<int>(std::min(room, kBatch));
             struct ibv_wc wcs[kBatch];
-            int got = ibv_poll_cq(c->ibcq, want, wcs);
+            int got = ibv_poll_cq(c->ibcq.get(), want, wcs);
             if (got < 0) {
                 ret = -FI_EIO;
                 break;
@@ -787,7 +771,7 @@ int pull_until(cq* c, std::vector<uint32_t> cq::*seen, uint32_t qp_num) {
             if (nnotes) break;  // deliver that terminal event before pulling on
             ring_reserve(c, kBatch);
             struct ibv_wc wcs[kBatch];
-            int got = ibv_poll_cq(c->ibcq, static_cast<int>(kBatch), wcs);
+            int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(kBatch), wcs);
             if (got < 0) {
                 ret = -FI_EIO;
                 break;
@@ -816,7 +800,7 @@ int cq_chan_fd(cq* c) { return c && c->chan ? c->chan->fd : -1; }
 int cq_arm(cq* c) {
     if (!c || !c->chan) return -1;
     drain_channel(c);
-    if (ibv_req_notify_cq(c->ibcq, 0)) {
+    if (ibv_req_notify_cq(c->ibcq.get(), 0)) {
         EVD_WARN(FI_LOG_CQ, "ibv_req_notify_cq: %s\n", strerror(errno));
         return -1;
     }
@@ -843,7 +827,7 @@ int cq_trywait(cq* c) {
         drain_channel(c);
         drain_signal(c);
         drain_backlog(c);
-        if (ibv_req_notify_cq(c->ibcq, 0)) return -FI_EIO;
+        if (ibv_req_notify_cq(c->ibcq.get(), 0)) return -FI_EIO;
     }
     fatal_note notes[kBatch] = {};  // (zeroed: g++ cannot see nnotes guards it)
     size_t nnotes = 0;
@@ -853,7 +837,7 @@ int cq_trywait(cq* c) {
         if (c->ring_count) return -FI_EAGAIN;
         // peek: anything polled now waits in the ring for the next read
         struct ibv_wc wcs[kBatch];
-        int got = ibv_poll_cq(c->ibcq, static_cast<int>(kBatch), wcs);
+        int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(kBatch), wcs);
         for (int i = 0; i < got; ++i) {
             if (!admit(c, wcs[i], notes, nnotes)) continue;
             ring_push(c, wcs[i]);
@@ -960,7 +944,7 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
                 if (epoll_ctl(c->wait_fd.fd, EPOLL_CTL_ADD, fd, &ev)) return -errno;
             }
         }
-        c->ibcq = ibv_create_cq(verbs, static_cast<int>(size), c.get(), c->chan.get(), vector);
+        c->ibcq.reset(ibv_create_cq(verbs, static_cast<int>(size), c.get(), c->chan.get(), vector));
         if (!c->ibcq) {
             int e = errno;
             EVD_WARN(FI_LOG_CQ, "ibv_create_cq(%zu entries): %s\n", size, strerror(e));
@@ -968,10 +952,7 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
         }
         c->ring_cap = static_cast<size_t>(c->ibcq->cqe) + kBatch;
         c->ring.reset(new (std::nothrow) struct ibv_wc[c->ring_cap]);
-        if (!c->ring) {
-            ibv_destroy_cq(c->ibcq);
-            return -FI_ENOMEM;
-        }
+        if (!c->ring) return -FI_ENOMEM;
         c->dom = dom;
         if (dom->info && dom->info->fabric_attr)
             c->err_data_size_field = api::has_1_5(dom->info->fabric_attr->api_version);
@@ -980,12 +961,8 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
         c->fid.fid.ops = &cq_fi_ops;
         c->fid.ops = &cq_ops;
         attr->size = static_cast<size_t>(c->ibcq->cqe);
-        try {
-            devctx_register(dom->dev, &devctx::cqs, c->ibcq, cq_target(c.get()));
-        } catch (...) {
-            ibv_destroy_cq(c->ibcq);
-            throw;
-        }
+        devctx_register(dom->dev, &devctx::cqs, c->ibcq.get(), cq_target(c.get()));
+        undo_on_exit registered([&] { devctx_unregister(dom->dev, &devctx::cqs, c->ibcq.get()); });
         if (c->wset) {
             c->wmember.fid = &c->fid.fid;
             c->wmember.fd = c->wait_fd.fd;
@@ -993,12 +970,11 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
                 return cq_trywait(cq_from_fid(m->fid));
             };
             if (int r = wait_set_add(c->wset, &c->wmember)) {
-                devctx_unregister(dom->dev, &devctx::cqs, c->ibcq);
-                ibv_destroy_cq(c->ibcq);
                 c->wset = nullptr;
                 return r;
             }
         }
+        registered.dismiss();
         dom->refs.get();
         *out = &c.release()->fid;
         return 0;

@@ -25,6 +25,7 @@
 
 #include "async.h"
 #include "eq.h"
+#include "owners.h"
 
 namespace evd {
 
@@ -372,15 +373,9 @@ uint32_t devctx_max_inline(devctx* d) {
         // ibv_query_device does not report the inline limit: find the largest
         // max_inline_data an RC QP is created with (binary search, ~17 QPs,
         // once per device and process).
-        struct pd_del {
-            void operator()(ibv_pd* p) const noexcept { ibv_dealloc_pd(p); }
-        };
-        struct cq_del {
-            void operator()(ibv_cq* c) const noexcept { ibv_destroy_cq(c); }
-        };
-        std::unique_ptr<ibv_pd, pd_del> pd(ibv_alloc_pd(d->verbs));
+        ibv_pd_ptr pd(ibv_alloc_pd(d->verbs));
         if (!pd) return;
-        std::unique_ptr<ibv_cq, cq_del> cq(ibv_create_cq(d->verbs, 2, nullptr, nullptr, 0));
+        ibv_cq_ptr cq(ibv_create_cq(d->verbs, 2, nullptr, nullptr, 0));
         if (!cq) return;
         auto accepts = [&](uint32_t v, uint32_t* got) {
             struct ibv_qp_init_attr ia {};

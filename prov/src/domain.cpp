@@ -16,6 +16,7 @@
 #include "ep.h"
 #include "eq.h"
 #include "mr.h"
+#include "owners.h"
 #include "srx.h"
 #include "wait.h"
 
@@ -23,15 +24,6 @@ namespace evd {
 
 namespace {
 
-struct pd_deleter {
-    void operator()(ibv_pd* p) const noexcept {
-        if (int rc = ibv_dealloc_pd(p))
-            EVD_WARN(FI_LOG_DOMAIN, "ibv_dealloc_pd: %d (a child object still uses it?)\n", rc);
-    }
-};
-struct info_deleter {
-    void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }
-};
 
 uint8_t first_active_port(devctx* d) {
     std::vector<ibv_port_attr> ports = devctx_refresh_ports(d);
@@ -66,7 +58,10 @@ int domain_close(struct fid* f) {
                 }
         }
         unbind_eq(dom);
-        if (dom->pd) pd_deleter{}(dom->pd);
+        if (int rc = release_with(dom->pd, ibv_dealloc_pd)) {
+            EVD_WARN(FI_LOG_DOMAIN, "ibv_dealloc_pd: %d (a child object still uses it?)\n", rc);
+            (void)dom->pd.release();  // left to the device context's close
+        }
         devctx_put(dom->dev);  // held by devctx_by_name in domain_open
         fi_freeinfo(dom->info);
         dom->fab->refs.put();
@@ -229,9 +224,9 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
             devctx* d;
             ~dev_hold() { devctx_put(d); }
         } hold{dev};
-        std::unique_ptr<fi_info, info_deleter> dup(fi_dupinfo(info));
+        info_ptr dup(fi_dupinfo(info));
         if (!dup) return -FI_ENOMEM;
-        std::unique_ptr<ibv_pd, pd_deleter> pd(ibv_alloc_pd(dev->verbs));
+        ibv_pd_ptr pd(ibv_alloc_pd(dev->verbs));
         if (!pd) {
             int e = errno;
             EVD_WARN(FI_LOG_DOMAIN, "fi_domain: ibv_alloc_pd(%s): %d\n", dev->name.c_str(), e);
@@ -260,7 +255,7 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
             std::lock_guard<std::mutex> lk(dev->reg_mu);
             dev->domains.push_back(dom.get());  // may throw: nothing to undo yet
         }
-        dom->pd = pd.release();
+        dom->pd = std::move(pd);
         dom->info = dup.release();
         hold.d = nullptr;
         fab->refs.get();

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "devctx.h"
+#include "owners.h"
 #include "evd.h"
 #include "fabric.h"
 
@@ -22,7 +23,7 @@ struct domain {
     refcount refs;          // EPs, CQs, MRs, ... opened on it
     fabric* fab = nullptr;
     devctx* dev = nullptr;
-    struct ibv_pd* pd = nullptr;
+    ibv_pd_ptr pd;
     struct fi_info* info = nullptr;   // fi_dupinfo of what was opened
     std::atomic<eq*> eq_bound{nullptr};  // fi_domain_bind(FI_EQ); domain-level events
     uint64_t eq_flags = 0;               // flags given at fi_domain_bind

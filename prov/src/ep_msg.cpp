@@ -156,10 +156,10 @@ int create_qp(ep* e) {
     };
     struct ibv_qp* qp = nullptr;
     if (e->id->verbs) {
-        if (rdma_create_qp(e->id, d->pd, &a)) return fail(errno, "rdma_create_qp");
+        if (rdma_create_qp(e->id, d->pd.get(), &a)) return fail(errno, "rdma_create_qp");
         qp = e->id->qp;
     } else {
-        qp = ibv_create_qp(d->pd, &a);
+        qp = ibv_create_qp(d->pd.get(), &a);
         if (!qp) return fail(errno, "ibv_create_qp");
         if (int rc = init_own_qp(qp)) {
             ibv_destroy_qp(qp);
@@ -315,7 +315,7 @@ int bind_eq(ep* e, struct fid* bfid, uint64_t flags) {
     if (!c) return err;
     if (e->id && e->chan != c) {
         // adopted from a connection request on the listener's EQ: move it
-        if (rdma_migrate_id(e->id, c->ch)) {
+        if (rdma_migrate_id(e->id, c->ch.get())) {
             int m = errno;
             EVD_WARN(FI_LOG_EP_CTRL, "rdma_migrate_id: %s\n", strerror(m));
             cm_chan_put(c);
@@ -328,7 +328,7 @@ int bind_eq(ep* e, struct fid* bfid, uint64_t flags) {
         cm_chan_put(c);  // already on this channel (holds its ref)
     } else {
         struct rdma_cm_id* id = nullptr;
-        if (rdma_create_id(c->ch, &id, &e->owner, RDMA_PS_TCP)) {
+        if (rdma_create_id(c->ch.get(), &id, &e->owner, RDMA_PS_TCP)) {
             int m = errno;
             EVD_WARN(FI_LOG_EP_CTRL, "rdma_create_id: %s\n", strerror(m));
             cm_chan_put(c);

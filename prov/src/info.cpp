@@ -23,6 +23,7 @@
 #include <memory>
 
 #include "devctx.h"
+#include "owners.h"
 
 namespace evd {
 
@@ -89,11 +90,6 @@ std::string addr_str(const sockaddr_any& a) {
                   sizeof(buf));
     return buf;
 }
-
-struct info_deleter {
-    void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }
-};
-using info_ptr = std::unique_ptr<fi_info, info_deleter>;
 
 char* dup_or_throw(const std::string& s) {
     char* p = strdup(s.c_str());

@@ -139,7 +139,7 @@ int pep_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
         cm_chan* c = cm_chan_get(q, &err);
         if (!c) return err;
         struct rdma_cm_id* id = nullptr;
-        if (rdma_create_id(c->ch, &id, &p->owner, RDMA_PS_TCP)) {
+        if (rdma_create_id(c->ch.get(), &id, &p->owner, RDMA_PS_TCP)) {
             int e = errno;
             EVD_WARN(FI_LOG_EP_CTRL, "rdma_create_id: %s\n", strerror(e));
             cm_chan_put(c);

@@ -13,6 +13,7 @@
 #include "domain.h"
 #include "eq.h"
 #include "mr.h"
+#include "owners.h"
 #include "srx.h"
 
 namespace evd {
@@ -23,7 +24,7 @@ struct srx {
     kind tag = kTag;
     refcount refs;      // endpoints bound
     domain* dom = nullptr;
-    struct ibv_srq* srq = nullptr;
+    ibv_srq_ptr srq;  // fi_close releases it itself (its failure keeps the object)
     uint32_t max_sge = 1;
 };
 
@@ -59,7 +60,7 @@ ssize_t post(srx* s, const struct iovec* iov, void* const* desc, size_t count, v
     wr.sg_list = n ? sge : nullptr;
     wr.num_sge = n;
     struct ibv_recv_wr* bad = nullptr;
-    int r = ibv_post_srq_recv(s->srq, &wr, &bad);
+    int r = ibv_post_srq_recv(s->srq.get(), &wr, &bad);
     if (r == 0) return 0;
     if (r == ENOMEM || r == EAGAIN) return -FI_EAGAIN;
     EVD_WARN(FI_LOG_EP_DATA, "ibv_post_srq_recv: %s\n", strerror(r));
@@ -116,8 +117,8 @@ int srx_close(struct fid* f) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_close(srx): %d endpoints still bound\n", s->refs.n.load());
             return -FI_EBUSY;
         }
-        devctx_unregister(s->dom->dev, &devctx::srqs, s->srq);
-        if (int e = ibv_destroy_srq(s->srq)) {
+        devctx_unregister(s->dom->dev, &devctx::srqs, s->srq.get());
+        if (int e = release_with(s->srq, ibv_destroy_srq)) {
             EVD_WARN(FI_LOG_EP_CTRL, "ibv_destroy_srq: %s\n", strerror(e));
             return fi_err(e);
         }
@@ -172,7 +173,7 @@ struct fi_ops_msg srx_msg_ops = {
 
 struct ibv_srq* srx_ibv(struct fid* f) {
     srx* s = srx_of(f);
-    return s ? s->srq : nullptr;
+    return s ? s->srq.get() : nullptr;
 }
 void srx_bind_ref(struct fid* f) {
     if (srx* s = srx_of(f)) s->refs.get();
@@ -219,7 +220,7 @@ int srx_open(struct fid_domain* dom_fid, struct fi_rx_attr* attr, struct fid_ep*
         ia.srq_context = s.get();
         ia.attr.max_wr = static_cast<uint32_t>(size);
         ia.attr.max_sge = static_cast<uint32_t>(sge);
-        s->srq = ibv_create_srq(dom->pd, &ia);
+        s->srq.reset(ibv_create_srq(dom->pd.get(), &ia));
         if (!s->srq) {
             int e = errno;
             EVD_WARN(FI_LOG_EP_CTRL, "ibv_create_srq(%zu x %zu): %s\n", size, sge, strerror(e));
@@ -241,12 +242,7 @@ int srx_open(struct fid_domain* dom_fid, struct fi_rx_attr* attr, struct fid_ep*
         t.context = context;
         t.route = srx_route;
         t.owner = s.get();
-        try {
-            devctx_register(dom->dev, &devctx::srqs, s->srq, t);
-        } catch (...) {
-            ibv_destroy_srq(s->srq);
-            throw;
-        }
+        devctx_register(dom->dev, &devctx::srqs, s->srq.get(), t);  // throws: s frees the SRQ
         dom->refs.get();
         *out = &s.release()->fid;
         return 0;

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// The RAII owners of what evd gets from rdma-core, libfabric and the kernel:
+// one owner type per kind of handle, so that every handle has exactly one
+// owner and no function needs a cleanup ladder. A handle whose release can
+// fail where the caller must react (ibv_destroy_cq while a QP still uses
+// the CQ, say) is released explicitly with release_with(), which keeps the
+// owner when the release fails.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+#include <unistd.h>
+
+#include <memory>
+#include <utility>
+
+#include "evd.h"
+
+namespace evd {
+
+// unique_ptr deleter calling Fn (whose result, if any, is ignored).
+template <auto Fn>
+struct call_deleter {
+    template <class T>
+    void operator()(T* p) const noexcept {
+        if (p) (void)Fn(p);
+    }
+};
+
+using info_ptr = std::unique_ptr<struct fi_info, call_deleter<fi_freeinfo>>;
+using cm_channel_ptr =
+    std::unique_ptr<struct rdma_event_channel, call_deleter<rdma_destroy_event_channel>>;
+using comp_channel_ptr =
+    std::unique_ptr<struct ibv_comp_channel, call_deleter<ibv_destroy_comp_channel>>;
+using ibv_cq_ptr = std::unique_ptr<struct ibv_cq, call_deleter<ibv_destroy_cq>>;
+using ibv_srq_ptr = std::unique_ptr<struct ibv_srq, call_deleter<ibv_destroy_srq>>;
+using ibv_pd_ptr = std::unique_ptr<struct ibv_pd, call_deleter<ibv_dealloc_pd>>;
+
+// Releases p's handle with fn (an rdma-core destroy call answering 0 or an
+// errno); on success the owner forgets it, on failure it still owns it.
+template <class P, class Fn>
+int release_with(P& p, Fn fn) {
+    if (!p) return 0;
+    int rc = fn(p.get());
+    if (rc == 0) (void)p.release();
+    return rc;
+}
+
+// A file descriptor (eventfd, epoll, timerfd): closed with its owner.
+struct fd_owner {
+    int fd = -1;
+    fd_owner() = default;
+    explicit fd_owner(int f) : fd(f) {}
+    fd_owner(const fd_owner&) = delete;
+    fd_owner& operator=(const fd_owner&) = delete;
+    ~fd_owner() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+// Runs an undo step unless the work it protects completed (dismiss()): for
+// registrations that are not handles (an EQ source, a registry entry).
+template <class F>
+class undo_on_exit {
+public:
+    explicit undo_on_exit(F f) : f_(std::move(f)) {}
+    undo_on_exit(const undo_on_exit&) = delete;
+    undo_on_exit& operator=(const undo_on_exit&) = delete;
+    ~undo_on_exit() {
+        if (armed_) f_();
+    }
+    void dismiss() noexcept { armed_ = false; }
+
+private:
+    F f_;
+    bool armed_ = true;
+};
+
+}  // namespace evd
