@@ -318,26 +318,9 @@ int cntr_control(struct fid* f, int command, void* arg) {
     });
 }
 
-struct fi_ops cntr_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = cntr_close,
-    .bind = op_no_bind,
-    .control = cntr_control,
-    .ops_open = op_no_ops_open,
-    .tostr = nullptr,
-    .ops_set = nullptr,
-};
-
-struct fi_ops_cntr cntr_ops = {
-    .size = sizeof(struct fi_ops_cntr),
-    .read = cntr_read,
-    .readerr = cntr_readerr,
-    .add = cntr_add,
-    .set = cntr_set,
-    .wait = cntr_wait,
-    .adderr = cntr_adderr,
-    .seterr = cntr_seterr,
-};
+// Ops tables (defined at the end of the file).
+extern struct fi_ops cntr_fi_ops;
+extern struct fi_ops_cntr cntr_ops;
 
 }  // namespace
 
@@ -483,5 +466,31 @@ int cntr_open(struct fid_domain* dom_fid, struct fi_cntr_attr* attr, struct fid_
         return 0;
     });
 }
+
+// ---------------------------------------------------------------- ops tables
+namespace {
+
+struct fi_ops cntr_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = cntr_close,
+    .bind = op_no_bind,
+    .control = cntr_control,
+    .ops_open = op_no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_cntr cntr_ops = {
+    .size = sizeof(struct fi_ops_cntr),
+    .read = cntr_read,
+    .readerr = cntr_readerr,
+    .add = cntr_add,
+    .set = cntr_set,
+    .wait = cntr_wait,
+    .adderr = cntr_adderr,
+    .seterr = cntr_seterr,
+};
+
+}  // namespace
 
 }  // namespace evd

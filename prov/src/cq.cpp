@@ -630,26 +630,9 @@ int cq_control(struct fid* f, int command, void* arg) {
     });
 }
 
-struct fi_ops cq_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = cq_close,
-    .bind = op_no_bind,
-    .control = cq_control,
-    .ops_open = op_no_ops_open,
-    .tostr = nullptr,
-    .ops_set = nullptr,
-};
-
-struct fi_ops_cq cq_ops = {
-    .size = sizeof(struct fi_ops_cq),
-    .read = cq_read,
-    .readfrom = cq_readfrom,
-    .readerr = cq_readerr,
-    .sread = cq_sread,
-    .sreadfrom = cq_sreadfrom,
-    .signal = cq_signal,
-    .strerror = cq_strerror,
-};
+// Ops tables (defined at the end of the file).
+extern struct fi_ops cq_fi_ops;
+extern struct fi_ops_cq cq_ops;
 
 }  // namespace
 
@@ -980,5 +963,31 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
         return 0;
     });
 }
+
+// ---------------------------------------------------------------- ops tables
+namespace {
+
+struct fi_ops cq_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = cq_close,
+    .bind = op_no_bind,
+    .control = cq_control,
+    .ops_open = op_no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_cq cq_ops = {
+    .size = sizeof(struct fi_ops_cq),
+    .read = cq_read,
+    .readfrom = cq_readfrom,
+    .readerr = cq_readerr,
+    .sread = cq_sread,
+    .sreadfrom = cq_sreadfrom,
+    .signal = cq_signal,
+    .strerror = cq_strerror,
+};
+
+}  // namespace
 
 }  // namespace evd

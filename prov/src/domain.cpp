@@ -164,30 +164,9 @@ int no_query_collective(struct fid_domain*, enum fi_collective_op, struct fi_col
     return -FI_ENOSYS;
 }
 
-struct fi_ops domain_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = domain_close,
-    .bind = domain_bind,
-    .control = domain_control,
-    .ops_open = async_domain_ops_open,  // FI_EVD_ASYNC_OPS (async.cpp)
-    .tostr = nullptr,
-    .ops_set = nullptr,
-};
-
-struct fi_ops_domain domain_ops = {
-    .size = sizeof(struct fi_ops_domain),
-    .av_open = no_av_open,
-    .cq_open = cq_open,
-    .endpoint = ep_open,
-    .scalable_ep = no_scalable_ep,
-    .cntr_open = cntr_open,
-    .poll_open = poll_open,
-    .stx_ctx = no_stx_ctx,
-    .srx_ctx = srx_open,
-    .query_atomic = no_query_atomic,
-    .query_collective = no_query_collective,
-    .endpoint2 = nullptr,
-};
+// Ops tables (defined at the end of the file).
+extern struct fi_ops domain_fi_ops;
+extern struct fi_ops_domain domain_ops;
 
 }  // namespace
 
@@ -263,5 +242,35 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
         return 0;
     });
 }
+
+// ---------------------------------------------------------------- ops tables
+namespace {
+
+struct fi_ops domain_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = domain_close,
+    .bind = domain_bind,
+    .control = domain_control,
+    .ops_open = async_domain_ops_open,  // FI_EVD_ASYNC_OPS (async.cpp)
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_domain domain_ops = {
+    .size = sizeof(struct fi_ops_domain),
+    .av_open = no_av_open,
+    .cq_open = cq_open,
+    .endpoint = ep_open,
+    .scalable_ep = no_scalable_ep,
+    .cntr_open = cntr_open,
+    .poll_open = poll_open,
+    .stx_ctx = no_stx_ctx,
+    .srx_ctx = srx_open,
+    .query_atomic = no_query_atomic,
+    .query_collective = no_query_collective,
+    .endpoint2 = nullptr,
+};
+
+}  // namespace
 
 }  // namespace evd

@@ -393,31 +393,9 @@ ssize_t ep_inject_writedata(struct fid_ep* f, const void* buf, size_t len, uint6
                  true);
 }
 
-struct fi_ops_msg ep_msg_ops = {
-    .size = sizeof(struct fi_ops_msg),
-    .recv = ep_recv,
-    .recvv = ep_recvv,
-    .recvmsg = ep_recvmsg,
-    .send = ep_send,
-    .sendv = ep_sendv,
-    .sendmsg = ep_sendmsg,
-    .inject = ep_inject,
-    .senddata = ep_senddata,
-    .injectdata = ep_injectdata,
-};
-
-struct fi_ops_rma ep_rma_ops = {
-    .size = sizeof(struct fi_ops_rma),
-    .read = ep_read,
-    .readv = ep_readv,
-    .readmsg = ep_readmsg,
-    .write = ep_write,
-    .writev = ep_writev,
-    .writemsg = ep_writemsg,
-    .inject = ep_inject_write,
-    .writedata = ep_writedata,
-    .injectdata = ep_inject_writedata,
-};
+// Ops tables (defined at the end of the file).
+extern struct fi_ops_msg ep_msg_ops;
+extern struct fi_ops_rma ep_rma_ops;
 
 }  // namespace
 
@@ -542,5 +520,36 @@ void ep_data_close(ep* e) {
     delete static_cast<ep_dp*>(e->data_priv);
     e->data_priv = nullptr;
 }
+
+// ---------------------------------------------------------------- ops tables
+namespace {
+
+struct fi_ops_msg ep_msg_ops = {
+    .size = sizeof(struct fi_ops_msg),
+    .recv = ep_recv,
+    .recvv = ep_recvv,
+    .recvmsg = ep_recvmsg,
+    .send = ep_send,
+    .sendv = ep_sendv,
+    .sendmsg = ep_sendmsg,
+    .inject = ep_inject,
+    .senddata = ep_senddata,
+    .injectdata = ep_injectdata,
+};
+
+struct fi_ops_rma ep_rma_ops = {
+    .size = sizeof(struct fi_ops_rma),
+    .read = ep_read,
+    .readv = ep_readv,
+    .readmsg = ep_readmsg,
+    .write = ep_write,
+    .writev = ep_writev,
+    .writemsg = ep_writemsg,
+    .inject = ep_inject_write,
+    .writedata = ep_writedata,
+    .injectdata = ep_inject_writedata,
+};
+
+}  // namespace
 
 }  // namespace evd

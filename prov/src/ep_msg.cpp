@@ -674,39 +674,10 @@ int ep_no_rx_ctx(struct fid_ep*, int, struct fi_rx_attr*, struct fid_ep**, void*
 }
 ssize_t ep_no_size_left(struct fid_ep*) { return -FI_ENOSYS; }
 
-struct fi_ops ep_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = ep_close,
-    .bind = ep_bind,
-    .control = ep_control,
-    .ops_open = op_no_ops_open,
-    .tostr = nullptr,
-    .ops_set = nullptr,
-};
-
-struct fi_ops_ep ep_ep_ops = {
-    .size = sizeof(struct fi_ops_ep),
-    .cancel = ep_no_cancel,
-    .getopt = ep_getopt,
-    .setopt = ep_setopt,
-    .tx_ctx = ep_no_tx_ctx,
-    .rx_ctx = ep_no_rx_ctx,
-    .rx_size_left = ep_no_size_left,
-    .tx_size_left = ep_no_size_left,
-};
-
-struct fi_ops_cm ep_cm_ops = {
-    .size = sizeof(struct fi_ops_cm),
-    .setname = ep_setname,
-    .getname = ep_getname,
-    .getpeer = ep_getpeer,
-    .connect = ep_connect,
-    .listen = ep_no_listen,
-    .accept = ep_accept,
-    .reject = ep_no_reject,
-    .shutdown = ep_shutdown,
-    .join = ep_no_join,
-};
+// Ops tables (defined at the end of the file).
+extern struct fi_ops ep_fi_ops;
+extern struct fi_ops_ep ep_ep_ops;
+extern struct fi_ops_cm ep_cm_ops;
 
 }  // namespace
 
@@ -1004,5 +975,44 @@ int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** ou
         return 0;
     });
 }
+
+// ---------------------------------------------------------------- ops tables
+namespace {
+
+struct fi_ops ep_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = ep_close,
+    .bind = ep_bind,
+    .control = ep_control,
+    .ops_open = op_no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_ep ep_ep_ops = {
+    .size = sizeof(struct fi_ops_ep),
+    .cancel = ep_no_cancel,
+    .getopt = ep_getopt,
+    .setopt = ep_setopt,
+    .tx_ctx = ep_no_tx_ctx,
+    .rx_ctx = ep_no_rx_ctx,
+    .rx_size_left = ep_no_size_left,
+    .tx_size_left = ep_no_size_left,
+};
+
+struct fi_ops_cm ep_cm_ops = {
+    .size = sizeof(struct fi_ops_cm),
+    .setname = ep_setname,
+    .getname = ep_getname,
+    .getpeer = ep_getpeer,
+    .connect = ep_connect,
+    .listen = ep_no_listen,
+    .accept = ep_accept,
+    .reject = ep_no_reject,
+    .shutdown = ep_shutdown,
+    .join = ep_no_join,
+};
+
+}  // namespace
 
 }  // namespace evd

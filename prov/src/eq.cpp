@@ -1027,24 +1027,9 @@ int wm_trywait(wait_member* m) {
     return q ? eq_trywait(q) : -FI_EINVAL;
 }
 
-struct fi_ops eq_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = eq_close,
-    .bind = op_no_bind,
-    .control = eq_control,
-    .ops_open = eq_ops_open,
-    .tostr = nullptr,
-    .ops_set = nullptr,
-};
-
-struct fi_ops_eq eq_ops = {
-    .size = sizeof(struct fi_ops_eq),
-    .read = eq_read,
-    .readerr = eq_readerr,
-    .write = eq_write,
-    .sread = eq_sread,
-    .strerror = eq_strerror,
-};
+// Ops tables (defined at the end of the file).
+extern struct fi_ops eq_fi_ops;
+extern struct fi_ops_eq eq_ops;
 
 struct fi_evd_eq_ops eq_ext_ops = {
     .size = sizeof(struct fi_evd_eq_ops),
@@ -1182,5 +1167,29 @@ int eq_open(struct fid_fabric* ff, struct fi_eq_attr* attr, struct fid_eq** out,
         return 0;
     });
 }
+
+// ---------------------------------------------------------------- ops tables
+namespace {
+
+struct fi_ops eq_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = eq_close,
+    .bind = op_no_bind,
+    .control = eq_control,
+    .ops_open = eq_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_eq eq_ops = {
+    .size = sizeof(struct fi_ops_eq),
+    .read = eq_read,
+    .readerr = eq_readerr,
+    .write = eq_write,
+    .sread = eq_sread,
+    .strerror = eq_strerror,
+};
+
+}  // namespace
 
 }  // namespace evd

@@ -26,6 +26,33 @@ int fabric_close(struct fid* f) {
     });
 }
 
+// Ops tables (defined at the end of the file).
+extern struct fi_ops fabric_fi_ops;
+extern struct fi_ops_fabric fabric_ops;
+
+}  // namespace
+
+int fabric_open(struct fi_fabric_attr* attr, struct fid_fabric** out, void* context) {
+    return guard([&] {
+        if (!attr || !out) {
+            EVD_WARN(FI_LOG_FABRIC, "fi_fabric: attr and fabric must not be NULL\n");
+            return -FI_EINVAL;
+        }
+        auto* fab = new fabric;
+        fab->fid.fid.fclass = FI_CLASS_FABRIC;
+        fab->fid.fid.context = context;
+        fab->fid.fid.ops = &fabric_fi_ops;
+        fab->fid.ops = &fabric_ops;
+        fab->fid.api_version = attr->api_version;
+        if (attr->name) fab->name = attr->name;
+        *out = &fab->fid;
+        return 0;
+    });
+}
+
+// ---------------------------------------------------------------- ops tables
+namespace {
+
 struct fi_ops fabric_fi_ops = {
     .size = sizeof(struct fi_ops),
     .close = fabric_close,
@@ -47,23 +74,5 @@ struct fi_ops_fabric fabric_ops = {
 };
 
 }  // namespace
-
-int fabric_open(struct fi_fabric_attr* attr, struct fid_fabric** out, void* context) {
-    return guard([&] {
-        if (!attr || !out) {
-            EVD_WARN(FI_LOG_FABRIC, "fi_fabric: attr and fabric must not be NULL\n");
-            return -FI_EINVAL;
-        }
-        auto* fab = new fabric;
-        fab->fid.fid.fclass = FI_CLASS_FABRIC;
-        fab->fid.fid.context = context;
-        fab->fid.fid.ops = &fabric_fi_ops;
-        fab->fid.ops = &fabric_ops;
-        fab->fid.api_version = attr->api_version;
-        if (attr->name) fab->name = attr->name;
-        *out = &fab->fid;
-        return 0;
-    });
-}
 
 }  // namespace evd

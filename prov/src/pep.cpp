@@ -64,15 +64,8 @@ int connreq_close(struct fid* f) {
     });
 }
 
-struct fi_ops connreq_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = connreq_close,
-    .bind = op_no_bind,
-    .control = op_no_control,
-    .ops_open = op_no_ops_open,
-    .tostr = nullptr,
-    .ops_set = nullptr,
-};
+// Ops tables (defined at the end of the file).
+extern struct fi_ops connreq_fi_ops;
 
 // ------------------------------------------------------------------ entry points
 int pep_close(struct fid* f) {
@@ -287,41 +280,10 @@ ssize_t pep_no_cancel(fid_t, void*) { return -FI_ENOSYS; }
 int pep_no_ctx(struct fid_ep*, int, void*, struct fid_ep**, void*) { return -FI_ENOSYS; }
 ssize_t pep_no_size_left(struct fid_ep*) { return -FI_ENOSYS; }
 
-struct fi_ops pep_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = pep_close,
-    .bind = pep_bind,
-    .control = pep_control,
-    .ops_open = op_no_ops_open,
-    .tostr = nullptr,
-    .ops_set = nullptr,
-};
-
-struct fi_ops_ep pep_ep_ops = {
-    .size = sizeof(struct fi_ops_ep),
-    .cancel = pep_no_cancel,
-    .getopt = pep_getopt,
-    .setopt = pep_setopt,
-    .tx_ctx = reinterpret_cast<int (*)(struct fid_ep*, int, struct fi_tx_attr*,
-                                       struct fid_ep**, void*)>(pep_no_ctx),
-    .rx_ctx = reinterpret_cast<int (*)(struct fid_ep*, int, struct fi_rx_attr*,
-                                       struct fid_ep**, void*)>(pep_no_ctx),
-    .rx_size_left = pep_no_size_left,
-    .tx_size_left = pep_no_size_left,
-};
-
-struct fi_ops_cm pep_cm_ops = {
-    .size = sizeof(struct fi_ops_cm),
-    .setname = pep_setname,
-    .getname = pep_getname,
-    .getpeer = pep_no_getpeer,
-    .connect = pep_no_connect,
-    .listen = pep_listen,
-    .accept = pep_no_accept,
-    .reject = pep_reject,
-    .shutdown = pep_no_shutdown,
-    .join = pep_no_join,
-};
+// Ops tables (defined at the end of the file).
+extern struct fi_ops pep_fi_ops;
+extern struct fi_ops_ep pep_ep_ops;
+extern struct fi_ops_cm pep_cm_ops;
 
 }  // namespace
 
@@ -522,5 +484,56 @@ int pep_open(struct fid_fabric* fab_fid, struct fi_info* info, struct fid_pep** 
         return 0;
     });
 }
+
+// ---------------------------------------------------------------- ops tables
+namespace {
+
+struct fi_ops connreq_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = connreq_close,
+    .bind = op_no_bind,
+    .control = op_no_control,
+    .ops_open = op_no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops pep_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = pep_close,
+    .bind = pep_bind,
+    .control = pep_control,
+    .ops_open = op_no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_ep pep_ep_ops = {
+    .size = sizeof(struct fi_ops_ep),
+    .cancel = pep_no_cancel,
+    .getopt = pep_getopt,
+    .setopt = pep_setopt,
+    .tx_ctx = reinterpret_cast<int (*)(struct fid_ep*, int, struct fi_tx_attr*,
+                                       struct fid_ep**, void*)>(pep_no_ctx),
+    .rx_ctx = reinterpret_cast<int (*)(struct fid_ep*, int, struct fi_rx_attr*,
+                                       struct fid_ep**, void*)>(pep_no_ctx),
+    .rx_size_left = pep_no_size_left,
+    .tx_size_left = pep_no_size_left,
+};
+
+struct fi_ops_cm pep_cm_ops = {
+    .size = sizeof(struct fi_ops_cm),
+    .setname = pep_setname,
+    .getname = pep_getname,
+    .getpeer = pep_no_getpeer,
+    .connect = pep_no_connect,
+    .listen = pep_listen,
+    .accept = pep_no_accept,
+    .reject = pep_reject,
+    .shutdown = pep_no_shutdown,
+    .join = pep_no_join,
+};
+
+}  // namespace
 
 }  // namespace evd

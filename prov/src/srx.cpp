@@ -135,39 +135,10 @@ int srx_control(struct fid* f, int command, void*) {
     return command == FI_ENABLE ? 0 : -FI_ENOSYS;
 }
 
-struct fi_ops srx_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = srx_close,
-    .bind = op_no_bind,
-    .control = srx_control,
-    .ops_open = op_no_ops_open,
-    .tostr = nullptr,
-    .ops_set = nullptr,
-};
-
-struct fi_ops_ep srx_ep_ops = {
-    .size = sizeof(struct fi_ops_ep),
-    .cancel = srx_cancel,
-    .getopt = srx_getopt,
-    .setopt = srx_setopt,
-    .tx_ctx = srx_tx_ctx,
-    .rx_ctx = srx_rx_ctx,
-    .rx_size_left = srx_size_left,
-    .tx_size_left = srx_size_left,
-};
-
-struct fi_ops_msg srx_msg_ops = {
-    .size = sizeof(struct fi_ops_msg),
-    .recv = srx_recv,
-    .recvv = srx_recvv,
-    .recvmsg = srx_recvmsg,
-    .send = no_send,
-    .sendv = no_sendv,
-    .sendmsg = no_sendmsg,
-    .inject = no_inject,
-    .senddata = no_senddata,
-    .injectdata = no_injectdata,
-};
+// Ops tables (defined at the end of the file).
+extern struct fi_ops srx_fi_ops;
+extern struct fi_ops_ep srx_ep_ops;
+extern struct fi_ops_msg srx_msg_ops;
 
 }  // namespace
 
@@ -248,5 +219,44 @@ int srx_open(struct fid_domain* dom_fid, struct fi_rx_attr* attr, struct fid_ep*
         return 0;
     });
 }
+
+// ---------------------------------------------------------------- ops tables
+namespace {
+
+struct fi_ops srx_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = srx_close,
+    .bind = op_no_bind,
+    .control = srx_control,
+    .ops_open = op_no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_ep srx_ep_ops = {
+    .size = sizeof(struct fi_ops_ep),
+    .cancel = srx_cancel,
+    .getopt = srx_getopt,
+    .setopt = srx_setopt,
+    .tx_ctx = srx_tx_ctx,
+    .rx_ctx = srx_rx_ctx,
+    .rx_size_left = srx_size_left,
+    .tx_size_left = srx_size_left,
+};
+
+struct fi_ops_msg srx_msg_ops = {
+    .size = sizeof(struct fi_ops_msg),
+    .recv = srx_recv,
+    .recvv = srx_recvv,
+    .recvmsg = srx_recvmsg,
+    .send = no_send,
+    .sendv = no_sendv,
+    .sendmsg = no_sendmsg,
+    .inject = no_inject,
+    .senddata = no_senddata,
+    .injectdata = no_injectdata,
+};
+
+}  // namespace
 
 }  // namespace evd

@@ -188,20 +188,9 @@ int ws_close(struct fid* f) {
     });
 }
 
-struct fi_ops ws_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = ws_close,
-    .bind = op_no_bind,
-    .control = ws_control,
-    .ops_open = op_no_ops_open,
-    .tostr = nullptr,
-    .ops_set = nullptr,
-};
-
-struct fi_ops_wait ws_ops = {
-    .size = sizeof(struct fi_ops_wait),
-    .wait = ws_wait,
-};
+// Ops tables (defined at the end of the file).
+extern struct fi_ops ws_fi_ops;
+extern struct fi_ops_wait ws_ops;
 
 // ------------------------------------------------------------------ poll sets
 
@@ -283,22 +272,9 @@ int ps_close(struct fid* f) {
     });
 }
 
-struct fi_ops ps_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = ps_close,
-    .bind = op_no_bind,
-    .control = op_no_control,
-    .ops_open = op_no_ops_open,
-    .tostr = nullptr,
-    .ops_set = nullptr,
-};
-
-struct fi_ops_poll ps_ops = {
-    .size = sizeof(struct fi_ops_poll),
-    .poll = ps_poll,
-    .poll_add = ps_add,
-    .poll_del = ps_del,
-};
+// Ops tables (defined at the end of the file).
+extern struct fi_ops ps_fi_ops;
+extern struct fi_ops_poll ps_ops;
 
 }  // namespace
 
@@ -463,5 +439,42 @@ int trywait(struct fid_fabric* ff, struct fid** fids, int count) {
         return 0;
     });
 }
+
+// ---------------------------------------------------------------- ops tables
+namespace {
+
+struct fi_ops ws_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = ws_close,
+    .bind = op_no_bind,
+    .control = ws_control,
+    .ops_open = op_no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_wait ws_ops = {
+    .size = sizeof(struct fi_ops_wait),
+    .wait = ws_wait,
+};
+
+struct fi_ops ps_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = ps_close,
+    .bind = op_no_bind,
+    .control = op_no_control,
+    .ops_open = op_no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_poll ps_ops = {
+    .size = sizeof(struct fi_ops_poll),
+    .poll = ps_poll,
+    .poll_add = ps_add,
+    .poll_del = ps_del,
+};
+
+}  // namespace
 
 }  // namespace evd
