@@ -332,6 +332,7 @@ cntr* cntr_from_fid(struct fid* f) {
 struct fid_domain* cntr_domain(cntr* c) { return c ? &c->dom->fid : nullptr; }
 void cntr_bind_ref(cntr* c) { c->refs.get(); }
 void cntr_bind_unref(cntr* c) { c->refs.put(); }
+int cntr_waiters(cntr* c) noexcept { return c ? c->waiters.load() : 0; }
 
 void cntr_inc(cntr* c) noexcept {
     c->value.fetch_add(1);

@@ -73,6 +73,9 @@ cntr* cntr_from_fid(struct fid* f);  // nullptr unless f is an evd counter
 struct fid_domain* cntr_domain(cntr* c);
 void cntr_bind_ref(cntr* c);
 void cntr_bind_unref(cntr* c);
+// Threads blocked in fi_cntr_wait on c now (tests wait for it instead of
+// sleeping).
+int cntr_waiters(cntr* c) noexcept;
 // One successful / failed operation (never blocks, allocates nothing).
 void cntr_inc(cntr* c) noexcept;
 void cntr_inc_err(cntr* c) noexcept;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <thread>
 
+#include "common.h"
 #include "cntr.h"
 #include "cq.h"
 #include "domain.h"
@@ -25,6 +26,9 @@
 namespace {
 
 using namespace std::chrono;
+
+// Threads blocked in fi_cntr_wait on the counter behind f.
+int waiting(struct fid_cntr* f) { return evd::cntr_waiters(evd::cntr_from_fid(&f->fid)); }
 
 // A foreign object with the fid first and room behind it: evd reads its tag
 // (where an evd object keeps it) before trusting it.
@@ -230,8 +234,8 @@ TEST_F(Cntr, ThreadAddWakesWaiter) {
         rc = fi_cntr_wait(c, 10, 10000);
         woke = steady_clock::now();
     });
-    while (!started) std::this_thread::yield();
-    std::this_thread::sleep_for(milliseconds(50));
+    ASSERT_TRUE(evdtest::wait_until([&] { return waiting(c) == 1; }, milliseconds(10000)))
+        << "the waiter never blocked";
     EXPECT_EQ(rc.load(), 1) << "the waiter returned before the threshold";
     ASSERT_EQ(fi_cntr_add(c, 9), 0);
     std::this_thread::sleep_for(milliseconds(50));
@@ -247,7 +251,8 @@ TEST_F(Cntr, ThreadErrorChangeUnblocksWaiterWithEavail) {
     struct fid_cntr* c = open_ok(FI_WAIT_UNSPEC);
     std::atomic<int> rc{1};
     std::thread waiter([&] { rc = fi_cntr_wait(c, 1, 10000); });
-    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_TRUE(evdtest::wait_until([&] { return waiting(c) == 1; }, milliseconds(10000)))
+        << "the waiter never blocked";
     auto t0 = steady_clock::now();
     ASSERT_EQ(fi_cntr_adderr(c, 1), 0);
     waiter.join();
@@ -266,7 +271,8 @@ TEST_F(Cntr, ThreadManyWaitersAllWake) {
             if (fi_cntr_wait(c, static_cast<uint64_t>(i + 1), 10000) == 0) ++ok;
             ++done;
         });
-    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_TRUE(evdtest::wait_until([&] { return waiting(c) == kWaiters; }, milliseconds(10000)))
+        << waiting(c) << " of " << kWaiters << " waiters blocked";
     auto t0 = steady_clock::now();
     for (int i = 0; i < kWaiters; ++i) ASSERT_EQ(fi_cntr_add(c, 1), 0);
     for (auto& t : ts) t.join();

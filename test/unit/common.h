@@ -7,7 +7,23 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
+#include <chrono>
+#include <thread>
+
 namespace evdtest {
+
+// Polls `done` every millisecond until it holds or `limit` has passed; true
+// when it held. Tests wait on conditions with it instead of sleeping, and
+// fail (instead of hanging) when the condition never comes.
+template <class Pred>
+bool wait_until(Pred done, std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (!done()) {
+        if (std::chrono::steady_clock::now() >= end) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+}
 
 // Points libfabric at the freshly built plugin (EVD_PROVIDER_DIR) and selects
 // evd. Idempotent; called by every fixture before the first fi_* call.

@@ -5,6 +5,8 @@
 #include <poll.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -164,15 +166,23 @@ TEST_F(EqThreads, WaitersAreWokenByWritersAndWake) {
         while (write_entry(q, FI_NOTIFY, q, i) == -FI_EOVERRUN) std::this_thread::yield();
         if (i % 50 == 0) std::this_thread::sleep_for(1ms);
     }
-    while (got.load() < kN) std::this_thread::sleep_for(1ms);
+    const bool all = evdtest::wait_until([&] { return got.load() >= kN; }, 60s);
     done = true;
+    // wake every waiter until none is left (bounded: a waiter that never
+    // leaves fails the test instead of hanging it)
     struct fi_evd_eq_depth d {};
-    do {
-        ops->wake(q);
-        std::this_thread::sleep_for(1ms);
-        ASSERT_EQ(ops->depth(q, &d), 0);
-    } while (d.waiters > 0);
+    const bool left = evdtest::wait_until(
+        [&] {
+            ops->wake(q);
+            return ops->depth(q, &d) == 0 && d.waiters == 0;
+        },
+        30s);
+    if (!left) {  // threads still blocked in fi_eq_sread cannot be joined
+        std::fprintf(stderr, "[  FAILED  ] a waiter never left fi_eq_sread after 30 s of wakes\n");
+        std::_Exit(1);
+    }
     for (auto& x : th) x.join();
+    ASSERT_TRUE(all) << got.load() << " of " << kN << " events read in 60 s";
     EXPECT_EQ(got.load(), kN);
 }
 
@@ -191,11 +201,10 @@ TEST_F(EqThreads, CloseWhileManyThreadsWaitCancelsThemAll) {
                 if (r == -FI_ECANCELED) canceled++;
             });
         struct fi_evd_eq_depth d {};
-        do {
-            std::this_thread::sleep_for(1ms);
-            ASSERT_EQ(ops->depth(q, &d), 0);
-        } while (d.waiters < 4);
-        EXPECT_EQ(close_eq(q), 0);
+        EXPECT_TRUE(evdtest::wait_until(
+            [&] { return ops->depth(q, &d) == 0 && d.waiters >= 4; }, 30s))
+            << "only " << d.waiters << " of 4 waiters blocked in 30 s";
+        EXPECT_EQ(close_eq(q), 0);  // ends every wait: the threads can be joined
         for (auto& x : th) x.join();
         EXPECT_EQ(canceled.load(), 4) << w;
     }
@@ -233,9 +242,10 @@ TEST_F(EqThreads, TrywaitAndFdPollersNeverMissAnEvent) {
         while (write_entry(q, FI_NOTIFY, q, i) == -FI_EOVERRUN) std::this_thread::yield();
         if (i % 16 == 0) std::this_thread::sleep_for(100us);
     }
-    while (got.load() < kN) std::this_thread::sleep_for(1ms);
+    const bool all = evdtest::wait_until([&] { return got.load() >= kN; }, 60s);
     ASSERT_GT(write_entry(q, FI_NOTIFY, q, kN), 0);  // releases a poller still in poll()
     for (auto& x : th) x.join();
+    ASSERT_TRUE(all) << got.load() << " of " << kN << " events read in 60 s";
     uint32_t ev;
     struct fi_eq_entry e {};
     while (fi_eq_read(q, &ev, &e, sizeof e, 0) > 0) got++;
