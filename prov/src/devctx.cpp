@@ -13,9 +13,6 @@
 #include "devctx.h"
 
 #include <fcntl.h>
-#include <linux/netlink.h>
-#include <rdma/rdma_netlink.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include <rdma/rdma_cma.h>
 
@@ -25,7 +22,8 @@
 
 #include "async.h"
 #include "eq.h"
-#include "owners.h"
+#include "inline_probe.h"
+#include "device_netlink.h"
 
 namespace evd {
 
@@ -169,72 +167,11 @@ void refresh_locked() {
     if (!tab().gens.empty() && !tab().gens.back().list) tab().gens.pop_back();
 }
 
-// Asks the kernel (RDMA netlink, NLDEV GET dump, which lists registered
-// devices only) whether the device with this index is still registered: an
-// unregistering device leaves the dump at once, while its sysfs nodes (and a
-// GET by index) linger until every user context is closed. No heap
-// allocation (this runs on every last-domain close). 1: registered, 0: gone,
-// -1: cannot tell.
-int nl_registered(uint32_t index) {
-    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA);
-    if (fd < 0) return -1;
-    struct nlmsghdr req {};
-    req.nlmsg_len = sizeof req;
-    req.nlmsg_type = RDMA_NL_GET_TYPE(RDMA_NL_NLDEV, RDMA_NLDEV_CMD_GET);
-    req.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-    req.nlmsg_seq = 1;
-    struct sockaddr_nl sa {};
-    sa.nl_family = AF_NETLINK;
-    int result = -1;
-    if (sendto(fd, &req, sizeof req, 0, reinterpret_cast<struct sockaddr*>(&sa), sizeof sa) ==
-        static_cast<ssize_t>(sizeof req)) {
-        alignas(struct nlmsghdr) char buf[16384];
-        bool found = false, done = false, failed = false;
-        while (!done && !failed) {
-            ssize_t n = recv(fd, buf, sizeof buf, 0);
-            if (n <= 0) {
-                failed = true;
-                break;
-            }
-            int len = static_cast<int>(n);
-            for (auto* h = reinterpret_cast<struct nlmsghdr*>(buf); NLMSG_OK(h, len);
-                 h = NLMSG_NEXT(h, len)) {
-                if (h->nlmsg_type == NLMSG_DONE) {
-                    done = true;
-                    break;
-                }
-                if (h->nlmsg_type == NLMSG_ERROR) {
-                    failed = true;
-                    break;
-                }
-                // NLDEV messages carry attributes right after the header.
-                const char* p = static_cast<const char*>(NLMSG_DATA(h));
-                const char* end = reinterpret_cast<const char*>(h) + h->nlmsg_len;
-                while (p + sizeof(struct nlattr) <= end) {
-                    struct nlattr at;
-                    std::memcpy(&at, p, sizeof at);
-                    if (at.nla_len < sizeof at || p + at.nla_len > end) break;
-                    if ((at.nla_type & NLA_TYPE_MASK) == RDMA_NLDEV_ATTR_DEV_INDEX &&
-                        at.nla_len >= sizeof at + sizeof(uint32_t)) {
-                        uint32_t v;
-                        std::memcpy(&v, p + sizeof at, sizeof v);
-                        found = found || v == index;
-                    }
-                    p += NLA_ALIGN(at.nla_len);
-                }
-            }
-        }
-        if (done) result = found ? 1 : 0;
-    }
-    close(fd);
-    return result;
-}
-
 // True while the device is still registered with the kernel.
 bool still_present(const devctx* d) {
     int index = ibv_get_device_index(d->verbs->device);
     if (index >= 0) {
-        int r = nl_registered(static_cast<uint32_t>(index));
+        int r = rdma_nl_device_registered(static_cast<uint32_t>(index));
         if (r >= 0) return r == 1;
     }
     // Fallback: libibverbs enumerates over netlink too (allocates).
@@ -370,46 +307,7 @@ std::vector<struct ibv_port_attr> devctx_refresh_ports(devctx* d) {
 
 uint32_t devctx_max_inline(devctx* d) {
     std::call_once(d->inline_once, [d] {
-        // ibv_query_device does not report the inline limit: find the largest
-        // max_inline_data an RC QP is created with (binary search, ~17 QPs,
-        // once per device and process).
-        ibv_pd_ptr pd(ibv_alloc_pd(d->verbs));
-        if (!pd) return;
-        ibv_cq_ptr cq(ibv_create_cq(d->verbs, 2, nullptr, nullptr, 0));
-        if (!cq) return;
-        auto accepts = [&](uint32_t v, uint32_t* got) {
-            struct ibv_qp_init_attr ia {};
-            ia.send_cq = cq.get();
-            ia.recv_cq = cq.get();
-            ia.qp_type = IBV_QPT_RC;
-            ia.cap.max_send_wr = 1;
-            ia.cap.max_recv_wr = 1;
-            ia.cap.max_send_sge = 1;
-            ia.cap.max_recv_sge = 1;
-            ia.cap.max_inline_data = v;
-            struct ibv_qp* qp = ibv_create_qp(pd.get(), &ia);
-            if (!qp) return false;
-            *got = std::max(v, ia.cap.max_inline_data);
-            ibv_destroy_qp(qp);
-            return true;
-        };
-        uint32_t got = 0, lo = 0, hi = 1u << 16;  // lo: accepted (or 0), hi: first refused
-        if (accepts(hi, &got)) {
-            d->max_inline = got;
-            return;
-        }
-        if (!accepts(0, &got)) return;
-        d->max_inline = got;
-        while (hi - lo > 1) {
-            uint32_t mid = lo + (hi - lo) / 2;
-            uint32_t g = 0;
-            if (accepts(mid, &g)) {
-                lo = mid;
-                d->max_inline = std::max(d->max_inline, g);
-            } else {
-                hi = mid;
-            }
-        }
+        d->max_inline = probe_max_inline(d->verbs);
         EVD_INFO(FI_LOG_DOMAIN, "%s: max_inline_data %u\n", d->name.c_str(), d->max_inline);
     });
     return d->max_inline;

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// The inline-size probe (inline_probe.h).
+#include "inline_probe.h"
+
+#include <algorithm>
+
+#include "owners.h"
+
+namespace evd {
+
+uint32_t probe_max_inline(struct ibv_context* verbs) {
+    ibv_pd_ptr pd(ibv_alloc_pd(verbs));
+    if (!pd) return 0;
+    ibv_cq_ptr cq(ibv_create_cq(verbs, 2, nullptr, nullptr, 0));
+    if (!cq) return 0;
+    auto accepts = [&](uint32_t v, uint32_t* got) {
+        struct ibv_qp_init_attr ia {};
+        ia.send_cq = cq.get();
+        ia.recv_cq = cq.get();
+        ia.qp_type = IBV_QPT_RC;
+        ia.cap.max_send_wr = 1;
+        ia.cap.max_recv_wr = 1;
+        ia.cap.max_send_sge = 1;
+        ia.cap.max_recv_sge = 1;
+        ia.cap.max_inline_data = v;
+        struct ibv_qp* qp = ibv_create_qp(pd.get(), &ia);
+        if (!qp) return false;
+        *got = std::max(v, ia.cap.max_inline_data);
+        ibv_destroy_qp(qp);
+        return true;
+    };
+    uint32_t got = 0, lo = 0, hi = 1u << 16;  // lo: accepted (or 0), hi: first refused
+    if (accepts(hi, &got)) return got;
+    if (!accepts(0, &got)) return 0;
+    uint32_t best = got;
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        uint32_t g = 0;
+        if (accepts(mid, &g)) {
+            lo = mid;
+            best = std::max(best, g);
+        } else {
+            hi = mid;
+        }
+    }
+    return best;
+}
+
+}  // namespace evd
