@@ -22,6 +22,7 @@
 #include "eq.h"
 #include "linger.h"
 #include "qp_flush.h"
+#include "route_source.h"
 #include "srx.h"
 
 namespace evd {
@@ -30,32 +31,6 @@ namespace {
 
 ep_state state_of(const ep* e) { return static_cast<ep_state>(e->state.load()); }
 void set_state(ep* e, ep_state s) { e->state.store(static_cast<int>(s)); }
-
-// The source address the kernel would use to reach dst (no packet is sent).
-bool route_source(const struct sockaddr* dst, struct sockaddr_storage* out) {
-    size_t len = cm_addrlen(dst);
-    if (!len || (dst->sa_family != AF_INET && dst->sa_family != AF_INET6)) return false;
-    int s = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (s < 0) return false;
-    struct sockaddr_storage tmp;
-    std::memcpy(&tmp, dst, len);
-    // any port will do for a route lookup
-    if (dst->sa_family == AF_INET)
-        reinterpret_cast<struct sockaddr_in*>(&tmp)->sin_port = htons(9);
-    else
-        reinterpret_cast<struct sockaddr_in6*>(&tmp)->sin6_port = htons(9);
-    bool ok = connect(s, reinterpret_cast<struct sockaddr*>(&tmp), len) == 0;
-    socklen_t ol = sizeof(*out);
-    ok = ok && getsockname(s, reinterpret_cast<struct sockaddr*>(out), &ol) == 0;
-    close(s);
-    if (ok) {
-        if (out->ss_family == AF_INET)
-            reinterpret_cast<struct sockaddr_in*>(out)->sin_port = 0;
-        else
-            reinterpret_cast<struct sockaddr_in6*>(out)->sin6_port = 0;
-    }
-    return ok;
-}
 
 // Binds an active endpoint's id to its source address now, for the cases
 // that need the address itself before fi_connect: fi_setname, an endpoint
