@@ -195,6 +195,16 @@ struct cntr_route;
 // The endpoint's counter route (cntr.h); nullptr when it has no counter.
 cntr_route* ep_data_route(ep* e);
 
+// ---- the QP (ep_qp.cpp)
+// Creates e's RC QP with its CQs (and SRQ) bound, registers it for async
+// events and fatal completions, and publishes it to the data path
+// (qp_ready). Caller holds e->mu. An id already on a device (a connection
+// request, an endpoint bound by fi_setname or to its pep's port) gets it
+// through rdma_create_qp, which also applies the peer's ECE; an endpoint not
+// yet bound gets a QP on the domain's PD, handed to its id at ADDR_RESOLVED
+// (ep_cm_event), which spares the address queries binding first would cost.
+int ep_create_qp(ep* e);
+
 // ---- provided by ep_msg.cpp (CM half), callable from anywhere
 // Posts the endpoint's one terminal error (err = positive FI_E* code) to its
 // EQ unless a terminal event was already delivered; later calls are counted

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// Active MSG endpoints: lifetime, bindings, QP creation and the connection
+// Active MSG endpoints: lifetime, bindings and the connection
 // half (fi_connect, fi_accept, fi_shutdown, names, options) driven by
 // rdma_cm events read on the bound EQ. Data ops: ep_data.cpp.
 #include <arpa/inet.h>
@@ -35,7 +35,7 @@ void set_state(ep* e, ep_state s) { e->state.store(static_cast<int>(s)); }
 // Binds an active endpoint's id to its source address now, for the cases
 // that need the address itself before fi_connect: fi_setname, an endpoint
 // that reuses its pep's port, fi_getname after fi_enable. Otherwise the id
-// is bound by rdma_resolve_addr (see create_qp).
+// is bound by rdma_resolve_addr (see ep_create_qp).
 int bind_source(ep* e, const struct sockaddr* dst) {
     if (e->id->verbs) return 0;
     struct sockaddr_storage src = {};
@@ -57,110 +57,6 @@ int bind_source(ep* e, const struct sockaddr* dst) {
         EVD_WARN(FI_LOG_EP_CTRL, "rdma_bind_addr(source): %s\n", strerror(err));
         return fi_err(err);
     }
-    return 0;
-}
-
-uint32_t clamp_u32(size_t v, uint32_t lo, uint32_t hi) {
-    if (v < lo) return lo;
-    if (v > hi) return hi;
-    return static_cast<uint32_t>(v);
-}
-
-// Moves a QP evd made itself from RESET to INIT, so that receives can be
-// posted before the connection exists. The port and P_Key index are
-// placeholders: librdmacm moves the QP through INIT again with the values
-// address resolution chose (INIT->INIT may change both) before RTR.
-int init_own_qp(struct ibv_qp* qp) {
-    struct ibv_qp_attr at = {};
-    at.qp_state = IBV_QPS_INIT;
-    at.pkey_index = 0;
-    at.port_num = 1;
-    at.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-    int rc = ibv_modify_qp(qp, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                         IBV_QP_ACCESS_FLAGS);
-    if (rc) EVD_WARN(FI_LOG_EP_CTRL, "ibv_modify_qp(INIT): %s\n", strerror(rc));
-    return rc;
-}
-
-// Creates the RC QP (CQs bound). Caller holds e->mu.
-//  - An id already on a device (a connection request, an endpoint bound by
-//    fi_setname or to its pep's port): rdma_create_qp, which also applies
-//    the peer's ECE from the request.
-//  - An active endpoint not yet bound: the QP is made on the domain's PD
-//    and given to the id at ADDR_RESOLVED (ep_cm_event). This spares the
-//    two address queries and rdma_cm's INIT query that binding first costs.
-int create_qp(ep* e) {
-    if (e->qp) return 0;
-    if (!e->id) return -FI_EOPBADSTATE;
-    domain* d = e->dom;
-    if (e->id->verbs && e->id->verbs != d->dev->verbs) {
-        EVD_WARN(FI_LOG_EP_CTRL,
-                 "endpoint address is on device %s but its domain is %s\n",
-                 ibv_get_device_name(e->id->verbs->device), d->dev->name.c_str());
-        return -FI_EINVAL;
-    }
-    const struct ibv_device_attr& da = d->dev->attr.orig_attr;
-    uint32_t max_wr = da.max_qp_wr > 0 ? static_cast<uint32_t>(da.max_qp_wr) : 1024;
-    uint32_t max_sge = da.max_sge > 0 ? static_cast<uint32_t>(da.max_sge) : 1;
-    struct ibv_qp_init_attr a = {};
-    a.qp_context = e;
-    a.qp_type = IBV_QPT_RC;
-    a.sq_sig_all = 0;
-    a.send_cq = cq_ibv(e->tx_cq);
-    a.recv_cq = cq_ibv(e->rx_cq);
-    a.srq = e->srx_fid ? srx_ibv(e->srx_fid) : nullptr;
-    const fi_tx_attr* tx = e->info->tx_attr;
-    const fi_rx_attr* rx = e->info->rx_attr;
-    a.cap.max_send_wr = clamp_u32(tx && tx->size ? tx->size : 256, 1, max_wr);
-    a.cap.max_send_sge = clamp_u32(tx && tx->iov_limit ? tx->iov_limit : 1, 1, max_sge);
-    a.cap.max_inline_data = tx ? static_cast<uint32_t>(tx->inject_size) : 0;
-    if (!a.srq) {
-        a.cap.max_recv_wr = clamp_u32(rx && rx->size ? rx->size : 256, 1, max_wr);
-        a.cap.max_recv_sge = clamp_u32(rx && rx->iov_limit ? rx->iov_limit : 1, 1, max_sge);
-    }
-    if (!a.send_cq || !a.recv_cq) {
-        EVD_WARN(FI_LOG_EP_CTRL, "endpoint needs a transmit and a receive CQ bound\n");
-        return -FI_ENOCQ;
-    }
-    auto fail = [&](int err, const char* what) {
-        EVD_WARN(FI_LOG_EP_CTRL,
-                 "%s(send_wr %u recv_wr %u send_sge %u recv_sge %u inline %u): %s\n", what,
-                 a.cap.max_send_wr, a.cap.max_recv_wr, a.cap.max_send_sge, a.cap.max_recv_sge,
-                 a.cap.max_inline_data, strerror(err));
-        return fi_err(err);
-    };
-    struct ibv_qp* qp = nullptr;
-    if (e->id->verbs) {
-        if (rdma_create_qp(e->id, d->pd.get(), &a)) return fail(errno, "rdma_create_qp");
-        qp = e->id->qp;
-    } else {
-        qp = ibv_create_qp(d->pd.get(), &a);
-        if (!qp) return fail(errno, "ibv_create_qp");
-        if (int rc = init_own_qp(qp)) {
-            ibv_destroy_qp(qp);
-            return fi_err(rc);
-        }
-        // What rdma_create_qp would tell rdma_cm about the QP: its ECE
-        // (a device without ECE answers EOPNOTSUPP or vendor 0: nothing to say).
-        struct ibv_ece ece = {};
-        if (ibv_query_ece(qp, &ece) == 0 && ece.vendor_id && rdma_set_local_ece(e->id, &ece))
-            EVD_INFO(FI_LOG_EP_CTRL, "rdma_set_local_ece: %s\n", strerror(errno));
-    }
-    e->qp = qp;
-    async_target t;
-    t.fid = &e->fid.fid;
-    t.context = e->fid.fid.context;
-    t.route = ep_route_eq;
-    t.owner = e;
-    t.claim_terminal = ep_claim_terminal_cb;
-    t.eq_flags = e->eq_flags;
-    t.consequence = async_ep_consequence;  // COMM_EST -> rdma_notify (async.cpp)
-    devctx_register(d->dev, &devctx::qps, e->qp, t);
-    int ret = cq_attach_qp(e->tx_cq, e->qp->qp_num, e);
-    if (!ret && e->rx_cq != e->tx_cq) ret = cq_attach_qp(e->rx_cq, e->qp->qp_num, e);
-    if (ret && ret != -FI_ENOSYS)
-        EVD_WARN(FI_LOG_EP_CTRL, "cq_attach_qp: %d (fatal completions not routed)\n", ret);
-    e->qp_ready.store(true, std::memory_order_release);
     return 0;
 }
 
@@ -190,7 +86,7 @@ int do_enable(ep* e) {
         int ret = bind_source(e, static_cast<const struct sockaddr*>(e->info->dest_addr));
         if (ret) return ret;
     }
-    if (int ret = create_qp(e)) return ret;
+    if (int ret = ep_create_qp(e)) return ret;
     e->enabled = true;
     return 0;
 }
@@ -681,7 +577,7 @@ struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action&
             if (state_of(e) != ep_state::resolving) break;
             int ret = 0;
             if (!e->qp) {
-                ret = create_qp(e);
+                ret = ep_create_qp(e);
             } else if (e->id->qp != e->qp) {
                 // the id is on a device now: it drives the QP from here
                 if (e->id->verbs != e->dom->dev->verbs) {
