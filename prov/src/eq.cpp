@@ -25,9 +25,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/epoll.h>
-#include <linux/futex.h>
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -43,6 +41,7 @@
 #include "cq.h"
 #include "fabric.h"
 #include "linger.h"
+#include "futex.h"
 #include "wait.h"
 
 namespace evd {
@@ -62,42 +61,6 @@ struct slot {
     const void* src;  // ordering source: the entry's fid
     struct fi_eq_err_entry err;
     alignas(16) unsigned char inl[kEqInline];
-};
-
-long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const struct timespec* t) {
-    return syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, t, nullptr, 0);
-}
-
-// The EQ lock: one inline compare-and-swap to take, one exchange to release
-// when uncontended (about a quarter of the instructions of a pthread mutex,
-// which matters at ~100 instructions per event); a short spin, then a futex
-// (0 free, 1 held, 2 held with sleepers).
-class qlock {
-    std::atomic<uint32_t> s_{0};
-    void lock_slow() noexcept {
-        for (int i = 0; i < 100; i++) {
-#if defined(__x86_64__) || defined(__i386__)
-            __builtin_ia32_pause();
-#endif
-            uint32_t c = 0;
-            if (s_.load(std::memory_order_relaxed) == 0 &&
-                s_.compare_exchange_weak(c, 1, std::memory_order_acquire, std::memory_order_relaxed))
-                return;
-        }
-        while (s_.exchange(2, std::memory_order_acquire) != 0)
-            (void)futex(&s_, FUTEX_WAIT_PRIVATE, 2, nullptr);
-    }
-
-public:
-    void lock() noexcept {
-        uint32_t c = 0;
-        if (!s_.compare_exchange_strong(c, 1, std::memory_order_acquire, std::memory_order_relaxed))
-            [[unlikely]] lock_slow();
-    }
-    void unlock() noexcept {
-        if (s_.exchange(0, std::memory_order_release) == 2) [[unlikely]]
-            (void)futex(&s_, FUTEX_WAKE_PRIVATE, 1, nullptr);
-    }
 };
 
 thread_local eq* tl_trywait_eq = nullptr;    // eq whose fi_trywait runs progress here
@@ -870,39 +833,9 @@ int eq_wake(struct fid_eq* f) {
     });
 }
 
-const char* eq_strerror(struct fid_eq* f, int prov_errno, const void* err_data, char* buf,
+const char* eq_strerror(struct fid_eq*, int prov_errno, const void* err_data, char* buf,
                         size_t len) {
-    if (const char* s = async_strerror(prov_errno, err_data, buf, len)) return s;
-    static thread_local char tls[256];
-    char* out = (buf && len) ? buf : tls;
-    size_t outlen = (buf && len) ? len : sizeof tls;
-    const unsigned cls = FI_EVD_PERR_CLASS(prov_errno);
-    const int code = FI_EVD_PERR_CODE(prov_errno);
-    if (prov_errno > 0 && cls == FI_EVD_PERR_EQ && code == FI_EVD_EQ_PERR_OVERRUN) {
-        snprintf(out, outlen,
-                 "evd: the event queue overran; provider events were lost (err.data holds how "
-                 "many) and the EQ accepts no further events: close it");
-    } else if (prov_errno > 0 && cls == FI_EVD_PERR_WC) {
-        const wc_row* r = wc_lookup(code);
-        snprintf(out, outlen, "evd: the endpoint ended on a failed completion: %s (%s): %s",
-                 r ? r->name : "unknown ibv_wc_status",
-                 ibv_wc_status_str(static_cast<enum ibv_wc_status>(code)),
-                 r ? r->meaning : "no description");
-    } else if (prov_errno > 0 && cls == FI_EVD_PERR_USER) {
-        snprintf(out, outlen, "evd: application-defined error code %d (written with write_err)",
-                 code);
-    } else if (prov_errno == 0) {
-        snprintf(out, outlen, "evd: no provider-specific detail (see err for the reason)");
-    } else if (prov_errno < 0) {
-        snprintf(out, outlen, "evd: rdma-core reported status %d: %s", prov_errno,
-                 strerror(-prov_errno));
-    } else {
-        snprintf(out, outlen,
-                 "evd: provider status %d (an IB CM reject reason for rejected connections, "
-                 "else errno: %s)",
-                 prov_errno, strerror(prov_errno));
-    }
-    return out;
+    return eq_error_text(prov_errno, err_data, buf, len);
 }
 
 // From now on the eventfd is watched from outside: keep it signalled while

@@ -64,6 +64,13 @@ struct fid_eq* eq_fid(eq* q);
 int eq_open(struct fid_fabric* fab, struct fi_eq_attr* attr, struct fid_eq** out,
             void* context);
 
+// fi_eq_strerror's text for prov_errno and err_data (eq_strerror.cpp): an
+// async record's sentence names its device and port; the other classes
+// (overrun, failed completion, application code, rdma-core status, CM
+// reject reason) get a fixed sentence. Written into buf (len bytes) when
+// given, else into a thread-local buffer; returns the text.
+const char* eq_error_text(int prov_errno, const void* err_data, char* buf, size_t len);
+
 // ---- for wait.cpp (fi_trywait, wait and poll sets)
 // 0 when nothing is queued and the EQ's wait object is armed (safe to block),
 // -FI_EAGAIN when events are queued (runs source progress first).
