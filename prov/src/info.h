@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// fi_getinfo: device enumeration and hint filtering (info.cpp).
+// fi_getinfo: hint filtering and fi_info construction (info.cpp), device
+// description and address resolution (info_devices.cpp).
 //
 // getinfo() is split in two so the hint logic can be tested without hardware:
-//   1. enumerate + resolve (needs rdma-core): every device librdmacm sees is
+//   1. enumerate + resolve (needs rdma-core, info_devices.cpp): every device librdmacm sees is
 //      described as a dev_desc (limits straight from ibv_query_device_ex /
 //      ibv_query_port, the addresses of its netdevs); node/service/src/dest
 //      are resolved through librdmacm into an addr_query naming the device
 //      that owns the address;
-//   2. build_infos(): a pure function of (devices, query, hints, version)
+//   2. build_infos() (info.cpp): a pure function of (devices, query, hints, version)
 //      that returns the fi_info list or the reason (errno) nothing matched.
 #pragma once
 
@@ -92,6 +93,23 @@ inline constexpr size_t kMaxErrData = 255; // largest rdma_cm private data carri
 // The fabric name verbs uses for this device ("IB-0x<subnet prefix>" on IB
 // transports, RoCE included; "Ethernet-iWARP" on iWARP).
 std::string fabric_name(const dev_desc& d);
+// Port of an address (host order), and setting it.
+void set_port(sockaddr_any& a, uint16_t port);
+// An address as text, for logs.
+std::string addr_str(const sockaddr_any& a);
+
+// ---- the rdma-core side (info_devices.cpp)
+struct devctx;
+// Describes device c for the filter: its limits (ibv_query_device_ex and
+// ibv_query_port) and identity.
+void describe_device(devctx* c, dev_desc& d);
+// The IP addresses of each device's netdevs: every up, non-loopback
+// interface address an rdma_cm id binds to on that device.
+void collect_addrs(std::vector<dev_desc>& devs);
+// node/service/flags/hints -> addr_query (fi_getinfo(3) "node, service"),
+// resolved through librdmacm; a negative FI_E* code when it cannot be.
+int resolve_addresses(const char* node, const char* service, uint64_t flags,
+                      const struct fi_info* h, addr_query& q);
 
 // Pure hint filtering. Returns 0 and a non-empty list, -FI_ENODATA (nothing
 // matches: every rejected hint is logged), -FI_EINVAL (malformed hints) or

@@ -7,6 +7,7 @@
 // owner when the release fails.
 #pragma once
 
+#include <ifaddrs.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 #include <unistd.h>
@@ -35,6 +36,9 @@ using comp_channel_ptr =
 using ibv_cq_ptr = std::unique_ptr<struct ibv_cq, call_deleter<ibv_destroy_cq>>;
 using ibv_srq_ptr = std::unique_ptr<struct ibv_srq, call_deleter<ibv_destroy_srq>>;
 using ibv_pd_ptr = std::unique_ptr<struct ibv_pd, call_deleter<ibv_dealloc_pd>>;
+using cm_id_ptr = std::unique_ptr<struct rdma_cm_id, call_deleter<rdma_destroy_id>>;
+using addrinfo_ptr = std::unique_ptr<struct rdma_addrinfo, call_deleter<rdma_freeaddrinfo>>;
+using ifaddrs_ptr = std::unique_ptr<struct ifaddrs, call_deleter<freeifaddrs>>;
 
 // Releases p's handle with fn (an rdma-core destroy call answering 0 or an
 // errno); on success the owner forgets it, on failure it still owns it.
