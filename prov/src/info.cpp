@@ -148,12 +148,10 @@ struct wants {
         return (code);                                              \
     } while (0)
 
-// Computes what the returned fi_info must carry, or rejects the hints.
-int static_check(uint32_t version, const fi_info* h, wants* w) {
-    *w = wants{};
-    if (!h) return 0;
-    w->mode = 0;
-
+// The provider name and endpoint type: anything but evd and FI_EP_MSG is
+// not for us (-FI_ENODATA, logged at info: the core offers every provider
+// the user's hints).
+int check_provider(const fi_info* h) {
     if (h->fabric_attr && h->fabric_attr->prov_name && !names_evd(h->fabric_attr->prov_name)) {
         // The core routinely offers every provider the user's hints: not an error.
         EVD_INFO(FI_LOG_CORE, "fi_getinfo: hints ask for provider '%s', not evd\n",
@@ -166,8 +164,12 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
                  fi_tostr(&h->ep_attr->type, FI_TYPE_EP_TYPE));
         return -FI_ENODATA;
     }
+    return 0;
+}
 
-    // Addresses: malformed input is -FI_EINVAL.
+// Addresses: malformed input is -FI_EINVAL, an unsupported format
+// -FI_ENODATA.
+int check_addresses(const fi_info* h) {
     if (h->src_addr && !h->src_addrlen)
         REJECT(-FI_EINVAL, "hints->src_addr is set but hints->src_addrlen is 0\n");
     if (h->dest_addr && !h->dest_addrlen)
@@ -199,8 +201,11 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
                    k ? "dest_addr" : "src_addr", any.family(),
                    fi_tostr(&h->addr_format, FI_TYPE_ADDR_FORMAT));
     }
+    return 0;
+}
 
-    // Capabilities.
+// Capabilities, in caps and in the tx/rx attributes.
+int check_caps(const fi_info* h, wants* w) {
     if (h->caps & ~kCaps) {
         uint64_t extra = h->caps & ~kCaps;
         REJECT(-FI_ENODATA, "hints->caps asks for unsupported capabilities: %s\n",
@@ -219,7 +224,10 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
         REJECT(-FI_ENODATA, "hints->rx_attr->caps asks for unsupported capabilities: %s\n",
                fi_tostr(&extra, FI_TYPE_CAPS));
     }
+    return 0;
+}
 
+int check_cq_data(const fi_info* h, wants* w) {
     // Immediate data: a write with immediate data consumes a posted receive,
     // so cq_data_size > 0 requires the application to accept FI_RX_CQ_DATA.
     bool rx_cq_data = (h->mode & FI_RX_CQ_DATA) || (h->rx_attr && (h->rx_attr->mode & FI_RX_CQ_DATA));
@@ -233,7 +241,10 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
                    "hints->domain_attr->cq_data_size %zu requires mode FI_RX_CQ_DATA in hints\n",
                    h->domain_attr->cq_data_size);
     }
+    return 0;
+}
 
+int check_mr_mode(uint32_t version, const fi_info* h, wants* w) {
     // Memory registration mode (fi_domain(3) "Memory Registration Mode").
     if (h->domain_attr) {
         int user = h->domain_attr->mr_mode;
@@ -286,10 +297,13 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
             }
         }
     }
-    if (w->cq_data) w->mode |= FI_RX_CQ_DATA;
+    return 0;
+}
 
+// Domain attributes: values that are not of their enum are -FI_EINVAL
+// (read as integers: the application may have stored anything there).
+int check_domain_attr(uint32_t version, const fi_info* h) {
     if (const fi_domain_attr* d = h->domain_attr) {
-        // Read as integers: the application may have stored anything there.
         if (raw_enum(d->threading) > FI_THREAD_ENDPOINT)
             REJECT(-FI_EINVAL, "hints->domain_attr->threading %u is not a fi_threading value\n",
                    raw_enum(d->threading));
@@ -327,6 +341,10 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
             REJECT(-FI_ENODATA, "hints->domain_attr->max_err_data %zu > %zu\n", d->max_err_data,
                    kMaxErrData);
     }
+    return 0;
+}
+
+int check_ep_attr(const fi_info* h) {
     if (const fi_ep_attr* e = h->ep_attr) {
         if (e->protocol != FI_PROTO_UNSPEC && e->protocol != FI_PROTO_RDMA_CM_IB_RC)
             REJECT(-FI_ENODATA, "hints->ep_attr->protocol %s: evd speaks FI_PROTO_RDMA_CM_IB_RC\n",
@@ -348,6 +366,10 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
             REJECT(-FI_ENODATA, "hints->ep_attr->max_order_war_size %zu: RC gives no "
                    "write-after-read order\n", e->max_order_war_size);
     }
+    return 0;
+}
+
+int check_tx_attr(const fi_info* h) {
     if (const fi_tx_attr* t = h->tx_attr) {
         if (t->mode)
             EVD_DBG(FI_LOG_CORE, "hints->tx_attr->mode 0x%llx: evd needs none\n",
@@ -367,6 +389,10 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
             REJECT(-FI_ENODATA, "hints->tx_attr->rma_iov_limit %zu > 1 (an RDMA work request "
                    "names one remote range)\n", t->rma_iov_limit);
     }
+    return 0;
+}
+
+int check_rx_attr(const fi_info* h) {
     if (const fi_rx_attr* r = h->rx_attr) {
         if (r->op_flags & ~kRxOpFlags) {
             uint64_t extra = r->op_flags & ~kRxOpFlags;
@@ -381,6 +407,24 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
                    static_cast<unsigned long long>(r->comp_order));
     }
     return 0;
+}
+
+// Computes what the returned fi_info must carry, or rejects the hints: each
+// group of attributes in turn, in the order fi_getinfo(3) lists them.
+int static_check(uint32_t version, const fi_info* h, wants* w) {
+    *w = wants{};
+    if (!h) return 0;
+    w->mode = 0;
+    if (int r = check_provider(h)) return r;
+    if (int r = check_addresses(h)) return r;
+    if (int r = check_caps(h, w)) return r;
+    if (int r = check_cq_data(h, w)) return r;
+    if (int r = check_mr_mode(version, h, w)) return r;
+    if (w->cq_data) w->mode |= FI_RX_CQ_DATA;
+    if (int r = check_domain_attr(version, h)) return r;
+    if (int r = check_ep_attr(h)) return r;
+    if (int r = check_tx_attr(h)) return r;
+    return check_rx_attr(h);
 }
 
 // Returns "" when the device satisfies the hints' limits, else the reason.
