@@ -831,6 +831,91 @@ int cq_trywait(cq* c) {
     return kept ? -FI_EAGAIN : 0;
 }
 
+namespace {
+
+// fi_cq_attr.format -> the entry layout fi_cq_read writes.
+int take_format(cq* c, const struct fi_cq_attr* attr) {
+    switch (attr->format) {
+    case FI_CQ_FORMAT_UNSPEC:
+    case FI_CQ_FORMAT_CONTEXT:
+        c->format = FI_CQ_FORMAT_CONTEXT;
+        c->entry_size = sizeof(struct fi_cq_entry);
+        break;
+    case FI_CQ_FORMAT_MSG:
+        c->format = FI_CQ_FORMAT_MSG;
+        c->entry_size = sizeof(struct fi_cq_msg_entry);
+        break;
+    case FI_CQ_FORMAT_DATA:
+        c->format = FI_CQ_FORMAT_DATA;
+        c->entry_size = sizeof(struct fi_cq_data_entry);
+        break;
+    default:
+        EVD_WARN(FI_LOG_CQ, "fi_cq_open: format %d not supported (CONTEXT, MSG, DATA; "
+                            "evd has no tagged messages)\n", attr->format);
+        return -FI_ENOSYS;
+    }
+    return 0;
+}
+
+// fi_cq_attr.wait_obj -> how fi_cq_sread waits (and the wait set joined).
+int take_wait_obj(cq* c, const struct fi_cq_attr* attr) {
+    switch (attr->wait_obj) {
+    case FI_WAIT_NONE:
+        c->wait_obj = FI_WAIT_NONE;
+        break;
+    case FI_WAIT_UNSPEC:
+    case FI_WAIT_FD:
+        c->wait_obj = FI_WAIT_FD;
+        break;
+    case FI_WAIT_YIELD:  // fi_cq_sread polls and yields; no wait fd
+        c->wait_obj = FI_WAIT_YIELD;
+        break;
+    case FI_WAIT_SET:
+        if (int r = member_wait_set(attr->wait_set, FI_LOG_CQ, "fi_cq_open", "a CQ", &c->wset))
+            return r;
+        c->wait_obj = FI_WAIT_SET;
+        break;
+    default:
+        EVD_WARN(FI_LOG_CQ, "fi_cq_open: wait object %d not supported (NONE, UNSPEC, FD, "
+                            "YIELD, FD wait sets)\n",
+                 attr->wait_obj);
+        return -FI_ENOSYS;
+    }
+    return 0;
+}
+
+// Every CQ has a completion channel, also FI_WAIT_NONE and YIELD ones (not
+// exported): a counter counting this CQ's completions sleeps on it instead
+// of polling. A CQ with a wait fd also gets its signal and backlog eventfds
+// and the epoll fd over all three that FI_GETWAIT exports.
+int open_wait_fds(cq* c, struct ibv_context* verbs) {
+    c->chan.reset(ibv_create_comp_channel(verbs));
+    if (!c->chan) {
+        int e = errno;
+        EVD_WARN(FI_LOG_CQ, "ibv_create_comp_channel: %s\n", strerror(e));
+        return fi_err(e);
+    }
+    int fl = fcntl(c->chan->fd, F_GETFL);
+    if (fl < 0 || fcntl(c->chan->fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
+    if (c->wait_obj != FI_WAIT_NONE && c->wait_obj != FI_WAIT_YIELD) {
+        c->signal_fd.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (c->signal_fd.fd < 0) return -errno;
+        c->backlog_fd.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (c->backlog_fd.fd < 0) return -errno;
+        c->wait_fd.fd = epoll_create1(EPOLL_CLOEXEC);
+        if (c->wait_fd.fd < 0) return -errno;
+        struct epoll_event ev {};
+        ev.events = EPOLLIN;
+        for (int fd : {c->chan->fd, c->signal_fd.fd, c->backlog_fd.fd}) {
+            ev.data.fd = fd;
+            if (epoll_ctl(c->wait_fd.fd, EPOLL_CTL_ADD, fd, &ev)) return -errno;
+        }
+    }
+    return 0;
+}
+
+}  // namespace
+
 int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq** out,
             void* context) {
     return guard([&] {
@@ -840,47 +925,8 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
             return -FI_EINVAL;
         }
         auto c = std::make_unique<cq>();
-        switch (attr->format) {
-        case FI_CQ_FORMAT_UNSPEC:
-        case FI_CQ_FORMAT_CONTEXT:
-            c->format = FI_CQ_FORMAT_CONTEXT;
-            c->entry_size = sizeof(struct fi_cq_entry);
-            break;
-        case FI_CQ_FORMAT_MSG:
-            c->format = FI_CQ_FORMAT_MSG;
-            c->entry_size = sizeof(struct fi_cq_msg_entry);
-            break;
-        case FI_CQ_FORMAT_DATA:
-            c->format = FI_CQ_FORMAT_DATA;
-            c->entry_size = sizeof(struct fi_cq_data_entry);
-            break;
-        default:
-            EVD_WARN(FI_LOG_CQ, "fi_cq_open: format %d not supported (CONTEXT, MSG, DATA; "
-                                "evd has no tagged messages)\n", attr->format);
-            return -FI_ENOSYS;
-        }
-        switch (attr->wait_obj) {
-        case FI_WAIT_NONE:
-            c->wait_obj = FI_WAIT_NONE;
-            break;
-        case FI_WAIT_UNSPEC:
-        case FI_WAIT_FD:
-            c->wait_obj = FI_WAIT_FD;
-            break;
-        case FI_WAIT_YIELD:  // fi_cq_sread polls and yields; no wait fd
-            c->wait_obj = FI_WAIT_YIELD;
-            break;
-        case FI_WAIT_SET:
-            if (int r = member_wait_set(attr->wait_set, FI_LOG_CQ, "fi_cq_open", "a CQ", &c->wset))
-                return r;
-            c->wait_obj = FI_WAIT_SET;
-            break;
-        default:
-            EVD_WARN(FI_LOG_CQ, "fi_cq_open: wait object %d not supported (NONE, UNSPEC, FD, "
-                                "YIELD, FD wait sets)\n",
-                     attr->wait_obj);
-            return -FI_ENOSYS;
-        }
+        if (int r = take_format(c.get(), attr)) return r;
+        if (int r = take_wait_obj(c.get(), attr)) return r;
         if (attr->wait_cond != FI_CQ_COND_NONE && attr->wait_cond != FI_CQ_COND_THRESHOLD) {
             EVD_WARN(FI_LOG_CQ, "fi_cq_open: wait_cond %d not supported\n", attr->wait_cond);
             return -FI_ENOSYS;
@@ -902,31 +948,7 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
             attr->signaling_vector < verbs->num_comp_vectors)
             vector = attr->signaling_vector;
 
-        // Every CQ has a completion channel, also FI_WAIT_NONE and YIELD ones
-        // (not exported): a counter counting this CQ's completions sleeps on
-        // it instead of polling.
-        c->chan.reset(ibv_create_comp_channel(verbs));
-        if (!c->chan) {
-            int e = errno;
-            EVD_WARN(FI_LOG_CQ, "ibv_create_comp_channel: %s\n", strerror(e));
-            return fi_err(e);
-        }
-        int fl = fcntl(c->chan->fd, F_GETFL);
-        if (fl < 0 || fcntl(c->chan->fd, F_SETFL, fl | O_NONBLOCK) < 0) return -errno;
-        if (c->wait_obj != FI_WAIT_NONE && c->wait_obj != FI_WAIT_YIELD) {
-            c->signal_fd.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-            if (c->signal_fd.fd < 0) return -errno;
-            c->backlog_fd.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-            if (c->backlog_fd.fd < 0) return -errno;
-            c->wait_fd.fd = epoll_create1(EPOLL_CLOEXEC);
-            if (c->wait_fd.fd < 0) return -errno;
-            struct epoll_event ev {};
-            ev.events = EPOLLIN;
-            for (int fd : {c->chan->fd, c->signal_fd.fd, c->backlog_fd.fd}) {
-                ev.data.fd = fd;
-                if (epoll_ctl(c->wait_fd.fd, EPOLL_CTL_ADD, fd, &ev)) return -errno;
-            }
-        }
+        if (int r = open_wait_fds(c.get(), verbs)) return r;
         c->ibcq.reset(ibv_create_cq(verbs, static_cast<int>(size), c.get(), c->chan.get(), vector));
         if (!c->ibcq) {
             int e = errno;
