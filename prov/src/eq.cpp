@@ -983,6 +983,91 @@ int eq_ops_open(struct fid* f, const char* name, uint64_t flags, void** ops, voi
 
 }  // namespace
 
+namespace {
+
+// fi_eq_attr.wait_obj -> the EQ's wait object (and its wait set).
+int take_wait_obj(const struct fi_eq_attr* attr, enum fi_wait_obj* wobj, wait_set** ws) {
+    *wobj = FI_WAIT_NONE;
+    *ws = nullptr;
+    // Read as an int: an out-of-range value must be rejected, not loaded
+    // as an enum (undefined behaviour).
+    int raw_wait;
+    static_assert(sizeof raw_wait == sizeof attr->wait_obj);
+    std::memcpy(&raw_wait, &attr->wait_obj, sizeof raw_wait);
+    switch (raw_wait) {
+    case FI_WAIT_NONE:
+    case FI_WAIT_FD:
+    case FI_WAIT_POLLFD:
+    case FI_WAIT_MUTEX_COND:
+    case FI_WAIT_YIELD:
+        *wobj = static_cast<enum fi_wait_obj>(raw_wait);
+        break;
+    case FI_WAIT_UNSPEC:
+        *wobj = FI_WAIT_FD;  // evd's best blocking object: an fd
+        break;
+    case FI_WAIT_SET:
+        *wobj = FI_WAIT_SET;
+        *ws = wait_set_from_fid(attr->wait_set);
+        if (!*ws) {
+            EVD_WARN(FI_LOG_EQ, "fi_eq_open: FI_WAIT_SET needs an evd wait set\n");
+            return -FI_EINVAL;
+        }
+        break;
+    default:
+        EVD_WARN(FI_LOG_EQ, "fi_eq_open: unknown wait_obj %d\n", raw_wait);
+        return -FI_EINVAL;
+    }
+    return 0;
+}
+
+// The slots, order ring, free lists and large-payload pool for `size`
+// events: everything an event will ever need, allocated now.
+void alloc_storage(eq* q, size_t size) {
+    q->ucap = size;
+    q->cap = size + std::clamp<size_t>(size / 4, 4, 256);
+    q->max_write = std::max(get_params().eq_max_write, kEqInline);
+    q->nbig = std::min(q->cap, std::max<size_t>(kMaxBig, (size_t{1} << 20) / q->max_write));
+    q->nbig = std::min(q->nbig, q->cap);
+    q->slots.reset(new slot[q->cap]);
+    q->order.reset(new uint32_t[q->cap]);
+    q->freel.reset(new uint32_t[q->cap]);
+    q->bigfree.reset(new uint32_t[q->nbig]);
+    q->bigmem.reset(new unsigned char[q->nbig * q->max_write]);  // not touched until used
+    q->errbuf.reset(new unsigned char[q->max_write]);
+    for (size_t i = 0; i < q->cap; i++) q->freel[i] = static_cast<uint32_t>(q->cap - 1 - i);
+    q->nfree = q->cap;
+    for (size_t i = 0; i < q->nbig; i++)
+        q->bigfree[i] = static_cast<uint32_t>(q->nbig - 1 - i);
+    q->nbigfree = q->nbig;
+}
+
+// The epoll fd every source joins; for a blocking wait object also the
+// eventfd posts signal (and the mutex/condition pair of MUTEX_COND).
+int open_signals(eq* q, enum fi_wait_obj wobj) {
+    q->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (q->epfd < 0) return fi_err(errno);
+    if (wobj != FI_WAIT_NONE && wobj != FI_WAIT_YIELD) {
+        q->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (q->efd < 0) return fi_err(errno);
+        struct epoll_event ev {};
+        ev.events = EPOLLIN;
+        ev.data.ptr = nullptr;
+        if (epoll_ctl(q->epfd, EPOLL_CTL_ADD, q->efd, &ev) != 0) return fi_err(errno);
+        q->signals = true;
+    }
+    if (wobj == FI_WAIT_MUTEX_COND) {
+        pthread_mutex_init(&q->mc_mu, nullptr);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_cond_init(&q->mc_cond, &ca);
+        pthread_condattr_destroy(&ca);
+        q->has_mc = true;
+    }
+    return 0;
+}
+
+}  // namespace
+
 int eq_open(struct fid_fabric* ff, struct fi_eq_attr* attr, struct fid_eq** out, void* context) {
     return guard([&] {
         fabric* fab = from_fid<fabric>(ff);
@@ -1006,77 +1091,17 @@ int eq_open(struct fid_fabric* ff, struct fi_eq_attr* attr, struct fid_eq** out,
             return -FI_EINVAL;
         }
         wait_set* ws = nullptr;
-        // Read as an int: an out-of-range value must be rejected, not loaded
-        // as an enum (undefined behaviour).
-        int raw_wait;
-        static_assert(sizeof raw_wait == sizeof attr->wait_obj);
-        std::memcpy(&raw_wait, &attr->wait_obj, sizeof raw_wait);
         enum fi_wait_obj wobj = FI_WAIT_NONE;
-        switch (raw_wait) {
-        case FI_WAIT_NONE:
-        case FI_WAIT_FD:
-        case FI_WAIT_POLLFD:
-        case FI_WAIT_MUTEX_COND:
-        case FI_WAIT_YIELD:
-            wobj = static_cast<enum fi_wait_obj>(raw_wait);
-            break;
-        case FI_WAIT_UNSPEC:
-            wobj = FI_WAIT_FD;  // evd's best blocking object: an fd
-            break;
-        case FI_WAIT_SET:
-            wobj = FI_WAIT_SET;
-            ws = wait_set_from_fid(attr->wait_set);
-            if (!ws) {
-                EVD_WARN(FI_LOG_EQ, "fi_eq_open: FI_WAIT_SET needs an evd wait set\n");
-                return -FI_EINVAL;
-            }
-            break;
-        default:
-            EVD_WARN(FI_LOG_EQ, "fi_eq_open: unknown wait_obj %d\n", raw_wait);
-            return -FI_EINVAL;
-        }
+        if (int r = take_wait_obj(attr, &wobj, &ws)) return r;
 
         auto q = std::make_unique<eq>();
         q->fab = fab;
         q->api = fab->fid.api_version;
         q->flags = attr->flags;
         q->wobj = wobj;
-        q->ucap = size;
-        q->cap = size + std::clamp<size_t>(size / 4, 4, 256);
-        q->max_write = std::max(get_params().eq_max_write, kEqInline);
-        q->nbig = std::min(q->cap, std::max<size_t>(kMaxBig, (size_t{1} << 20) / q->max_write));
-        q->nbig = std::min(q->nbig, q->cap);
-        q->slots.reset(new slot[q->cap]);
-        q->order.reset(new uint32_t[q->cap]);
-        q->freel.reset(new uint32_t[q->cap]);
-        q->bigfree.reset(new uint32_t[q->nbig]);
-        q->bigmem.reset(new unsigned char[q->nbig * q->max_write]);  // not touched until used
-        q->errbuf.reset(new unsigned char[q->max_write]);
-        for (size_t i = 0; i < q->cap; i++) q->freel[i] = static_cast<uint32_t>(q->cap - 1 - i);
-        q->nfree = q->cap;
-        for (size_t i = 0; i < q->nbig; i++)
-            q->bigfree[i] = static_cast<uint32_t>(q->nbig - 1 - i);
-        q->nbigfree = q->nbig;
+        alloc_storage(q.get(), size);
 
-        q->epfd = epoll_create1(EPOLL_CLOEXEC);
-        if (q->epfd < 0) return fi_err(errno);
-        if (wobj != FI_WAIT_NONE && wobj != FI_WAIT_YIELD) {
-            q->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-            if (q->efd < 0) return fi_err(errno);
-            struct epoll_event ev {};
-            ev.events = EPOLLIN;
-            ev.data.ptr = nullptr;
-            if (epoll_ctl(q->epfd, EPOLL_CTL_ADD, q->efd, &ev) != 0) return fi_err(errno);
-            q->signals = true;
-        }
-        if (wobj == FI_WAIT_MUTEX_COND) {
-            pthread_mutex_init(&q->mc_mu, nullptr);
-            pthread_condattr_t ca;
-            pthread_condattr_init(&ca);
-            pthread_cond_init(&q->mc_cond, &ca);
-            pthread_condattr_destroy(&ca);
-            q->has_mc = true;
-        }
+        if (int r = open_signals(q.get(), wobj)) return r;
         if (attr->flags & FI_AFFINITY)
             EVD_INFO(FI_LOG_EQ, "fi_eq_open: signaling_vector %d noted (EQ interrupts are "
                      "not steerable; hint ignored)\n", attr->signaling_vector);
