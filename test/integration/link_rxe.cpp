@@ -72,6 +72,10 @@ protected:
     void TearDown() override {
         blackhole_veth0(false);
         rxetest::link_up();  // never leave the link down for later tests
+        if (busy_mr) {  // before its domain
+            EXPECT_EQ(fi_close(&busy_mr->fid), 0);
+        }
+        busy_mr = nullptr;
         close_side(c);
         close_side(s);
         close_listener();
@@ -228,6 +232,29 @@ protected:
         EXPECT_EQ(in, out);
         fi_close(&om->fid);
         fi_close(&im->fid);
+    }
+
+    // A receive posted on the server, as every MSG application has one;
+    // expect_receive_flushed() checks that it completed as flushed, with its
+    // context, once the server's endpoint ended.
+    std::vector<uint8_t> busy_buf = std::vector<uint8_t>(256);
+    struct fid_mr* busy_mr = nullptr;
+    int busy_ctx = 0;
+    void post_server_receive() {
+        ASSERT_EQ(fi_mr_reg(s.dom, busy_buf.data(), busy_buf.size(), FI_RECV, 0, 0, 0, &busy_mr,
+                            nullptr),
+                  0);
+        ASSERT_EQ(fi_recv(s.ep, busy_buf.data(), busy_buf.size(), fi_mr_desc(busy_mr), 0,
+                          &busy_ctx),
+                  0);
+    }
+    void expect_receive_flushed() {
+        struct fi_cq_data_entry e {};
+        EXPECT_EQ(rxetest::cq_wait_one(s.rx, e, 5000), -FI_EAVAIL) << "posted receive not flushed";
+        struct fi_cq_err_entry ce {};
+        ASSERT_EQ(fi_cq_readerr(s.rx, &ce, 0), 1);
+        EXPECT_EQ(ce.op_context, &busy_ctx);
+        EXPECT_EQ(ce.err, FI_ECANCELED);
     }
 
     // Checks one fail-fast record: FI_ENETDOWN about x's endpoint and port.
@@ -419,11 +446,7 @@ TEST_F(LinkRxe, ProgressProbeLeavesAWorkingConnectionAlone) {
 // its posted work completes as flushed.
 TEST_F(LinkRxe, ConnectionWithoutProgressAfterTheLinkReturnsEnds) {
     ASSERT_NO_FATAL_FAILURE(connect());
-    std::vector<uint8_t> in(256);
-    struct fid_mr* im = nullptr;
-    ASSERT_EQ(fi_mr_reg(s.dom, in.data(), in.size(), FI_RECV, 0, 0, 0, &im, nullptr), 0);
-    int rctx = 0;
-    ASSERT_EQ(fi_recv(s.ep, in.data(), in.size(), fi_mr_desc(im), 0, &rctx), 0);
+    ASSERT_NO_FATAL_FAILURE(post_server_receive());
     ASSERT_EQ(rxetest::link_down(), 0);
     ASSERT_EQ(blackhole_veth0(true), 0);
     ASSERT_EQ(rxetest::link_up(), 0);
@@ -438,25 +461,15 @@ TEST_F(LinkRxe, ConnectionWithoutProgressAfterTheLinkReturnsEnds) {
     EXPECT_GT(ms, 1500.0) << "ended before its probe could have completed";
     EXPECT_LT(ms, 10000.0);
     std::printf("# rxe0's endpoint ended (FI_ETIMEDOUT) %.0f ms after the link returned\n", ms);
+    ASSERT_NO_FATAL_FAILURE(expect_receive_flushed());
     struct fi_cq_data_entry e {};
-    EXPECT_EQ(rxetest::cq_wait_one(s.rx, e, 5000), -FI_EAVAIL) << "posted receive not flushed";
-    struct fi_cq_err_entry ce {};
-    ASSERT_EQ(fi_cq_readerr(s.rx, &ce, 0), 1);
-    EXPECT_EQ(ce.op_context, &rctx);
-    EXPECT_EQ(ce.err, FI_ECANCELED);
     EXPECT_EQ(fi_cq_read(s.tx, &e, 1), -FI_EAGAIN) << "the probe reached the CQ";
-    fi_close(&im->fid);
 }
 
 TEST_F(LinkRxe, FailFastEndsTheEndpointOnThePortAtOnce) {
     fail_fast = true;
     ASSERT_NO_FATAL_FAILURE(connect());
-    // busy: a receive posted on the server, as every MSG application has
-    std::vector<uint8_t> in(256);
-    struct fid_mr* im = nullptr;
-    ASSERT_EQ(fi_mr_reg(s.dom, in.data(), in.size(), FI_RECV, 0, 0, 0, &im, nullptr), 0);
-    int rctx = 0;
-    ASSERT_EQ(fi_recv(s.ep, in.data(), in.size(), fi_mr_desc(im), 0, &rctx), 0);
+    ASSERT_NO_FATAL_FAILURE(post_server_receive());
     auto down = clk::now();
     ASSERT_EQ(rxetest::link_down(), 0);
     struct fi_eq_err_entry err {};
@@ -464,12 +477,7 @@ TEST_F(LinkRxe, FailFastEndsTheEndpointOnThePortAtOnce) {
     double ms = ms_since(down);
     ASSERT_NO_FATAL_FAILURE(expect_port_terminal(s, err));
     std::printf("# fail-fast: rxe0's endpoint ended %.0f ms after link down\n", ms);
-    struct fi_cq_data_entry e {};
-    EXPECT_EQ(rxetest::cq_wait_one(s.rx, e, 5000), -FI_EAVAIL) << "posted receive not flushed";
-    struct fi_cq_err_entry ce {};
-    ASSERT_EQ(fi_cq_readerr(s.rx, &ce, 0), 1);
-    EXPECT_EQ(ce.op_context, &rctx);
-    EXPECT_EQ(ce.err, FI_ECANCELED);
+    ASSERT_NO_FATAL_FAILURE(expect_receive_flushed());
     // The peer's port goes down with the link too (veth1 loses its carrier,
     // rxe1 raises PORT_ERR): the same record, for its own endpoint.
     ASSERT_TRUE(wait_error(c, err, 5000)) << "no terminal record on rxe1's endpoint";
@@ -477,7 +485,6 @@ TEST_F(LinkRxe, FailFastEndsTheEndpointOnThePortAtOnce) {
     std::printf("# fail-fast: rxe1's endpoint ended %.0f ms after link down\n", ms_since(down));
     ASSERT_EQ(rxetest::link_up(), 0);
     ASSERT_NO_FATAL_FAILURE(no_event_for(300));
-    fi_close(&im->fid);
 }
 
 }  // namespace
