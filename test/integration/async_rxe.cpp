@@ -657,10 +657,6 @@ TEST_F(AsyncRxe, EqwatchPrintsLinkFlap) {
 
 namespace {
 
-bool device_exists(const char* dev) {
-    return access((std::string("/sys/class/infiniband/") + dev).c_str(), F_OK) == 0;
-}
-
 // `rdma link delete rxe0` with a connected endpoint, a listener and an
 // armed domain on rxe0. rxe raises no IBV_EVENT_DEVICE_FATAL (it cannot
 // disassociate user contexts; docs/rxe-async-events.md): the end arrives as
@@ -714,11 +710,7 @@ TEST_F(AsyncRxe, LinkDeleteEndsEveryEndpointExactlyOnce) {
     }
     // The application closes what it had on rxe0; the delete then completes.
     p.close();
-    bool gone = false;
-    for (int i = 0; i < 300 && !gone; ++i) {
-        gone = !device_exists(dev0());
-        if (!gone) usleep(100000);
-    }
+    const bool gone = rxetest::wait_device_gone(dev0(), 30);
     FILE* f = std::fopen(log.c_str(), "r");
     char buf[256] = "";
     if (f) {
@@ -731,10 +723,7 @@ TEST_F(AsyncRxe, LinkDeleteEndsEveryEndpointExactlyOnce) {
     EXPECT_TRUE(gone) << "rdma link delete did not complete after every evd object was closed";
     // Put rxe0 back for the following tests.
     if (gone) {
-        std::string add = std::string("rdma link add ") + dev0() + " type rxe netdev " + netdev0();
-        EXPECT_EQ(std::system(add.c_str()), 0);
-        wait_port_active();
-        usleep(2000000);  // the IPv4 GID appears shortly after ACTIVE
+        EXPECT_TRUE(rxetest::readd_device(dev0(), netdev0(), 30)) << "could not re-create " << dev0();
     }
 }
 

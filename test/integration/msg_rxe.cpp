@@ -959,27 +959,9 @@ TEST(CmRxeRemoval, DeviceRemovalUnderLiveConnections) {
     waitpid(pid, &st, 0);
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "victim failed, status " << st;
     // wait until the device is gone, then bring it back for whatever runs next
-    bool gone = false;
-    for (int i = 0; i < 300 && !gone; i++) {
-        gone = !run_cmd("rdma link show " + dev1 + "/1 >/dev/null 2>&1");
-        if (!gone) usleep(100000);
-    }
-    EXPECT_TRUE(gone) << dev1 << " still present 30 s after its users exited";
-    // (the netdev stays claimed for a moment after the device disappeared)
-    bool added = false;
-    for (int i = 0; i < 300 && !added; i++) {
-        added = run_cmd("rdma link add " + dev1 + " type rxe netdev " + net1 + " 2>/dev/null");
-        if (!added) usleep(100000);
-    }
-    ASSERT_TRUE(added) << "could not re-create " << dev1;
-    bool active = false;
-    for (int i = 0; i < 300 && !active; i++) {
-        active = run_cmd("rdma link show " + dev1 + "/1 | grep -q 'state ACTIVE' && "
-                         "cat /sys/class/infiniband/" + dev1 +
-                         "/ports/1/gids/* | grep -q ffff:c000");
-        if (!active) usleep(100000);
-    }
-    EXPECT_TRUE(active) << dev1 << " did not come back";
+    EXPECT_TRUE(rxetest::wait_device_gone(dev1, 30))
+        << dev1 << " still present 30 s after its users exited";
+    EXPECT_TRUE(rxetest::readd_device(dev1, net1, 30)) << "could not re-create " << dev1;
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include <rdma/fi_errno.h>
 
 #include "../unit/common.h"
+#include "rxe_util.h"
 
 namespace {
 
@@ -34,27 +35,12 @@ std::string env(const char* name, const char* def) {
     return v && *v ? v : def;
 }
 
-bool device_exists(const std::string& dev) {
-    return access(("/sys/class/infiniband/" + dev).c_str(), F_OK) == 0;
-}
+using rxetest::device_exists;
 
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-bool sh(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
-
-// Port 1 ACTIVE and the IPv4-mapped GID present (rdma_cm needs both).
-bool wait_ready(const std::string& dev, double secs) {
-    double end = now_s() + secs;
-    while (now_s() < end) {
-        if (sh("rdma link show " + dev + "/1 2>/dev/null | grep -q 'state ACTIVE' && "
-               "cat /sys/class/infiniband/" + dev + "/ports/1/gids/* 2>/dev/null | grep -q ffff:c000"))
-            return true;
-        usleep(100000);
-    }
-    return false;
-}
 
 fi_info* base_hints() {
     fi_info* h = fi_allocinfo();
@@ -141,16 +127,7 @@ protected:
         }
     }
 
-    bool readd() {
-        // the netdev stays claimed for a moment after the device went away
-        double end = now_s() + 30;
-        while (now_s() < end) {
-            if (sh("rdma link add " + dev1 + " type rxe netdev " + net1 + " 2>/dev/null"))
-                return wait_ready(dev1, 30);
-            usleep(100000);
-        }
-        return false;
-    }
+    bool readd() { return rxetest::readd_device(dev1, net1, 30); }
 
     void TearDown() override {
         if (IsSkipped()) return;

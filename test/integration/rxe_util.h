@@ -233,6 +233,38 @@ inline struct fi_info* rma_hints(size_t depth) {
     return h;
 }
 
+// ---- removing and re-creating an rxe device (the device-removal tests)
+inline bool sh_ok(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
+inline bool device_exists(const std::string& dev) {
+    return sh_ok("test -e /sys/class/infiniband/" + dev);
+}
+// Waits until dev is gone (rdma link delete completes only once every user
+// closed its objects); false after `secs`.
+inline bool wait_device_gone(const std::string& dev, int secs) {
+    return evdtest::wait_until([&] { return !device_exists(dev); },
+                               std::chrono::milliseconds(secs * 1000));
+}
+// Port 1 of dev ACTIVE and its IPv4-mapped GID present (rdma_cm needs both;
+// the GID appears shortly after the port turns ACTIVE).
+inline bool wait_device_ready(const std::string& dev, int secs) {
+    return evdtest::wait_until(
+        [&] {
+            return sh_ok("grep -q ACTIVE /sys/class/infiniband/" + dev +
+                         "/ports/1/state 2>/dev/null && cat /sys/class/infiniband/" + dev +
+                         "/ports/1/gids/* 2>/dev/null | grep -q ffff:c000");
+        },
+        std::chrono::milliseconds(secs * 1000));
+}
+// Re-creates rxe device dev on netdev and waits until it is ready. The
+// netdev stays claimed for a moment after the device went away, so the add
+// is retried; false when it never succeeded or the device never got ready.
+inline bool readd_device(const std::string& dev, const std::string& netdev, int secs) {
+    const bool added = evdtest::wait_until(
+        [&] { return sh_ok("rdma link add " + dev + " type rxe netdev " + netdev + " 2>/dev/null"); },
+        std::chrono::milliseconds(secs * 1000));
+    return added && wait_device_ready(dev, secs);
+}
+
 // A connected pair for the data and counter suites: a listener on rxe0 and a
 // client on rxe1, each side with its own domain and EQ (Side has ep and eq).
 // Derived provides pair_hints() and open_side(Side&, fi_info*), which opens,
