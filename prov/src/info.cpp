@@ -488,27 +488,9 @@ std::string device_mismatch(const dev_desc& d, const fi_info* h) {
 size_t clamp_param(size_t param, size_t device) { return param && param < device ? param : device; }
 size_t inject_limit(const dev_desc& d) { return clamp_param(get_params().inject_size, d.max_inline); }
 
-// One fi_info for device d with the given addresses.
-info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi_info* h,
-                   const sockaddr_any& src, const sockaddr_any* dest) {
-    info_ptr fi(fi_allocinfo());
-    if (!fi) throw std::bad_alloc();
-    fi_info* i = fi.get();
-
-    i->caps = w.caps;
-    i->mode = w.mode;
-    i->addr_format = format_of_family(src.family());
-    if (src.len) {
-        i->src_addr = dup_addr(src);
-        i->src_addrlen = src.len;
-    }
-    if (dest && dest->len) {
-        i->dest_addr = dup_addr(*dest);
-        i->dest_addrlen = dest->len;
-    }
-    if (h && h->handle && h->handle->fclass == FI_CLASS_PEP) i->handle = h->handle;
-
-    fi_tx_attr* tx = i->tx_attr;
+// The transmit attributes: the device's limits, narrowed by the hints.
+void fill_tx_attr(fi_tx_attr* tx, const dev_desc& d, uint32_t version, const wants& w,
+                  const fi_info* h) {
     tx->caps = w.caps & kTxCaps;
     if (h && h->tx_attr && h->tx_attr->caps) tx->caps = h->tx_attr->caps & w.caps;
     tx->mode = 0;
@@ -527,8 +509,11 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
         if (h->tx_attr->rma_iov_limit) tx->rma_iov_limit = h->tx_attr->rma_iov_limit;
         tx->tclass = h->tx_attr->tclass;
     }
+}
 
-    fi_rx_attr* rx = i->rx_attr;
+// The receive attributes.
+void fill_rx_attr(fi_rx_attr* rx, const dev_desc& d, uint32_t version, const wants& w,
+                  const fi_info* h) {
     rx->caps = w.caps & kRxCaps;
     if (h && h->rx_attr && h->rx_attr->caps) rx->caps = h->rx_attr->caps & w.caps;
     rx->mode = w.cq_data ? FI_RX_CQ_DATA : 0;
@@ -542,8 +527,10 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
         if (h->rx_attr->size) rx->size = h->rx_attr->size;
         if (h->rx_attr->iov_limit) rx->iov_limit = h->rx_attr->iov_limit;
     }
+}
 
-    fi_ep_attr* ep = i->ep_attr;
+// The endpoint attributes: an RC connection through rdma_cm.
+void fill_ep_attr(fi_ep_attr* ep, const dev_desc& d, const fi_info* h) {
     ep->type = FI_EP_MSG;
     ep->protocol = FI_PROTO_RDMA_CM_IB_RC;
     ep->protocol_version = 1;
@@ -555,8 +542,11 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
     ep->mem_tag_format = 0;
     ep->tx_ctx_cnt = 1;
     ep->rx_ctx_cnt = h && h->ep_attr && h->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT ? FI_SHARED_CONTEXT : 1;
+}
 
-    fi_domain_attr* dom = i->domain_attr;
+// The domain attributes: the device's counts, the hints' choices.
+void fill_domain_attr(fi_domain_attr* dom, const dev_desc& d, uint32_t version, const wants& w,
+                      const fi_info* h) {
     dom->name = dup_or_throw(d.name);
     dom->threading = FI_THREAD_SAFE;
     dom->control_progress = FI_PROGRESS_AUTO;
@@ -605,6 +595,32 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
         if (a->caps) dom->caps = a->caps & kDomainCaps;
         dom->tclass = a->tclass;
     }
+}
+
+// One fi_info for device d with the given addresses.
+info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi_info* h,
+                   const sockaddr_any& src, const sockaddr_any* dest) {
+    info_ptr fi(fi_allocinfo());
+    if (!fi) throw std::bad_alloc();
+    fi_info* i = fi.get();
+
+    i->caps = w.caps;
+    i->mode = w.mode;
+    i->addr_format = format_of_family(src.family());
+    if (src.len) {
+        i->src_addr = dup_addr(src);
+        i->src_addrlen = src.len;
+    }
+    if (dest && dest->len) {
+        i->dest_addr = dup_addr(*dest);
+        i->dest_addrlen = dest->len;
+    }
+    if (h && h->handle && h->handle->fclass == FI_CLASS_PEP) i->handle = h->handle;
+
+    fill_tx_attr(i->tx_attr, d, version, w, h);
+    fill_rx_attr(i->rx_attr, d, version, w, h);
+    fill_ep_attr(i->ep_attr, d, h);
+    fill_domain_attr(i->domain_attr, d, version, w, h);
 
     fi_fabric_attr* fab = i->fabric_attr;
     fab->name = dup_or_throw(fabric_name(d));
