@@ -553,6 +553,113 @@ extern struct fi_ops_cm ep_cm_ops;
 }  // namespace
 
 // ------------------------------------------------------------------ rdma_cm events
+namespace {
+
+// ADDR_RESOLVED: the id is on a device now; the QP goes with it, then the
+// route is resolved.
+void on_addr_resolved(ep* e) {
+    if (state_of(e) != ep_state::resolving) return;
+    int ret = 0;
+    if (!e->qp) {
+        ret = ep_create_qp(e);
+    } else if (e->id->qp != e->qp) {
+        // the id is on a device now: it drives the QP from here
+        if (e->id->verbs != e->dom->dev->verbs) {
+            EVD_WARN(FI_LOG_EP_CTRL,
+                     "fi_connect: the source address is on device %s but the "
+                     "endpoint's domain is %s\n",
+                     ibv_get_device_name(e->id->verbs->device),
+                     e->dom->dev->name.c_str());
+            ret = -FI_EINVAL;
+        } else {
+            e->id->qp = e->qp;
+        }
+    }
+    if (!ret && rdma_resolve_route(e->id, get_params().cm_timeout_ms))
+        ret = fi_err(errno);
+    if (ret && ep_claim_terminal(e)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: after address resolution: %d\n", ret);
+        post_terminal_err(e, -ret, -ret, nullptr, 0);
+    }
+}
+
+// ROUTE_RESOLVED: the connect request goes out, unless the port is down.
+void on_route_resolved(ep* e) {
+    if (state_of(e) != ep_state::resolving) return;
+    struct rdma_conn_param cp;
+    fill_conn_param(&cp, e->conn_data, e->conn_data_len);
+    if (!port_active_now(e->id->verbs, e->id->port_num)) {
+        // The REQ would be lost, and on rxe its failed send disables
+        // the device's connection management (linger.h).
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: port %u of %s is down: no request sent\n",
+                 e->id->port_num, ibv_get_device_name(e->id->verbs->device));
+        if (ep_claim_terminal(e)) post_terminal_err(e, FI_ENETDOWN, ENETDOWN, nullptr, 0);
+        return;
+    }
+    set_state(e, ep_state::connecting);
+    e->cm_started = true;
+    if (rdma_connect(e->id, &cp)) {
+        int err = errno;
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: rdma_connect: %s\n", strerror(err));
+        if (ep_claim_terminal(e)) post_terminal_err(e, FI_ECONNABORTED, err, nullptr, 0);
+    } else {
+        cm_deadline_set(e->chan, e);
+    }
+}
+
+// ESTABLISHED: FI_CONNECTED, with the accept data on the active side.
+void on_established(ep* e, const cm_action& a) {
+    auto st = state_of(e);
+    if (st != ep_state::connecting && st != ep_state::accepting) {
+        EVD_WARN(FI_LOG_EP_CTRL, "ep %p: ESTABLISHED in state %d: ignored\n",
+                 static_cast<void*>(e), static_cast<int>(st));
+        return;
+    }
+    set_state(e, ep_state::connected);
+    e->cm_established = true;
+    const void* data = nullptr;
+    size_t len = 0;
+    if (st == ep_state::connecting) {  // the active side gets the accept data
+        if (a.data_ok) {
+            data = a.data;
+            len = a.data_len;
+        } else {
+            EVD_WARN(FI_LOG_EP_CTRL,
+                     "accept data without a valid evd header: delivered as 0 bytes\n");
+        }
+    }
+    cm_post_cm(ep_route_eq(e), FI_CONNECTED, &e->fid.fid, nullptr, data, len);
+}
+
+// DISCONNECTED: the peer's DREQ is answered and the endpoint ends with
+// FI_SHUTDOWN.
+void on_disconnected(ep* e) {
+    // Answer the peer's DREQ (DREP) now, so the side that called
+    // fi_shutdown sees its DISCONNECTED without waiting for a timeout.
+    // The side that called fi_shutdown already sent its DREQ: this
+    // DISCONNECTED is the answer, nothing more to send.
+    if (e->id && !e->disconnect_sent) {
+        rdma_disconnect(e->id);
+        e->disconnect_sent = true;
+    }
+    if (ep_claim_terminal(e)) {
+        set_state(e, ep_state::shutdown);
+        cm_post_cm(ep_route_eq(e), FI_SHUTDOWN, &e->fid.fid, nullptr, nullptr, 0);
+    }
+}
+
+// Every other end (unreachable, rejected, device removal): one terminal error.
+void on_error(ep* e, const cm_row& r, const cm_action& a) {
+    if (ep_claim_terminal(e)) {
+        const void* data = a.peer_reject && a.data_ok ? a.data : nullptr;
+        EVD_INFO(FI_LOG_EP_CTRL, "ep %p: %s (status %d)\n", static_cast<void*>(e),
+                 r.name, a.prov_errno);
+        post_terminal_err(e, r.fi_err, a.prov_errno, data, data ? a.data_len : 0);
+    }
+}
+
+}  // namespace
+
 struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a) {
     std::lock_guard lk(e->mu);
     const cm_row& r = *a.row;
@@ -573,100 +680,21 @@ struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action&
         return nullptr;
     }
     switch (r.outcome) {
-        case cm_outcome::resolve_route: {
-            if (state_of(e) != ep_state::resolving) break;
-            int ret = 0;
-            if (!e->qp) {
-                ret = ep_create_qp(e);
-            } else if (e->id->qp != e->qp) {
-                // the id is on a device now: it drives the QP from here
-                if (e->id->verbs != e->dom->dev->verbs) {
-                    EVD_WARN(FI_LOG_EP_CTRL,
-                             "fi_connect: the source address is on device %s but the "
-                             "endpoint's domain is %s\n",
-                             ibv_get_device_name(e->id->verbs->device),
-                             e->dom->dev->name.c_str());
-                    ret = -FI_EINVAL;
-                } else {
-                    e->id->qp = e->qp;
-                }
-            }
-            if (!ret && rdma_resolve_route(e->id, get_params().cm_timeout_ms))
-                ret = fi_err(errno);
-            if (ret && ep_claim_terminal(e)) {
-                EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: after address resolution: %d\n", ret);
-                post_terminal_err(e, -ret, -ret, nullptr, 0);
-            }
+        case cm_outcome::resolve_route:
+            on_addr_resolved(e);
             break;
-        }
-        case cm_outcome::send_connect: {
-            if (state_of(e) != ep_state::resolving) break;
-            struct rdma_conn_param cp;
-            fill_conn_param(&cp, e->conn_data, e->conn_data_len);
-            if (!port_active_now(e->id->verbs, e->id->port_num)) {
-                // The REQ would be lost, and on rxe its failed send disables
-                // the device's connection management (linger.h).
-                EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: port %u of %s is down: no request sent\n",
-                         e->id->port_num, ibv_get_device_name(e->id->verbs->device));
-                if (ep_claim_terminal(e)) post_terminal_err(e, FI_ENETDOWN, ENETDOWN, nullptr, 0);
-                break;
-            }
-            set_state(e, ep_state::connecting);
-            e->cm_started = true;
-            if (rdma_connect(e->id, &cp)) {
-                int err = errno;
-                EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: rdma_connect: %s\n", strerror(err));
-                if (ep_claim_terminal(e)) post_terminal_err(e, FI_ECONNABORTED, err, nullptr, 0);
-            } else {
-                cm_deadline_set(e->chan, e);
-            }
+        case cm_outcome::send_connect:
+            on_route_resolved(e);
             break;
-        }
-        case cm_outcome::connected: {
-            auto st = state_of(e);
-            if (st != ep_state::connecting && st != ep_state::accepting) {
-                EVD_WARN(FI_LOG_EP_CTRL, "ep %p: ESTABLISHED in state %d: ignored\n",
-                         static_cast<void*>(e), static_cast<int>(st));
-                break;
-            }
-            set_state(e, ep_state::connected);
-            e->cm_established = true;
-            const void* data = nullptr;
-            size_t len = 0;
-            if (st == ep_state::connecting) {  // the active side gets the accept data
-                if (a.data_ok) {
-                    data = a.data;
-                    len = a.data_len;
-                } else {
-                    EVD_WARN(FI_LOG_EP_CTRL,
-                             "accept data without a valid evd header: delivered as 0 bytes\n");
-                }
-            }
-            cm_post_cm(ep_route_eq(e), FI_CONNECTED, &e->fid.fid, nullptr, data, len);
+        case cm_outcome::connected:
+            on_established(e, a);
             break;
-        }
         case cm_outcome::shutdown:
-            // Answer the peer's DREQ (DREP) now, so the side that called
-            // fi_shutdown sees its DISCONNECTED without waiting for a timeout.
-            // The side that called fi_shutdown already sent its DREQ: this
-            // DISCONNECTED is the answer, nothing more to send.
-            if (e->id && !e->disconnect_sent) {
-                rdma_disconnect(e->id);
-                e->disconnect_sent = true;
-            }
-            if (ep_claim_terminal(e)) {
-                set_state(e, ep_state::shutdown);
-                cm_post_cm(ep_route_eq(e), FI_SHUTDOWN, &e->fid.fid, nullptr, nullptr, 0);
-            }
+            on_disconnected(e);
             break;
         case cm_outcome::error:
         case cm_outcome::removal:
-            if (ep_claim_terminal(e)) {
-                const void* data = a.peer_reject && a.data_ok ? a.data : nullptr;
-                EVD_INFO(FI_LOG_EP_CTRL, "ep %p: %s (status %d)\n", static_cast<void*>(e),
-                         r.name, a.prov_errno);
-                post_terminal_err(e, r.fi_err, a.prov_errno, data, data ? a.data_len : 0);
-            }
+            on_error(e, r, a);
             break;
         case cm_outcome::connreq:
         case cm_outcome::internal:
