@@ -297,7 +297,7 @@ void undeliverable(devctx* d, const async_row* row, int type, const char* why) {
 }
 
 // Posts a translated record to q. Returns true when something was posted.
-bool post(devctx* d, eq* q, const async_record& r) {
+bool post_record(devctx* d, eq* q, const async_record& r) {
     int ret = 0;
     if (r.out == async_out::error) {
         ret = eq_post_err(q, r.err, &r.data, sizeof r.data);
@@ -342,7 +342,7 @@ void to_object(devctx* d, const async_row& row, const ibv_async_event& ev, reg_m
         in.terminal = terminal;
         in.timestamp_ns = ts;
         in.seq = seq;
-        post(d, q, async_translate(ev, in));
+        post_record(d, q, async_translate(ev, in));
     } else {
         EVD_INFO(FI_LOG_EQ, "async %s of %s: endpoint already had its terminal event\n",
                  row.name, d->name.c_str());
@@ -379,7 +379,7 @@ void to_domains(devctx* d, const async_row& row, const ibv_async_event& ev, uint
         in.notify_wanted = (dom->eq_flags & FI_EVD_NOTIFY_ASYNC) != 0;
         in.timestamp_ns = ts;
         in.seq = seq;
-        post(d, q, async_translate(ev, in));
+        post_record(d, q, async_translate(ev, in));
     }
     if (!any) undeliverable(d, &row, async_event_type(ev), "no evd domain is open on it");
 }
@@ -403,7 +403,7 @@ void post_endpoint_terminal(devctx* d, const async_row& row, const async_target&
     in.seq = seq;
     async_record r = async_translate(ev, in);
     if (qp) r.data.qp_num = qp->qp_num;
-    post(d, q, r);
+    post_record(d, q, r);
 }
 
 // DEVICE_FATAL: one terminal record per endpoint (unless it already had one).

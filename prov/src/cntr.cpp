@@ -32,6 +32,7 @@
 
 #include "cq.h"
 #include "domain.h"
+#include "owners.h"
 #include "wait.h"
 
 namespace evd {
@@ -85,31 +86,14 @@ cntr* cntr_of(struct fid_cntr* f) {
     return from_fid<cntr>(f);
 }
 
-void post(int fd) noexcept {
-    uint64_t one = 1;
-    ssize_t r = ::write(fd, &one, sizeof one);
-    (void)r;  // EAGAIN: the eventfd is already readable
-}
-
 // After every change of value or err. Costs an atomic load unless somebody
 // waits (or the wait fd was exported).
 void wake(cntr* c) noexcept {
     if (c->signal_fd.fd < 0) return;
-    if (c->fd_exported.load(std::memory_order_relaxed)) post(c->signal_fd.fd);
+    if (c->fd_exported.load(std::memory_order_relaxed)) c->signal_fd.signal();
     if (!c->waiters.load()) return;
     std::lock_guard<std::mutex> g(c->wmu);
-    for (int fd : c->wfds) post(fd);
-}
-
-bool drain_fd(int fd) {
-    uint64_t v;
-    return ::read(fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v);
-}
-
-bool drain_signal(cntr* c) {
-    if (c->signal_fd.fd < 0) return false;
-    uint64_t v;
-    return ::read(c->signal_fd.fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v);
+    for (int fd : c->wfds) eventfd_signal(fd);
 }
 
 // Pulls the completions waiting in every source (counting them).
@@ -237,8 +221,8 @@ int do_wait(cntr* c, uint64_t threshold, int timeout) {
             EVD_WARN(FI_LOG_CNTR, "fi_cntr_wait: poll: %s\n", strerror(e));
             return -e;
         }
-        if (p[0].revents & POLLIN) drain_fd(mine.fd);
-        drain_signal(c);  // else an exported, signalled fd keeps poll() returning
+        if (p[0].revents & POLLIN) eventfd_drain(mine.fd);
+        c->signal_fd.drain();  // else an exported, signalled fd keeps poll() returning
     }
 }
 
@@ -260,7 +244,7 @@ int cntr_wait(struct fid_cntr* f, uint64_t threshold, int timeout) {
 // changed since the application last read it (or a source cannot wake the fd).
 int do_trywait(cntr* c) {
     if (c->wait_obj == FI_WAIT_NONE) return -FI_EINVAL;
-    drain_signal(c);
+    c->signal_fd.drain();
     bool changed = false;
     if (!arm(c)) {
         EVD_DBG(FI_LOG_CNTR, "fi_trywait(cntr): a source CQ has no wait object\n");

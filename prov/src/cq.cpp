@@ -196,12 +196,7 @@ void ring_push(cq* c, const struct ibv_wc& wc) {
 
 // Wakes a reader waiting on the CQ: completions were pulled into the backlog
 // by someone other than fi_cq_read (counter progress, the closing flush).
-void signal_backlog(cq* c) {
-    if (c->backlog_fd.fd < 0) return;
-    uint64_t one = 1;
-    ssize_t w = ::write(c->backlog_fd.fd, &one, sizeof one);
-    (void)w;
-}
+void signal_backlog(cq* c) { c->backlog_fd.signal(); }
 
 // Makes room for `more` entries, keeping their order (fi_close only: the
 // closing flush pulls whatever the ibv_cq holds while the user is not reading).
@@ -451,17 +446,6 @@ void drain_channel(cq* c) {
     if (n) ibv_ack_cq_events(c->ibcq.get(), n);
 }
 
-bool drain_signal(cq* c) {
-    if (c->signal_fd.fd < 0) return false;
-    uint64_t v;
-    return ::read(c->signal_fd.fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v);
-}
-
-bool drain_backlog(cq* c) {
-    if (c->backlog_fd.fd < 0) return false;
-    uint64_t v;
-    return ::read(c->backlog_fd.fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v);
-}
 
 // FI_WAIT_YIELD: poll, yielding the CPU between polls, until a completion,
 // fi_cq_signal (-FI_EAGAIN) or the timeout (-FI_EAGAIN); no wait fd is involved.
@@ -512,10 +496,10 @@ ssize_t do_sread(cq* c, void* buf, size_t count, fi_addr_t* src_addr, int timeou
             return -errno;
         }
         if (pfd[1].revents & POLLIN) {
-            drain_signal(c);
+            c->signal_fd.drain();
             return -FI_EAGAIN;  // woken by fi_cq_signal
         }
-        if (pfd[2].revents & POLLIN) drain_backlog(c);  // a counter pulled completions
+        if (pfd[2].revents & POLLIN) c->backlog_fd.drain();  // a counter pulled completions
         if (r == 0 && timeout >= 0 && clock::now() >= deadline) return -FI_EAGAIN;
     }
 }
@@ -549,10 +533,7 @@ int cq_signal(struct fid_cq* f) {
             EVD_WARN(FI_LOG_CQ, "fi_cq_signal: the CQ was opened with FI_WAIT_NONE\n");
             return -FI_ENOSYS;
         }
-        uint64_t one = 1;
-        if (::write(c->signal_fd.fd, &one, sizeof one) != static_cast<ssize_t>(sizeof one))
-            return -errno;
-        return 0;
+        return c->signal_fd.signal() ? 0 : -errno;
     });
 }
 
@@ -808,8 +789,8 @@ int cq_trywait(cq* c) {
     if (!c) return -FI_EINVAL;
     if (c->chan) {
         drain_channel(c);
-        drain_signal(c);
-        drain_backlog(c);
+        c->signal_fd.drain();
+        c->backlog_fd.drain();
         if (ibv_req_notify_cq(c->ibcq.get(), 0)) return -FI_EIO;
     }
     fatal_note notes[kBatch] = {};  // (zeroed: g++ cannot see nnotes guards it)

@@ -12,6 +12,7 @@
 #include <rdma/rdma_cma.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <memory>
 #include <utility>
 
@@ -50,6 +51,18 @@ int release_with(P& p, Fn fn) {
     return rc;
 }
 
+// An eventfd as a doorbell: signal makes it readable (true when written; a
+// doorbell already rung stays rung), drain clears it (true when it was
+// readable). Both are no-ops on fd -1.
+inline bool eventfd_signal(int fd) noexcept {
+    uint64_t one = 1;
+    return fd >= 0 && ::write(fd, &one, sizeof one) == static_cast<ssize_t>(sizeof one);
+}
+inline bool eventfd_drain(int fd) noexcept {
+    uint64_t v;
+    return fd >= 0 && ::read(fd, &v, sizeof v) == static_cast<ssize_t>(sizeof v);
+}
+
 // A file descriptor (eventfd, epoll, timerfd): closed with its owner.
 struct fd_owner {
     int fd = -1;
@@ -60,6 +73,9 @@ struct fd_owner {
     ~fd_owner() {
         if (fd >= 0) ::close(fd);
     }
+    // For an eventfd (eventfd_signal, eventfd_drain).
+    bool signal() const noexcept { return eventfd_signal(fd); }
+    bool drain() const noexcept { return eventfd_drain(fd); }
 };
 
 // Runs an undo step unless the work it protects completed (dismiss()): for

@@ -37,7 +37,7 @@ srx* srx_of(struct fid* f) {
     return from_fid<srx>(reinterpret_cast<struct fid_ep*>(f));
 }
 
-ssize_t post(srx* s, const struct iovec* iov, void* const* desc, size_t count, void* context) {
+ssize_t post_recv(srx* s, const struct iovec* iov, void* const* desc, size_t count, void* context) {
     if (count > s->max_sge || (count && !iov)) {
         EVD_WARN(FI_LOG_EP_DATA, "fi_recv(srx): %zu iovs (at most %u, non-NULL)\n", count, s->max_sge);
         return -FI_EINVAL;
@@ -71,20 +71,20 @@ ssize_t srx_recv(struct fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t,
     srx* s = from_fid<srx>(f);
     if (!s) return -FI_EINVAL;
     struct iovec iov = {buf, len};
-    return post(s, &iov, &desc, 1, context);
+    return post_recv(s, &iov, &desc, 1, context);
 }
 
 ssize_t srx_recvv(struct fid_ep* f, const struct iovec* iov, void** desc, size_t count, fi_addr_t,
                   void* context) {
     srx* s = from_fid<srx>(f);
     if (!s) return -FI_EINVAL;
-    return post(s, iov, desc, count, context);
+    return post_recv(s, iov, desc, count, context);
 }
 
 ssize_t srx_recvmsg(struct fid_ep* f, const struct fi_msg* msg, uint64_t flags) {
     srx* s = from_fid<srx>(f);
     if (!s || !msg) return -FI_EINVAL;
-    return post(s, msg->msg_iov, msg->desc, msg->iov_count, msg->context);
+    return post_recv(s, msg->msg_iov, msg->desc, msg->iov_count, msg->context);
 }
 
 ssize_t no_send(struct fid_ep*, const void*, size_t, void*, fi_addr_t, void*) { return -FI_ENOSYS; }
