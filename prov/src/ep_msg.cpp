@@ -828,31 +828,27 @@ int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** ou
                 return -FI_EINVAL;
             }
         }
-        auto* e = new ep;
-        e->info = fi_dupinfo(info);
-        if (!e->info) {
-            delete e;
-            return -FI_ENOMEM;
-        }
-        e->info->handle = nullptr;
+        info_ptr dup(fi_dupinfo(info));
+        if (!dup) return -FI_ENOMEM;
+        dup->handle = nullptr;
+        bool keep_src_port = false;
         if (from_pep) {
             // the active endpoint takes the passive endpoint's address (port included)
             std::lock_guard plk(from_pep->mu);
             auto* sa = static_cast<const struct sockaddr*>(from_pep->info->src_addr);
             if (size_t n = cm_addrlen(sa)) {
                 void* a = std::malloc(n);
-                if (!a) {
-                    fi_freeinfo(e->info);
-                    delete e;
-                    return -FI_ENOMEM;
-                }
+                if (!a) return -FI_ENOMEM;
                 std::memcpy(a, sa, n);
-                std::free(e->info->src_addr);
-                e->info->src_addr = a;
-                e->info->src_addrlen = n;
-                e->keep_src_port = true;
+                std::free(dup->src_addr);
+                dup->src_addr = a;
+                dup->src_addrlen = n;
+                keep_src_port = true;
             }
         }
+        auto e = std::make_unique<ep>();
+        e->info = dup.get();  // e owns it once it is handed out
+        e->keep_src_port = keep_src_port;
         e->fid.fid.fclass = FI_CLASS_EP;
         e->fid.fid.context = context;
         e->fid.fid.ops = &ep_fi_ops;
@@ -860,17 +856,12 @@ int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** ou
         e->fid.cm = &ep_cm_ops;
         e->dom = d;
         if (r) {
-            int ret = adopt_connreq(e, r, d);
-            if (ret) {
-                fi_freeinfo(e->info);
-                e->tag = kind{0};
-                delete e;
-                return ret;
-            }
+            if (int ret = adopt_connreq(e.get(), r, d)) return ret;
         }
         d->refs.get();
-        ep_data_init(e);
-        *out = &e->fid;
+        ep_data_init(e.get());
+        (void)dup.release();
+        *out = &e.release()->fid;
         return 0;
     });
 }
