@@ -21,6 +21,7 @@
 #include "domain.h"
 #include "eq.h"
 #include "fabric.h"
+#include "internal_fabric.h"
 
 #ifndef HAVE_DECL_IBV_EVENT_GID_CHANGE
 #define HAVE_DECL_IBV_EVENT_GID_CHANGE 0
@@ -330,9 +331,8 @@ void consequence_owner(void* o, const struct ibv_async_event& ev) {
     if (ev.event_type == IBV_EVENT_COMM_EST) s->comm_est.fetch_add(1);
 }
 
-class AsyncDispatch : public ::testing::Test {
+class AsyncDispatch : public evdtest::InternalFabric {
   protected:
-    struct fid_fabric* fab = nullptr;
     struct fid_eq* dom_eq = nullptr;
     struct fid_eq* ep_eq = nullptr;
     evd::devctx dev;
@@ -340,19 +340,9 @@ class AsyncDispatch : public ::testing::Test {
     int dom_ctx = 0;
 
     size_t eq_size = 64;
-    struct fid_eq* open_eq() {
-        struct fi_eq_attr attr {};
-        attr.size = eq_size;
-        attr.wait_obj = FI_WAIT_UNSPEC;
-        struct fid_eq* q = nullptr;
-        int ret = evd::eq_open(fab, &attr, &q, nullptr);
-        EXPECT_EQ(ret, 0);
-        return q;
-    }
+    struct fid_eq* open_eq() { return InternalFabric::open_eq(eq_size, FI_WAIT_UNSPEC, 0); }
     void SetUp() override {
-        struct fi_fabric_attr fa {};
-        fa.api_version = FI_VERSION(1, 17);
-        ASSERT_EQ(evd::fabric_open(&fa, &fab, nullptr), 0);
+        ASSERT_NO_FATAL_FAILURE(InternalFabric::SetUp());
         dom_eq = open_eq();
         ep_eq = open_eq();
         ASSERT_NE(dom_eq, nullptr);
@@ -368,7 +358,7 @@ class AsyncDispatch : public ::testing::Test {
     void TearDown() override {
         if (ep_eq) fi_close(&ep_eq->fid);
         if (dom_eq) fi_close(&dom_eq->fid);
-        if (fab) fi_close(&fab->fid);
+        InternalFabric::TearDown();
     }
     void add(std::unordered_map<const void*, evd::async_target> evd::devctx::*map, const void* key,
              struct fid* f, owner_state* s, bool terminal_hook = true) {

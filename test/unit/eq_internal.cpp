@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "eq.h"
+#include "internal_fabric.h"
 #include "fabric.h"
 #include "wait.h"
 
@@ -19,23 +20,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct EqInternal : ::testing::Test {
-    struct fid_fabric* fab = nullptr;
-    void SetUp() override {
-        struct fi_fabric_attr a {};
-        a.api_version = FI_VERSION(1, 17);
-        ASSERT_EQ(evd::fabric_open(&a, &fab, nullptr), 0);
-    }
-    void TearDown() override { EXPECT_EQ(fi_close(&fab->fid), 0); }
-    struct fid_eq* open(size_t size, enum fi_wait_obj w = FI_WAIT_FD) {
-        struct fi_eq_attr a {};
-        a.size = size;
-        a.flags = FI_WRITE;
-        a.wait_obj = w;
-        struct fid_eq* q = nullptr;
-        EXPECT_EQ(evd::eq_open(fab, &a, &q, nullptr), 0);
-        return q;
-    }
+struct EqInternal : evdtest::InternalFabric {
+    struct fid_eq* open(size_t size, enum fi_wait_obj w = FI_WAIT_FD) { return open_eq(size, w); }
 };
 
 struct fi_eq_cm_entry cm(void* fid) {
