@@ -666,6 +666,10 @@ struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action&
     if (r.outcome == cm_outcome::shutdown || r.outcome == cm_outcome::error ||
         r.outcome == cm_outcome::removal)
         e->cm_disconnected = true;  // nothing left to tell the peer at fi_close
+    // rdma_cm's view, even when the application's view already ended (a
+    // setup deadline that fired just before): the peer thinks it is
+    // connected and must be told at fi_close (linger.h).
+    if (r.outcome == cm_outcome::connected) e->cm_established = true;
     if (r.outcome == cm_outcome::shutdown && e->terminal.load() && e->id && !e->disconnect_sent) {
         rdma_disconnect(e->id);  // still answer the peer's DREQ
         e->disconnect_sent = true;
