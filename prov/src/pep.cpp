@@ -466,13 +466,11 @@ int pep_open(struct fid_fabric* fab_fid, struct fi_info* info, struct fid_pep** 
             EVD_WARN(FI_LOG_EP_CTRL, "fi_passive_ep: unsupported source address format\n");
             return -FI_EINVAL;
         }
-        auto* p = new pep;
-        p->info = fi_dupinfo(info);
-        if (!p->info) {
-            delete p;
-            return -FI_ENOMEM;
-        }
-        p->info->handle = nullptr;
+        info_ptr dup(fi_dupinfo(info));
+        if (!dup) return -FI_ENOMEM;
+        dup->handle = nullptr;
+        auto* p = new pep;  // nothing can fail from here on
+        p->info = dup.release();
         p->fid.fid.fclass = FI_CLASS_PEP;
         p->fid.fid.context = context;
         p->fid.fid.ops = &pep_fi_ops;
