@@ -482,17 +482,30 @@ TEST_F(EqConformance, GetwaitMutexCondWakesACondWaiter) {
     ASSERT_EQ(fi_control(&q->fid, FI_GETWAIT, &mc), 0);
     ASSERT_NE(mc.mutex, nullptr);
     ASSERT_NE(mc.cond, nullptr);
-    std::atomic<bool> got{false};
+    std::atomic<bool> waiting{false}, got{false}, timed_out{false};
     std::thread waiter([&] {
+        struct timespec dl {};
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += 20;  // a lost wakeup fails the test instead of hanging it
         pthread_mutex_lock(mc.mutex);
-        while (fi_trywait(fab, reinterpret_cast<struct fid**>(&q), 1) == 0)
-            pthread_cond_wait(mc.cond, mc.mutex);
+        while (fi_trywait(fab, reinterpret_cast<struct fid**>(&q), 1) == 0) {
+            waiting = true;
+            if (pthread_cond_timedwait(mc.cond, mc.mutex, &dl) == ETIMEDOUT) {
+                timed_out = true;
+                break;
+            }
+        }
         pthread_mutex_unlock(mc.mutex);
-        got = true;
+        got = !timed_out;
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // The waiter holds the mutex except inside pthread_cond_wait: once it
+    // said it waits, taking the mutex proves it is blocked in the wait.
+    EXPECT_TRUE(evdtest::wait_until([&] { return waiting.load(); }, std::chrono::seconds(20)));
+    pthread_mutex_lock(mc.mutex);
+    pthread_mutex_unlock(mc.mutex);
     ASSERT_GT(write_entry(q, FI_NOTIFY, q, 1), 0);
     waiter.join();
+    EXPECT_FALSE(timed_out) << "the blocked condition waiter was never woken";
     EXPECT_TRUE(got);
 }
 
