@@ -288,85 +288,99 @@ extern struct fi_ops_cm pep_cm_ops;
 }  // namespace
 
 // ------------------------------------------------------------------ rdma_cm events
+namespace {
+
+// The fi_info an FI_CONNREQ carries: the listener's, with the device and the
+// two addresses of this request; nullptr when out of memory.
+info_ptr connreq_info(const pep* p, struct rdma_cm_id* id) {
+    info_ptr info(fi_dupinfo(p->info));
+    if (!info || !info->domain_attr || !id->verbs) return nullptr;
+    char* dom_name = strdup(ibv_get_device_name(id->verbs->device));
+    if (!dom_name) return nullptr;
+    std::free(info->domain_attr->name);
+    info->domain_attr->name = dom_name;
+    auto* src = rdma_get_local_addr(id);
+    auto* dst = rdma_get_peer_addr(id);
+    if (set_addr(&info->src_addr, &info->src_addrlen, src) ||
+        set_addr(&info->dest_addr, &info->dest_addrlen, dst))
+        return nullptr;
+    info->addr_format = addr_format_of(src);
+    return info;
+}
+
+void unlist(pep* p, connreq* r) {
+    std::lock_guard plk(p->mu);
+    for (connreq** pp = &p->reqs; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            return;
+        }
+}
+
+// CONNECT_REQUEST on a listener: an FI_CONNREQ with its handle, or a
+// rejection (listener gone, a request without evd's header, no memory, a
+// full EQ). Returns the id to destroy, or nullptr when the handle took it.
+struct rdma_cm_id* on_connreq(pep* p, struct rdma_cm_event* ev, const cm_action& a,
+                              cm_chan* c) {
+    if (p->dead.load()) {
+        rdma_reject(ev->id, nullptr, 0);
+        return ev->id;
+    }
+    if (!a.data_ok) {
+        cm_get_stats().bad_connreq.fetch_add(1, std::memory_order_relaxed);
+        EVD_WARN(FI_LOG_EP_CTRL,
+                 "connection request without a valid evd header (%u bytes of private "
+                 "data): rejected\n",
+                 static_cast<unsigned>(ev->param.conn.private_data_len));
+        rdma_reject(ev->id, nullptr, 0);
+        return ev->id;
+    }
+    std::unique_ptr<connreq> r(new (std::nothrow) connreq());
+    info_ptr info = r ? connreq_info(p, ev->id) : nullptr;
+    if (!r || !info) {
+        EVD_WARN(FI_LOG_EP_CTRL, "connection request: out of memory, rejected\n");
+        rdma_reject(ev->id, nullptr, 0);
+        return ev->id;
+    }
+    r->fid.fclass = FI_CLASS_CONNREQ;
+    r->fid.context = p->fid.fid.context;
+    r->fid.ops = &connreq_fi_ops;
+    r->id = ev->id;
+    r->chan = c;
+    r->eq_bound = p->eq_bound;
+    cm_chan_ref(c);
+    eq_bind_ref(r->eq_bound);
+    ev->id->context = &r->owner;
+    info->handle = &r->fid;
+    {
+        std::lock_guard plk(p->mu);
+        r->next = p->reqs;
+        p->reqs = r.get();
+    }
+    if (int ret = cm_post_cm(p->eq_bound, FI_CONNREQ, &p->fid.fid, info.get(), a.data,
+                             a.data_len)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "FI_CONNREQ could not be queued (%d): rejected\n", ret);
+        unlist(p, r.get());
+        ev->id->context = nullptr;
+        rdma_reject(ev->id, nullptr, 0);
+        r->id = nullptr;
+        eq_bind_unref(r->eq_bound);
+        r->fid.fclass = 0;
+        cm_chan_put(c);  // the pep still holds a ref on c: this never frees it
+        return ev->id;   // r and info are freed by their owners
+    }
+    (void)info.release();  // the application's now (fi_freeinfo)
+    (void)r.release();     // the listener's list holds it
+    return nullptr;
+}
+
+}  // namespace
+
 struct rdma_cm_id* pep_cm_event(pep* p, struct rdma_cm_event* ev, const cm_action& a,
                                 cm_chan* c) {
     switch (a.row->outcome) {
-        case cm_outcome::connreq: {
-            if (p->dead.load()) {
-                rdma_reject(ev->id, nullptr, 0);
-                return ev->id;
-            }
-            if (!a.data_ok) {
-                cm_get_stats().bad_connreq.fetch_add(1, std::memory_order_relaxed);
-                EVD_WARN(FI_LOG_EP_CTRL,
-                         "connection request without a valid evd header (%u bytes of private "
-                         "data): rejected\n",
-                         static_cast<unsigned>(ev->param.conn.private_data_len));
-                rdma_reject(ev->id, nullptr, 0);
-                return ev->id;
-            }
-            auto* r = new (std::nothrow) connreq();
-            struct fi_info* info = fi_dupinfo(p->info);
-            char* dom_name = ev->id->verbs ? strdup(ibv_get_device_name(ev->id->verbs->device))
-                                           : nullptr;
-            int ret = (r && info && dom_name && info->domain_attr) ? 0 : -FI_ENOMEM;
-            if (!ret) {
-                std::free(info->domain_attr->name);
-                info->domain_attr->name = dom_name;
-                dom_name = nullptr;
-                auto* src = rdma_get_local_addr(ev->id);
-                auto* dst = rdma_get_peer_addr(ev->id);
-                ret = set_addr(&info->src_addr, &info->src_addrlen, src);
-                if (!ret) ret = set_addr(&info->dest_addr, &info->dest_addrlen, dst);
-                info->addr_format = addr_format_of(src);
-            }
-            if (ret) {
-                EVD_WARN(FI_LOG_EP_CTRL, "connection request: out of memory, rejected\n");
-                std::free(dom_name);
-                fi_freeinfo(info);
-                delete r;
-                rdma_reject(ev->id, nullptr, 0);
-                return ev->id;
-            }
-            r->fid.fclass = FI_CLASS_CONNREQ;
-            r->fid.context = p->fid.fid.context;
-            r->fid.ops = &connreq_fi_ops;
-            r->id = ev->id;
-            r->chan = c;
-            r->eq_bound = p->eq_bound;
-            cm_chan_ref(c);
-            eq_bind_ref(r->eq_bound);
-            ev->id->context = &r->owner;
-            info->handle = &r->fid;
-            {
-                std::lock_guard plk(p->mu);
-                r->next = p->reqs;
-                p->reqs = r;
-            }
-            ret = cm_post_cm(p->eq_bound, FI_CONNREQ, &p->fid.fid, info, a.data, a.data_len);
-            if (ret) {
-                EVD_WARN(FI_LOG_EP_CTRL, "FI_CONNREQ could not be queued (%d): rejected\n", ret);
-                fi_freeinfo(info);
-                {
-                    std::lock_guard plk(p->mu);
-                    for (connreq** pp = &p->reqs; *pp; pp = &(*pp)->next)
-                        if (*pp == r) {
-                            *pp = r->next;
-                            break;
-                        }
-                }
-                ev->id->context = nullptr;
-                rdma_reject(ev->id, nullptr, 0);
-                r->id = nullptr;
-                eq_bind_unref(r->eq_bound);
-                r->fid.fclass = 0;
-                // The pep still holds a ref on c, so this never frees it.
-                cm_chan_put(c);
-                delete r;
-                return ev->id;
-            }
-            return nullptr;
-        }
+        case cm_outcome::connreq:
+            return on_connreq(p, ev, a, c);
         case cm_outcome::removal:
             if (!p->dead.exchange(true))
                 cm_post_err(p->eq_bound, &p->fid.fid, a.row->fi_err, a.prov_errno, nullptr, 0);
