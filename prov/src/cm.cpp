@@ -207,7 +207,7 @@ std::unordered_map<eq*, cm_chan*>& chan_table() {
 
 cm_stats g_stats;
 
-void dispatch(cm_chan* c, struct rdma_cm_event* ev) {
+void dispatch(cm_chan* chan, struct rdma_cm_event* ev) {
     g_stats.events.fetch_add(1, std::memory_order_relaxed);
     cm_action a = cm_translate(*ev);
     EVD_DBG(FI_LOG_EP_CTRL, "rdma_cm %s status %d id %p\n", a.row->name, ev->status,
@@ -222,7 +222,7 @@ void dispatch(cm_chan* c, struct rdma_cm_event* ev) {
     }
     struct rdma_cm_id* destroy = nullptr;
     {
-        std::lock_guard lk(c->mu);
+        std::lock_guard lk(chan->mu);
         struct rdma_cm_id* owner_id =
             ev->event == RDMA_CM_EVENT_CONNECT_REQUEST ? ev->listen_id : ev->id;
         auto* owner = owner_id ? static_cast<cm_owner*>(owner_id->context) : nullptr;
@@ -240,7 +240,7 @@ void dispatch(cm_chan* c, struct rdma_cm_event* ev) {
                     destroy = pep_cm_event(reinterpret_cast<pep*>(
                                                reinterpret_cast<char*>(owner) -
                                                offsetof(pep, owner)),
-                                           ev, a, c);
+                                           ev, a, chan);
                     break;
                 case cm_owner_kind::connreq:
                     destroy = connreq_cm_event(
@@ -264,11 +264,11 @@ void dispatch(cm_chan* c, struct rdma_cm_event* ev) {
 }
 
 void chan_progress(eq_source* src) {
-    auto* c = static_cast<cm_chan*>(src->arg);
+    auto* chan = static_cast<cm_chan*>(src->arg);
     for (;;) {
         struct rdma_cm_event* ev = nullptr;
-        if (rdma_get_cm_event(c->ch.get(), &ev)) break;  // EAGAIN: drained
-        dispatch(c, ev);
+        if (rdma_get_cm_event(chan->ch.get(), &ev)) break;  // EAGAIN: drained
+        dispatch(chan, ev);
     }
 }
 
@@ -276,9 +276,9 @@ void chan_progress(eq_source* src) {
 
 cm_stats& cm_get_stats() { return g_stats; }
 
-void cm_chan_ref(cm_chan* c) {
+void cm_chan_ref(cm_chan* chan) {
     std::lock_guard lk(g_chan_mu);
-    c->refs++;
+    chan->refs++;
 }
 
 int cm_post_err(eq* q, struct fid* f, int err, int prov_errno, const void* data, size_t len) {
@@ -324,48 +324,48 @@ cm_chan* cm_chan_get(eq* q, int* err) {
         *err = e;
         return nullptr;
     };
-    std::unique_ptr<cm_chan> c(new (std::nothrow) cm_chan());
-    if (!c) return fail(-FI_ENOMEM);
-    c->ch.reset(rdma_create_event_channel());
-    if (!c->ch) {
+    std::unique_ptr<cm_chan> chan(new (std::nothrow) cm_chan());
+    if (!chan) return fail(-FI_ENOMEM);
+    chan->ch.reset(rdma_create_event_channel());
+    if (!chan->ch) {
         int e = errno;
         EVD_WARN(FI_LOG_EP_CTRL, "rdma_create_event_channel: %s\n", strerror(e));
         return fail(fi_err(e));
     }
-    int fl = fcntl(c->ch->fd, F_GETFL);
-    if (fl < 0 || fcntl(c->ch->fd, F_SETFL, fl | O_NONBLOCK) < 0) return fail(fi_err(errno));
-    c->q = q;
-    c->src.fd = c->ch->fd;
-    c->src.progress = chan_progress;
-    c->src.arg = c.get();
+    int fl = fcntl(chan->ch->fd, F_GETFL);
+    if (fl < 0 || fcntl(chan->ch->fd, F_SETFL, fl | O_NONBLOCK) < 0) return fail(fi_err(errno));
+    chan->q = q;
+    chan->src.fd = chan->ch->fd;
+    chan->src.progress = chan_progress;
+    chan->src.arg = chan.get();
     // The table slot first: the one step that can throw comes before
     // anything is registered with the EQ.
     auto slot = t.emplace(q, nullptr).first;
     undo_on_exit unslot([&] { t.erase(slot); });
-    if (int ret = eq_add_source(q, &c->src)) return fail(ret);
-    undo_on_exit unsource([&] { eq_remove_source(q, &c->src); });
-    if (int ret = cm_deadline_open(c.get())) return fail(ret);
+    if (int ret = eq_add_source(q, &chan->src)) return fail(ret);
+    undo_on_exit unsource([&] { eq_remove_source(q, &chan->src); });
+    if (int ret = cm_deadline_open(chan.get())) return fail(ret);
     unsource.dismiss();
     unslot.dismiss();
-    c->refs = 1;
-    slot->second = c.get();
-    return c.release();
+    chan->refs = 1;
+    slot->second = chan.get();
+    return chan.release();
 }
 
-void cm_chan_put(cm_chan* c) {
-    if (!c) return;
+void cm_chan_put(cm_chan* chan) {
+    if (!chan) return;
     {
         std::lock_guard lk(g_chan_mu);
-        if (--c->refs > 0) return;
-        chan_table().erase(c->q);
+        if (--chan->refs > 0) return;
+        chan_table().erase(chan->q);
     }
-    cm_deadline_close(c);
-    eq_remove_source(c->q, &c->src);
+    cm_deadline_close(chan);
+    eq_remove_source(chan->q, &chan->src);
     // Every id on the channel is gone (each holds a ref), so this succeeds.
     // Events still queued for destroyed ids were acked by rdma_destroy_id.
     struct rdma_cm_event* ev = nullptr;
-    while (!rdma_get_cm_event(c->ch.get(), &ev)) rdma_ack_cm_event(ev);
-    delete c;  // and its event channel
+    while (!rdma_get_cm_event(chan->ch.get(), &ev)) rdma_ack_cm_event(ev);
+    delete chan;  // and its event channel
 }
 
 }  // namespace evd

@@ -128,8 +128,8 @@ struct cm_chan {
 // Channel of EQ q (created and registered with q on first use); +1 ref.
 // nullptr with *err set on failure.
 cm_chan* cm_chan_get(eq* q, int* err);
-void cm_chan_put(cm_chan* c);
-void cm_chan_ref(cm_chan* c);  // another id now lives on c
+void cm_chan_put(cm_chan* chan);
+void cm_chan_ref(cm_chan* chan);  // another id now lives on c
 
 // Posts an error record for fid f (context = f->context) to q.
 int cm_post_err(eq* q, struct fid* f, int err, int prov_errno, const void* data, size_t len);
@@ -149,7 +149,7 @@ cm_stats& cm_get_stats();
 // Called by the channel's progress with cm_chan::mu held; return an id to
 // destroy after the event is acknowledged (or nullptr).
 struct rdma_cm_id* pep_cm_event(pep* p, struct rdma_cm_event* ev, const cm_action& a,
-                                cm_chan* c);
+                                cm_chan* chan);
 struct rdma_cm_id* connreq_cm_event(connreq* r, struct rdma_cm_event* ev, const cm_action& a);
 struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a);
 

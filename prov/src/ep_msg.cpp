@@ -182,31 +182,31 @@ int bind_eq(ep* e, struct fid* bfid, uint64_t flags) {
         return -FI_EINVAL;
     }
     int err = 0;
-    cm_chan* c = cm_chan_get(q, &err);
-    if (!c) return err;
-    if (e->id && e->chan != c) {
+    cm_chan* chan = cm_chan_get(q, &err);
+    if (!chan) return err;
+    if (e->id && e->chan != chan) {
         // adopted from a connection request on the listener's EQ: move it
-        if (rdma_migrate_id(e->id, c->ch.get())) {
+        if (rdma_migrate_id(e->id, chan->ch.get())) {
             int m = errno;
             EVD_WARN(FI_LOG_EP_CTRL, "rdma_migrate_id: %s\n", strerror(m));
-            cm_chan_put(c);
+            cm_chan_put(chan);
             return fi_err(m);
         }
         cm_chan* old = e->chan;
-        e->chan = c;
+        e->chan = chan;
         cm_chan_put(old);
     } else if (e->id) {
-        cm_chan_put(c);  // already on this channel (holds its ref)
+        cm_chan_put(chan);  // already on this channel (holds its ref)
     } else {
         struct rdma_cm_id* id = nullptr;
-        if (rdma_create_id(c->ch.get(), &id, &e->owner, RDMA_PS_TCP)) {
+        if (rdma_create_id(chan->ch.get(), &id, &e->owner, RDMA_PS_TCP)) {
             int m = errno;
             EVD_WARN(FI_LOG_EP_CTRL, "rdma_create_id: %s\n", strerror(m));
-            cm_chan_put(c);
+            cm_chan_put(chan);
             return fi_err(m);
         }
         e->id = id;
-        e->chan = c;
+        e->chan = chan;
     }
     if (e->creq) drop_connreq(e);  // the id now lives on e's own binding
     eq_bind_ref(q);

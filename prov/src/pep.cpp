@@ -129,17 +129,17 @@ int pep_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
             return -FI_EINVAL;
         }
         int err = 0;
-        cm_chan* c = cm_chan_get(q, &err);
-        if (!c) return err;
+        cm_chan* chan = cm_chan_get(q, &err);
+        if (!chan) return err;
         struct rdma_cm_id* id = nullptr;
-        if (rdma_create_id(c->ch.get(), &id, &p->owner, RDMA_PS_TCP)) {
+        if (rdma_create_id(chan->ch.get(), &id, &p->owner, RDMA_PS_TCP)) {
             int e = errno;
             EVD_WARN(FI_LOG_EP_CTRL, "rdma_create_id: %s\n", strerror(e));
-            cm_chan_put(c);
+            cm_chan_put(chan);
             return fi_err(e);
         }
         p->id = id;
-        p->chan = c;
+        p->chan = chan;
         p->eq_bound = q;
         eq_bind_ref(q);
         return 0;
@@ -321,7 +321,7 @@ void unlist(pep* p, connreq* r) {
 // rejection (listener gone, a request without evd's header, no memory, a
 // full EQ). Returns the id to destroy, or nullptr when the handle took it.
 struct rdma_cm_id* on_connreq(pep* p, struct rdma_cm_event* ev, const cm_action& a,
-                              cm_chan* c) {
+                              cm_chan* chan) {
     if (p->dead.load()) {
         rdma_reject(ev->id, nullptr, 0);
         return ev->id;
@@ -346,9 +346,9 @@ struct rdma_cm_id* on_connreq(pep* p, struct rdma_cm_event* ev, const cm_action&
     r->fid.context = p->fid.fid.context;
     r->fid.ops = &connreq_fi_ops;
     r->id = ev->id;
-    r->chan = c;
+    r->chan = chan;
     r->eq_bound = p->eq_bound;
-    cm_chan_ref(c);
+    cm_chan_ref(chan);
     eq_bind_ref(r->eq_bound);
     ev->id->context = &r->owner;
     info->handle = &r->fid;
@@ -366,7 +366,7 @@ struct rdma_cm_id* on_connreq(pep* p, struct rdma_cm_event* ev, const cm_action&
         r->id = nullptr;
         eq_bind_unref(r->eq_bound);
         r->fid.fclass = 0;
-        cm_chan_put(c);  // the pep still holds a ref on c: this never frees it
+        cm_chan_put(chan);  // the pep still holds a ref on chan: never the last
         return ev->id;   // r and info are freed by their owners
     }
     (void)info.release();  // the application's now (fi_freeinfo)
@@ -377,10 +377,10 @@ struct rdma_cm_id* on_connreq(pep* p, struct rdma_cm_event* ev, const cm_action&
 }  // namespace
 
 struct rdma_cm_id* pep_cm_event(pep* p, struct rdma_cm_event* ev, const cm_action& a,
-                                cm_chan* c) {
+                                cm_chan* chan) {
     switch (a.row->outcome) {
         case cm_outcome::connreq:
-            return on_connreq(p, ev, a, c);
+            return on_connreq(p, ev, a, chan);
         case cm_outcome::removal:
             if (!p->dead.exchange(true))
                 cm_post_err(p->eq_bound, &p->fid.fid, a.row->fi_err, a.prov_errno, nullptr, 0);
