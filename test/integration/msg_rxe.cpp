@@ -860,7 +860,7 @@ namespace {
 // process that used the device to exit):
 //   EVD_TEST_DEVICE_REMOVAL=1 evd_integration --gtest_filter='CmRxeRemoval.*'
 
-bool run_cmd(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
+using rxetest::sh_ok;
 
 TEST(CmRxeHelper, RemovalVictim) {
     const char* port = std::getenv("EVD_CM_REMOVAL_PORT");
@@ -905,7 +905,7 @@ TEST(CmRxeHelper, RemovalVictim) {
     }
     // Remove rxe1 in the background (it completes once this process lets go).
     std::string dev1 = env_or("EVD_VM_DEV1", "rxe1");
-    ASSERT_TRUE(run_cmd("(rdma link delete " + dev1 + " >/dev/null 2>&1 &)"));
+    ASSERT_TRUE(sh_ok("(rdma link delete " + dev1 + " >/dev/null 2>&1 &)"));
     std::map<fid_t, int> errors;
     auto t0 = std::chrono::steady_clock::now();
     while (errors.size() < kN + 1 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
