@@ -13,13 +13,11 @@
 // fid nothing ever overtakes anything (the oldest normal event never has an
 // earlier error of its fid, because that error would be ready).
 //
-// Signalling (wait objects other than NONE/YIELD): an eventfd `efd` inside an
-// epoll fd `epfd` that also holds every source fd. `armed` is true when the
-// fd is known to be clear; a producer signals only when armed (and disarms),
-// a reader that observes the queue empty clears the fd (under the lock) and
-// re-arms. Invariant: fd clear => armed, so no wakeup is lost and a stream of
-// events costs no syscall while nobody waits.
+// The sources that feed it are multiplexed in eq_sources.cpp; how readers
+// block and producers wake them is eq_wait.cpp.
 #include "eq.h"
+
+#include "eq_state.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -41,91 +39,15 @@
 #include "cq.h"
 #include "fabric.h"
 #include "linger.h"
-#include "futex.h"
 #include "wait.h"
 
 namespace evd {
 
 namespace {
 
-constexpr uint32_t kNoBig = UINT32_MAX;
 constexpr size_t kMaxSize = size_t{1} << 20;  // largest attr.size accepted
 constexpr size_t kMaxBig = 256;               // large-payload chunks per EQ (at most)
 constexpr uint64_t kEqOpenFlags = FI_WRITE | FI_AFFINITY;
-
-struct slot {
-    uint32_t event;
-    uint32_t len;   // payload bytes (err_data bytes for errors)
-    uint32_t big;   // chunk index or kNoBig
-    bool is_err;
-    const void* src;  // ordering source: the entry's fid
-    struct fi_eq_err_entry err;
-    alignas(16) unsigned char inl[kEqInline];
-};
-
-thread_local eq* tl_trywait_eq = nullptr;    // eq whose fi_trywait runs progress here
-thread_local eq_source* tl_running = nullptr;  // source whose progress runs here
-
-}  // namespace
-
-struct eq {
-    static constexpr kind kTag = kind::eq;
-    struct fid_eq fid;  // first member
-    kind tag = kTag;
-    fabric* fab = nullptr;
-    uint32_t api = 0;
-    refcount refs;  // objects bound to this EQ
-    uint64_t flags = 0;
-    enum fi_wait_obj wobj = FI_WAIT_NONE;
-    wait_set* ws = nullptr;
-    wait_member wm;
-
-    size_t ucap = 0, cap = 0, max_write = 0, nbig = 0;
-
-    qlock mu;
-    // ---- guarded by mu
-    std::unique_ptr<slot[]> slots;
-    std::unique_ptr<uint32_t[]> order, freel, bigfree;
-    std::unique_ptr<unsigned char[]> bigmem, errbuf;
-    size_t head = 0, count = 0, nfree = 0, nbigfree = 0, nerr = 0;
-    bool overrun = false;
-    uint64_t lost = 0;
-    bool armed = true;
-    int waiters = 0;
-    uint64_t wake_gen = 0;
-    bool closing = false;
-    eq_source* sources = nullptr;
-    uint64_t change_index = 0;
-    // ----
-    bool ext_fd = false;         // the eventfd is watched from outside (FI_GETWAIT, wait set)
-    bool efd_signalled = false;  // we wrote the eventfd and nobody drained it yet
-    int fd_sleepers = 0;         // sread/wait_n blocked in ppoll (EQs with sources)
-    int futex_sleepers = 0;      // sread/wait_n blocked on futex_seq
-    // ----
-    std::atomic<uint32_t> futex_seq{0};  // bumped under mu when futex sleepers must wake
-    std::atomic<int> nsources{0};
-    bool signals = false;  // has an eventfd (every wait object but NONE and YIELD)
-    int efd = -1, epfd = -1;
-    bool has_mc = false;
-    pthread_mutex_t mc_mu = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t mc_cond = PTHREAD_COND_INITIALIZER;
-
-    size_t wrap(size_t i) const noexcept { return i >= cap ? i - cap : i; }
-    slot& at(size_t pos) noexcept { return slots[order[wrap(head + pos)]]; }
-    unsigned char* payload(slot& s) noexcept {
-        return s.big == kNoBig ? s.inl : bigmem.get() + size_t{s.big} * max_write;
-    }
-    ~eq() {
-        if (efd >= 0) ::close(efd);
-        if (epfd >= 0) ::close(epfd);
-        if (has_mc) {
-            pthread_cond_destroy(&mc_cond);
-            pthread_mutex_destroy(&mc_mu);
-        }
-    }
-};
-
-namespace {
 
 // ------------------------------------------------------------------ queue (mu held)
 
@@ -138,7 +60,7 @@ int push_locked(eq* q, size_t limit, uint32_t event, const struct fi_eq_err_entr
         big = q->bigfree[--q->nbigfree];
     }
     uint32_t i = q->freel[--q->nfree];
-    slot& s = q->slots[i];
+    eq_slot& s = q->slots[i];
     s.event = event;
     s.len = static_cast<uint32_t>(len);
     s.big = big;
@@ -162,7 +84,7 @@ int push_locked(eq* q, size_t limit, uint32_t event, const struct fi_eq_err_entr
 
 void remove_locked(eq* q, size_t pos) {
     uint32_t i = q->order[q->wrap(q->head + pos)];
-    slot& s = q->slots[i];
+    eq_slot& s = q->slots[i];
     if (s.big != kNoBig) q->bigfree[q->nbigfree++] = s.big;
     if (s.is_err) q->nerr--;
     q->freel[q->nfree++] = i;
@@ -175,15 +97,16 @@ void remove_locked(eq* q, size_t pos) {
     q->count--;
 }
 
-// Position of the oldest error with no earlier normal event of its source.
-long ready_err_locked(eq* q) {
+}  // namespace
+
+long eq_ready_err_locked(eq* q) {
     if (q->nerr == 0) return -1;
     for (size_t p = 0; p < q->count; p++) {
-        slot& s = q->at(p);
+        eq_slot& s = q->at(p);
         if (!s.is_err) continue;
         bool blocked = false;
         for (size_t j = 0; j < p && !blocked; j++) {
-            slot& t = q->at(j);
+            eq_slot& t = q->at(j);
             blocked = !t.is_err && t.src == s.src;
         }
         if (!blocked) return static_cast<long>(p);
@@ -191,10 +114,10 @@ long ready_err_locked(eq* q) {
     return -1;
 }
 
-ssize_t read_locked(eq* q, uint32_t* event, void* buf, size_t len, uint64_t flags) {
+ssize_t eq_read_locked(eq* q, uint32_t* event, void* buf, size_t len, uint64_t flags) {
     if (q->count == 0) return q->overrun ? -FI_EAVAIL : -FI_EAGAIN;
-    if (q->nerr && ready_err_locked(q) >= 0) return -FI_EAVAIL;
-    slot& s = q->at(0);  // a normal event: an error at the head is always ready
+    if (q->nerr && eq_ready_err_locked(q) >= 0) return -FI_EAVAIL;
+    eq_slot& s = q->at(0);  // a normal event: an error at the head is always ready
     if (len < s.len) return -FI_ETOOSMALL;
     if (s.len) std::memcpy(buf, q->payload(s), s.len);
     *event = s.event;
@@ -203,225 +126,7 @@ ssize_t read_locked(eq* q, uint32_t* event, void* buf, size_t len, uint64_t flag
     return n;
 }
 
-// What a producer (or a wake) must do once it has dropped mu.
-struct wake_plan {
-    bool fd = false, futex = false, mc = false, ws = false;
-    explicit operator bool() const { return fd || futex || mc || ws; }
-};
-
-// Clears the wait fd once the caller has seen there is nothing to wait for
-// (or, for threshold waits, not enough): the next event signals again.
-void arm_locked(eq* q) {
-    if (q->efd_signalled) {
-        uint64_t v;
-        (void)!::read(q->efd, &v, sizeof v);
-        q->efd_signalled = false;
-    }
-    q->armed = true;
-}
-
-// Producer side, after a push: which wait objects need a signal. The external
-// ones (fd watched from outside, mutex/cond, wait set) only when armed, i.e.
-// once per empty -> non-empty transition a reader has seen; the internal
-// futex only when a thread sleeps on it.
-wake_plan disarm_locked(eq* q) {
-    wake_plan w;
-    if (q->armed && (q->ext_fd || q->fd_sleepers || q->has_mc || q->ws)) {
-        q->armed = false;
-        w.fd = q->efd >= 0 && (q->ext_fd || q->fd_sleepers);
-        w.mc = q->has_mc;
-        w.ws = q->ws != nullptr;
-        if (w.fd) q->efd_signalled = true;
-    }
-    if (q->futex_sleepers) {
-        q->futex_seq.fetch_add(1, std::memory_order_relaxed);
-        w.futex = true;
-    }
-    return w;
-}
-
-// Wakes everybody (close, the wake op, a new source); mu held.
-wake_plan kick_locked(eq* q) {
-    wake_plan w;
-    q->armed = false;
-    w.fd = q->efd >= 0;
-    if (w.fd) q->efd_signalled = true;
-    w.mc = q->has_mc;
-    w.ws = q->ws != nullptr;
-    q->futex_seq.fetch_add(1, std::memory_order_relaxed);
-    w.futex = true;
-    return w;
-}
-
-void signal(eq* q, wake_plan w) noexcept {
-    if (w.fd) {
-        uint64_t one = 1;
-        (void)!::write(q->efd, &one, sizeof one);
-    }
-    if (w.futex) (void)futex(&q->futex_seq, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr);
-    if (w.mc) {
-        // fi_trywait of this EQ may run on this thread with the application
-        // holding the mutex (its documented pattern): broadcast without it.
-        if (tl_trywait_eq == q) {
-            pthread_cond_broadcast(&q->mc_cond);
-        } else {
-            pthread_mutex_lock(&q->mc_mu);
-            pthread_cond_broadcast(&q->mc_cond);
-            pthread_mutex_unlock(&q->mc_mu);
-        }
-    }
-    if (w.ws) wait_set_signal(q->ws);
-}
-
-// ------------------------------------------------------------------ sources
-
-// Runs the progress callback of each source epoll reported readable
-// (evs[0..n)), never under mu.
-void run_ready(eq* q, const struct epoll_event* evs, int n) {
-    for (int k = 0; k < n; k++) {
-        auto* src = static_cast<eq_source*>(evs[k].data.ptr);
-        if (!src) continue;  // the eventfd
-        {
-            std::lock_guard<qlock> lk(q->mu);
-            eq_source* it = q->sources;
-            while (it && it != src) it = it->next;
-            if (!it) continue;  // removed meanwhile
-            int idle = 0;
-            if (!src->busy.compare_exchange_strong(idle, 1, std::memory_order_acquire)) continue;
-        }
-        eq_source* prev = tl_running;
-        tl_running = src;
-        src->progress(src);
-        tl_running = prev;
-        src->busy.store(0, std::memory_order_release);
-    }
-}
-
-void run_sources(eq* q) {
-    if (q->nsources.load(std::memory_order_acquire) == 0) return;
-    struct epoll_event evs[16];
-    int n = epoll_wait(q->epfd, evs, 16, 0);
-    run_ready(q, evs, n);
-}
-
-// ------------------------------------------------------------------ blocking
-
-struct deadline {
-    bool infinite;
-    struct timespec end;
-    explicit deadline(int timeout_ms) : infinite(timeout_ms < 0), end{} {
-        if (infinite) return;
-        clock_gettime(CLOCK_MONOTONIC, &end);
-        end.tv_sec += timeout_ms / 1000;
-        end.tv_nsec += static_cast<long>(timeout_ms % 1000) * 1000000L;
-        if (end.tv_nsec >= 1000000000L) {
-            end.tv_sec++;
-            end.tv_nsec -= 1000000000L;
-        }
-    }
-    // false when expired; else *left is the time left
-    bool left(struct timespec* out) const {
-        if (infinite) return true;
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long long ns = (end.tv_sec - now.tv_sec) * 1000000000LL + (end.tv_nsec - now.tv_nsec);
-        if (ns <= 0) return false;
-        out->tv_sec = ns / 1000000000LL;
-        out->tv_nsec = ns % 1000000000LL;
-        return true;
-    }
-};
-
-// A timeout for epoll_wait (ms), rounded up so that a wait never ends early.
-int ceil_ms(const struct timespec& t) {
-    long long ms = static_cast<long long>(t.tv_sec) * 1000 + (t.tv_nsec + 999999) / 1000000;
-    return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
-}
-
-bool waitable(const eq* q) { return q->wobj != FI_WAIT_NONE && q->wobj != FI_WAIT_SET; }
-
-// Shared by fi_eq_sread (threshold 1, woken => -FI_EAGAIN) and wait_n
-// (woken => -FI_EINTR).
-ssize_t wait_impl(eq* q, size_t threshold, int timeout, uint32_t* event, void* buf, size_t len,
-                  uint64_t flags, size_t* nmore, bool ext) {
-    deadline dl(timeout);
-    std::unique_lock<qlock> lk(q->mu);
-    if (q->closing) return -FI_ECANCELED;
-    q->waiters++;
-    const uint64_t gen = q->wake_gen;
-    ssize_t r;
-    bool progressed = false;
-    for (;;) {
-        bool ready = q->count >= threshold || (q->count == 0 && q->overrun) ||
-                     (q->nerr && ready_err_locked(q) >= 0);
-        if (ready) {
-            r = read_locked(q, event, buf, len, flags);
-            if (r != -FI_EAGAIN) break;
-        }
-        if (q->closing) {
-            r = -FI_ECANCELED;
-            break;
-        }
-        if (q->wake_gen != gen) {
-            r = ext ? -FI_EINTR : -FI_EAGAIN;
-            break;
-        }
-        // Poll the sources once before giving up or sleeping; a wait that
-        // will sleep in epoll_wait skips this (epoll_wait returns at once
-        // with the ready sources, one syscall instead of two).
-        const bool epoll_sleep = q->wobj != FI_WAIT_YIELD && q->efd >= 0;
-        if (!progressed && q->nsources.load(std::memory_order_relaxed) &&
-            (!epoll_sleep || timeout == 0)) {
-            lk.unlock();
-            run_sources(q);
-            lk.lock();
-            progressed = true;
-            continue;
-        }
-        progressed = false;
-        struct timespec left;
-        if (!dl.left(&left)) {
-            r = -FI_EAGAIN;
-            break;
-        }
-        // Block: spin (YIELD), on the epoll fd when sources must be watched,
-        // else on a private futex (one syscall each side, like a bare eventfd).
-        if (q->wobj == FI_WAIT_YIELD || q->efd < 0) {
-            lk.unlock();
-            sched_yield();
-            lk.lock();
-        } else if (q->nsources.load(std::memory_order_relaxed)) {
-            // Sleep in epoll_wait itself and progress what it reports: one
-            // syscall per wakeup instead of a poll followed by a zero-timeout
-            // epoll_wait (under emulation each syscall costs tens of us).
-            arm_locked(q);
-            q->fd_sleepers++;
-            lk.unlock();
-            struct epoll_event evs[16];
-            int n = epoll_wait(q->epfd, evs, 16, dl.infinite ? -1 : ceil_ms(left));
-            lk.lock();
-            q->fd_sleepers--;  // awake: what the sources post needs no eventfd signal
-            if (n > 0) {
-                lk.unlock();
-                run_ready(q, evs, n);
-                lk.lock();
-                progressed = true;  // the ready sources ran: re-check, then sleep again
-                continue;
-            }
-        } else {
-            const uint32_t seq = q->futex_seq.load(std::memory_order_relaxed);
-            q->futex_sleepers++;
-            lk.unlock();
-            (void)futex(&q->futex_seq, FUTEX_WAIT_PRIVATE, seq, dl.infinite ? nullptr : &left);
-            lk.lock();
-            q->futex_sleepers--;
-        }
-        progressed = false;
-    }
-    if (nmore) *nmore = q->count;
-    q->waiters--;
-    return r;
-}
+namespace {
 
 // ------------------------------------------------------------------ errors
 
@@ -449,9 +154,9 @@ void fill_err(eq* q, struct fi_eq_err_entry* buf, const struct fi_eq_err_entry& 
 }
 
 ssize_t readerr_locked(eq* q, struct fi_eq_err_entry* buf, uint64_t flags) {
-    long p = ready_err_locked(q);
+    long p = eq_ready_err_locked(q);
     if (p >= 0) {
-        slot& s = q->at(static_cast<size_t>(p));
+        eq_slot& s = q->at(static_cast<size_t>(p));
         fill_err(q, buf, s.err, q->payload(s), s.len);
         if (!(flags & FI_PEEK)) remove_locked(q, static_cast<size_t>(p));
         return sizeof(*buf);
@@ -494,12 +199,12 @@ int eq_post(eq* q, uint32_t event, const void* entry, size_t len) {
             q->overrun = true;
             q->lost++;
         }
-        sig = disarm_locked(q);
+        sig = eq_disarm_locked(q);
     }
     if (rc)
         EVD_WARN(FI_LOG_EQ, "EQ %p overran (%zu entries): event %u lost, EQ is now fatal\n",
                  static_cast<void*>(q), q->cap, event);
-    if (sig) signal(q, sig);
+    if (sig) eq_signal(q, sig);
     return rc;
 }
 
@@ -542,62 +247,13 @@ int eq_post_err(eq* q, const struct fi_eq_err_entry& err, const void* err_data,
             q->overrun = true;
             q->lost++;
         }
-        sig = disarm_locked(q);
+        sig = eq_disarm_locked(q);
     }
     if (rc)
         EVD_WARN(FI_LOG_EQ, "EQ %p overran (%zu entries): error %d lost, EQ is now fatal\n",
                  static_cast<void*>(q), q->cap, err.err);
-    if (sig) signal(q, sig);
+    if (sig) eq_signal(q, sig);
     return rc;
-}
-
-int eq_add_source(eq* q, eq_source* src) {
-    if (!q || !src || src->fd < 0 || !src->progress) return -FI_EINVAL;
-    wake_plan sig;
-    {
-        std::lock_guard<qlock> lk(q->mu);
-        for (eq_source* it = q->sources; it; it = it->next)
-            if (it == src) return -FI_EALREADY;
-        struct epoll_event ev {};
-        ev.events = EPOLLIN;
-        ev.data.ptr = src;
-        if (epoll_ctl(q->epfd, EPOLL_CTL_ADD, src->fd, &ev) != 0) {
-            int e = errno;
-            EVD_WARN(FI_LOG_EQ, "eq_add_source: epoll_ctl(fd %d): %s\n", src->fd, strerror(e));
-            return -e;
-        }
-        src->busy.store(0, std::memory_order_relaxed);
-        src->next = q->sources;
-        q->sources = src;
-        q->change_index++;
-        q->nsources.fetch_add(1, std::memory_order_release);
-        // Waiters blocked on the bare eventfd must start watching the epoll fd.
-        if (q->waiters > 0) sig = kick_locked(q);
-    }
-    if (sig) signal(q, sig);
-    return 0;
-}
-
-void eq_remove_source(eq* q, eq_source* src) {
-    if (!q || !src) return;
-    {
-        std::lock_guard<qlock> lk(q->mu);
-        eq_source** pp = &q->sources;
-        while (*pp && *pp != src) pp = &(*pp)->next;
-        if (!*pp) return;
-        *pp = src->next;
-        src->next = nullptr;
-        (void)epoll_ctl(q->epfd, EPOLL_CTL_DEL, src->fd, nullptr);
-        q->change_index++;
-        q->nsources.fetch_sub(1, std::memory_order_release);
-    }
-    if (tl_running == src) {
-        EVD_WARN(FI_LOG_EQ, "eq_remove_source called from its own progress callback\n");
-        return;
-    }
-    // Linked sources are claimed under mu; once unlinked only a running
-    // callback can remain: wait for it.
-    while (src->busy.load(std::memory_order_acquire)) sched_yield();
 }
 
 void eq_bind_ref(eq* q) {
@@ -614,34 +270,11 @@ eq* eq_from_fid(struct fid* f) {
 eq* eq_from_fid(struct fid_eq* f) { return f ? eq_from_fid(&f->fid) : nullptr; }
 struct fid_eq* eq_fid(eq* q) { return q ? &q->fid : nullptr; }
 
-int eq_trywait(eq* q) {
-    {
-        std::lock_guard<qlock> lk(q->mu);
-        if (q->count || q->overrun) return -FI_EAGAIN;
-    }
-    eq* prev = tl_trywait_eq;
-    tl_trywait_eq = q;
-    run_sources(q);
-    tl_trywait_eq = prev;
-    std::lock_guard<qlock> lk(q->mu);
-    if (q->count || q->overrun) return -FI_EAGAIN;
-    arm_locked(q);
-    return 0;
-}
-
-bool eq_has_events(eq* q) {
-    {
-        std::lock_guard<qlock> lk(q->mu);
-        if (q->count || q->overrun) return true;
-    }
-    run_sources(q);
-    std::lock_guard<qlock> lk(q->mu);
-    return q->count || q->overrun;
-}
-
 namespace {
 
 // ------------------------------------------------------------------ entry points
+
+bool waitable(const eq* q) { return q->wobj != FI_WAIT_NONE && q->wobj != FI_WAIT_SET; }
 
 eq* checked(struct fid_eq* f) {
     eq* q = eq_from_fid(f);
@@ -659,17 +292,17 @@ ssize_t eq_read(struct fid_eq* f, uint32_t* event, void* buf, size_t len, uint64
         }
         {
             std::lock_guard<qlock> lk(q->mu);
-            ssize_t r = read_locked(q, event, buf, len, flags);
+            ssize_t r = eq_read_locked(q, event, buf, len, flags);
             if (r != -FI_EAGAIN) return r;
             if (!q->nsources.load(std::memory_order_relaxed)) {
-                arm_locked(q);
+                eq_arm_locked(q);
                 return r;
             }
         }
-        run_sources(q);
+        eq_run_sources(q);
         std::lock_guard<qlock> lk(q->mu);
-        ssize_t r = read_locked(q, event, buf, len, flags);
-        if (r == -FI_EAGAIN) arm_locked(q);
+        ssize_t r = eq_read_locked(q, event, buf, len, flags);
+        if (r == -FI_EAGAIN) eq_arm_locked(q);
         return r;
     });
 }
@@ -693,7 +326,7 @@ ssize_t eq_readerr(struct fid_eq* f, struct fi_eq_err_entry* buf, uint64_t flags
             ssize_t r = readerr_locked(q, buf, flags);
             if (r != -FI_EAGAIN || !q->nsources.load(std::memory_order_relaxed)) return r;
         }
-        run_sources(q);
+        eq_run_sources(q);
         std::lock_guard<qlock> lk(q->mu);
         return readerr_locked(q, buf, flags);
     });
@@ -718,9 +351,9 @@ ssize_t eq_write(struct fid_eq* f, uint32_t event, const void* buf, size_t len, 
         if (q->overrun) return -FI_EOVERRUN;
         int rc = push_locked(q, q->ucap, event, nullptr, buf, len);
         if (rc) return rc;
-        sig = disarm_locked(q);
+        sig = eq_disarm_locked(q);
     }
-    if (sig) signal(q, sig);
+    if (sig) eq_signal(q, sig);
     return static_cast<ssize_t>(len);
     });
 }
@@ -744,9 +377,9 @@ ssize_t eq_write_err(struct fid_eq* f, const struct fi_eq_err_entry* err, uint64
             if (q->overrun) return -FI_EOVERRUN;
             int rc = push_locked(q, q->ucap, 0, err, err->err_data, err->err_data_size);
             if (rc) return rc;
-            sig = disarm_locked(q);
+            sig = eq_disarm_locked(q);
         }
-        if (sig) signal(q, sig);
+        if (sig) eq_signal(q, sig);
         return static_cast<ssize_t>(sizeof(*err));
     });
 }
@@ -764,7 +397,7 @@ ssize_t eq_sread(struct fid_eq* f, uint32_t* event, void* buf, size_t len, int t
             EVD_WARN(FI_LOG_EQ, "fi_eq_sread on an EQ with FI_WAIT_NONE or FI_WAIT_SET\n");
             return -FI_EINVAL;
         }
-        return wait_impl(q, 1, timeout, event, buf, len, flags, nullptr, false);
+        return eq_wait_for(q, 1, timeout, event, buf, len, flags, nullptr, false);
     });
 }
 
@@ -782,7 +415,7 @@ ssize_t eq_wait_n(struct fid_eq* f, size_t threshold, int timeout, uint32_t* eve
             EVD_WARN(FI_LOG_EQ, "wait_n on an EQ with FI_WAIT_NONE or FI_WAIT_SET\n");
             return -FI_EINVAL;
         }
-        return wait_impl(q, threshold, timeout, event, buf, len, flags, nmore, true);
+        return eq_wait_for(q, threshold, timeout, event, buf, len, flags, nmore, true);
     });
 }
 
@@ -797,9 +430,9 @@ int depth_impl(eq* q, struct fi_evd_eq_depth* d) {
     d->lost = q->lost;
     d->overrun = q->overrun;
     d->waiters = static_cast<size_t>(q->waiters);
-    long p = ready_err_locked(q);
+    long p = eq_ready_err_locked(q);
     if (q->count && p < 0) {
-        slot& s = q->at(0);
+        eq_slot& s = q->at(0);
         d->next_event = s.event;
         d->next_len = s.len;
     }
@@ -820,9 +453,9 @@ int wake_impl(eq* q) {
         std::lock_guard<qlock> lk(q->mu);
         n = q->waiters;
         q->wake_gen++;
-        if (n > 0) sig = kick_locked(q);
+        if (n > 0) sig = eq_kick_locked(q);
     }
-    if (sig) signal(q, sig);
+    if (sig) eq_signal(q, sig);
     return n;
 }
 
@@ -850,7 +483,7 @@ void export_fd(eq* q) {
         q->efd_signalled = true;
         w.fd = true;
     }
-    signal(q, w);
+    eq_signal(q, w);
 }
 
 int getwait(eq* q, void* arg) {
@@ -930,9 +563,9 @@ int eq_close(struct fid* f) {
             if (q->closing) return -FI_EBUSY;  // a concurrent fi_close
             q->closing = true;
             if (q->waiters > 0) {
-                wake_plan sig = kick_locked(q);
+                wake_plan sig = eq_kick_locked(q);
                 lk.unlock();
-                signal(q, sig);
+                eq_signal(q, sig);
                 lk.lock();
             }
             while (q->waiters > 0) {  // they were kicked: leaving takes microseconds
@@ -1028,7 +661,7 @@ void alloc_storage(eq* q, size_t size) {
     q->max_write = std::max(get_params().eq_max_write, kEqInline);
     q->nbig = std::min(q->cap, std::max<size_t>(kMaxBig, (size_t{1} << 20) / q->max_write));
     q->nbig = std::min(q->nbig, q->cap);
-    q->slots.reset(new slot[q->cap]);
+    q->slots.reset(new eq_slot[q->cap]);
     q->order.reset(new uint32_t[q->cap]);
     q->freel.reset(new uint32_t[q->cap]);
     q->bigfree.reset(new uint32_t[q->nbig]);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// The event queue (fi_eq(3), eq.cpp).
+// The event queue (fi_eq(3)): the queue in eq.cpp, its event sources in
+// eq_sources.cpp, blocking in eq_wait.cpp.
 //
 // How the rest of the provider uses it:
 //

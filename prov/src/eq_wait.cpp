@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// The EQ's blocking engine: how fi_eq_sread and wait_n sleep, and how a
+// producer wakes them without a syscall when nobody waits.
+//
+// Signalling (wait objects other than NONE/YIELD): an eventfd `efd` inside an
+// epoll fd `epfd` that also holds every source fd. `armed` is true when the
+// fd is known to be clear; a producer signals only when armed (and disarms),
+// a reader that observes the queue empty clears the fd (under the lock) and
+// re-arms. Invariant: fd clear => armed, so no wakeup is lost and a stream of
+// events costs no syscall while nobody waits.
+#include <sched.h>
+#include <unistd.h>
+
+#include <climits>
+#include <ctime>
+#include <mutex>
+
+#include "eq_state.h"
+
+namespace evd {
+
+namespace {
+
+thread_local eq* tl_trywait_eq = nullptr;  // eq whose fi_trywait runs progress here
+
+}  // namespace
+
+// Clears the wait fd once the caller has seen there is nothing to wait for
+// (or, for threshold waits, not enough): the next event signals again.
+void eq_arm_locked(eq* q) {
+    if (q->efd_signalled) {
+        uint64_t v;
+        (void)!::read(q->efd, &v, sizeof v);
+        q->efd_signalled = false;
+    }
+    q->armed = true;
+}
+
+// Producer side, after a push: which wait objects need a signal. The external
+// ones (fd watched from outside, mutex/cond, wait set) only when armed, i.e.
+// once per empty -> non-empty transition a reader has seen; the internal
+// futex only when a thread sleeps on it.
+wake_plan eq_disarm_locked(eq* q) {
+    wake_plan w;
+    if (q->armed && (q->ext_fd || q->fd_sleepers || q->has_mc || q->ws)) {
+        q->armed = false;
+        w.fd = q->efd >= 0 && (q->ext_fd || q->fd_sleepers);
+        w.mc = q->has_mc;
+        w.ws = q->ws != nullptr;
+        if (w.fd) q->efd_signalled = true;
+    }
+    if (q->futex_sleepers) {
+        q->futex_seq.fetch_add(1, std::memory_order_relaxed);
+        w.futex = true;
+    }
+    return w;
+}
+
+// Wakes everybody (close, the wake op, a new source); mu held.
+wake_plan eq_kick_locked(eq* q) {
+    wake_plan w;
+    q->armed = false;
+    w.fd = q->efd >= 0;
+    if (w.fd) q->efd_signalled = true;
+    w.mc = q->has_mc;
+    w.ws = q->ws != nullptr;
+    q->futex_seq.fetch_add(1, std::memory_order_relaxed);
+    w.futex = true;
+    return w;
+}
+
+void eq_signal(eq* q, wake_plan w) noexcept {
+    if (w.fd) {
+        uint64_t one = 1;
+        (void)!::write(q->efd, &one, sizeof one);
+    }
+    if (w.futex) (void)futex(&q->futex_seq, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr);
+    if (w.mc) {
+        // fi_trywait of this EQ may run on this thread with the application
+        // holding the mutex (its documented pattern): broadcast without it.
+        if (tl_trywait_eq == q) {
+            pthread_cond_broadcast(&q->mc_cond);
+        } else {
+            pthread_mutex_lock(&q->mc_mu);
+            pthread_cond_broadcast(&q->mc_cond);
+            pthread_mutex_unlock(&q->mc_mu);
+        }
+    }
+    if (w.ws) wait_set_signal(q->ws);
+}
+
+namespace {
+
+struct deadline {
+    bool infinite;
+    struct timespec end;
+    explicit deadline(int timeout_ms) : infinite(timeout_ms < 0), end{} {
+        if (infinite) return;
+        clock_gettime(CLOCK_MONOTONIC, &end);
+        end.tv_sec += timeout_ms / 1000;
+        end.tv_nsec += static_cast<long>(timeout_ms % 1000) * 1000000L;
+        if (end.tv_nsec >= 1000000000L) {
+            end.tv_sec++;
+            end.tv_nsec -= 1000000000L;
+        }
+    }
+    // false when expired; else *left is the time left
+    bool left(struct timespec* out) const {
+        if (infinite) return true;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long long ns = (end.tv_sec - now.tv_sec) * 1000000000LL + (end.tv_nsec - now.tv_nsec);
+        if (ns <= 0) return false;
+        out->tv_sec = ns / 1000000000LL;
+        out->tv_nsec = ns % 1000000000LL;
+        return true;
+    }
+};
+
+// A timeout for epoll_wait (ms), rounded up so that a wait never ends early.
+int ceil_ms(const struct timespec& t) {
+    long long ms = static_cast<long long>(t.tv_sec) * 1000 + (t.tv_nsec + 999999) / 1000000;
+    return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
+}
+
+
+// Whether a waiter for `threshold` events has something to read (mu held).
+bool ready_for(eq* q, size_t threshold) {
+    return q->count >= threshold || (q->count == 0 && q->overrun) ||
+           (q->nerr && eq_ready_err_locked(q) >= 0);
+}
+
+// Whether to poll the sources once before giving up or sleeping: a wait that
+// will sleep in epoll_wait skips it (epoll_wait returns at once with the
+// ready sources, one syscall instead of two).
+bool poll_first(const eq* q, int timeout) {
+    const bool epoll_sleep = q->wobj != FI_WAIT_YIELD && q->efd >= 0;
+    return q->nsources.load(std::memory_order_relaxed) && (!epoll_sleep || timeout == 0);
+}
+
+// One sleep of a waiter, mu held on entry and on return: a yield (YIELD),
+// epoll_wait when sources must be watched, else a private futex (one syscall
+// each side, like a bare eventfd). True when it ran sources epoll reported.
+bool sleep_once(eq* q, std::unique_lock<qlock>& lk, const deadline& dl,
+                const struct timespec& left) {
+    if (q->wobj == FI_WAIT_YIELD || q->efd < 0) {
+        lk.unlock();
+        sched_yield();
+        lk.lock();
+        return false;
+    }
+    if (!q->nsources.load(std::memory_order_relaxed)) {
+        const uint32_t seq = q->futex_seq.load(std::memory_order_relaxed);
+        q->futex_sleepers++;
+        lk.unlock();
+        (void)futex(&q->futex_seq, FUTEX_WAIT_PRIVATE, seq, dl.infinite ? nullptr : &left);
+        lk.lock();
+        q->futex_sleepers--;
+        return false;
+    }
+    // Sleep in epoll_wait itself and progress what it reports: one syscall
+    // per wakeup instead of a poll followed by a zero-timeout epoll_wait
+    // (under emulation each syscall costs tens of us).
+    eq_arm_locked(q);
+    q->fd_sleepers++;
+    lk.unlock();
+    struct epoll_event evs[16];
+    int n = epoll_wait(q->epfd, evs, 16, dl.infinite ? -1 : ceil_ms(left));
+    lk.lock();
+    q->fd_sleepers--;  // awake: what the sources post needs no eventfd signal
+    if (n <= 0) return false;
+    lk.unlock();
+    eq_run_ready(q, evs, n);
+    lk.lock();
+    return true;  // the ready sources ran: re-check before sleeping again
+}
+
+}  // namespace
+
+ssize_t eq_wait_for(eq* q, size_t threshold, int timeout, uint32_t* event, void* buf, size_t len,
+                    uint64_t flags, size_t* nmore, bool ext) {
+    deadline dl(timeout);
+    std::unique_lock<qlock> lk(q->mu);
+    if (q->closing) return -FI_ECANCELED;
+    q->waiters++;
+    const uint64_t gen = q->wake_gen;
+    ssize_t r;
+    bool progressed = false;
+    for (;;) {
+        if (ready_for(q, threshold)) {
+            r = eq_read_locked(q, event, buf, len, flags);
+            if (r != -FI_EAGAIN) break;
+        }
+        if (q->closing) {
+            r = -FI_ECANCELED;
+            break;
+        }
+        if (q->wake_gen != gen) {
+            r = ext ? -FI_EINTR : -FI_EAGAIN;
+            break;
+        }
+        if (!progressed && poll_first(q, timeout)) {
+            lk.unlock();
+            eq_run_sources(q);
+            lk.lock();
+            progressed = true;
+            continue;
+        }
+        struct timespec left;
+        if (!dl.left(&left)) {
+            r = -FI_EAGAIN;
+            break;
+        }
+        progressed = sleep_once(q, lk, dl, left);
+    }
+    if (nmore) *nmore = q->count;
+    q->waiters--;
+    return r;
+}
+
+int eq_trywait(eq* q) {
+    {
+        std::lock_guard<qlock> lk(q->mu);
+        if (q->count || q->overrun) return -FI_EAGAIN;
+    }
+    eq* prev = tl_trywait_eq;
+    tl_trywait_eq = q;
+    eq_run_sources(q);
+    tl_trywait_eq = prev;
+    std::lock_guard<qlock> lk(q->mu);
+    if (q->count || q->overrun) return -FI_EAGAIN;
+    eq_arm_locked(q);
+    return 0;
+}
+
+bool eq_has_events(eq* q) {
+    {
+        std::lock_guard<qlock> lk(q->mu);
+        if (q->count || q->overrun) return true;
+    }
+    eq_run_sources(q);
+    std::lock_guard<qlock> lk(q->mu);
+    return q->count || q->overrun;
+}
+
+}  // namespace evd
