@@ -488,7 +488,7 @@ void async_ep_consequence(void* owner, const struct ibv_async_event& ev) {
     if (async_event_type(ev) != IBV_EVENT_COMM_EST) return;
     auto* e = static_cast<ep*>(owner);
     if (!e || !e->id) return;
-    if (rdma_notify(e->id, IBV_EVENT_COMM_EST))
+    if (rdma_notify(e->id.get(), IBV_EVENT_COMM_EST))
         EVD_WARN(FI_LOG_EP_CTRL, "rdma_notify(COMM_EST) on QP %u: %d\n",
                  e->qp ? e->qp->qp_num : 0u, errno);
 }

@@ -220,7 +220,7 @@ void dispatch(cm_chan* chan, struct rdma_cm_event* ev) {
                  v && v->device ? ibv_get_device_name(v->device) : "(unknown)",
                  static_cast<void*>(ev->id), a.prov_errno);
     }
-    struct rdma_cm_id* destroy = nullptr;
+    cm_id_ptr destroy;  // once the event is acknowledged, outside chan->mu
     {
         std::lock_guard lk(chan->mu);
         struct rdma_cm_id* owner_id =
@@ -232,7 +232,7 @@ void dispatch(cm_chan* chan, struct rdma_cm_event* ev) {
                     a.row->name);
             if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
                 rdma_reject(ev->id, nullptr, 0);
-                destroy = ev->id;
+                destroy.reset(ev->id);
             }
         } else {
             switch (owner->okind) {
@@ -260,7 +260,6 @@ void dispatch(cm_chan* chan, struct rdma_cm_event* ev) {
         }
         rdma_ack_cm_event(ev);
     }
-    if (destroy) rdma_destroy_id(destroy);
 }
 
 void chan_progress(eq_source* src) {

@@ -121,7 +121,7 @@ struct cm_chan {
     };
     std::mutex dl_mu;  // guards deadlines (after mu when both are taken)
     std::vector<deadline> deadlines;
-    int timer_fd = -1;
+    fd_owner timer;  // timerfd (cm_deadline.cpp)
     eq_source timer_src;
 };
 
@@ -147,11 +147,10 @@ cm_stats& cm_get_stats();
 
 // ------------------------------------------------------------------ handlers
 // Called by the channel's progress with cm_chan::mu held; return an id to
-// destroy after the event is acknowledged (or nullptr).
-struct rdma_cm_id* pep_cm_event(pep* p, struct rdma_cm_event* ev, const cm_action& a,
-                                cm_chan* chan);
-struct rdma_cm_id* connreq_cm_event(connreq* r, struct rdma_cm_event* ev, const cm_action& a);
-struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a);
+// destroy after the event is acknowledged (or nothing).
+cm_id_ptr pep_cm_event(pep* p, struct rdma_cm_event* ev, const cm_action& a, cm_chan* chan);
+cm_id_ptr connreq_cm_event(connreq* r, struct rdma_cm_event* ev, const cm_action& a);
+cm_id_ptr ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a);
 
 // Sockaddr length by family (0 if unknown).
 size_t cm_addrlen(const struct sockaddr* sa);

@@ -31,14 +31,14 @@ void rearm(cm_chan* chan) {
         its.it_value.tv_nsec = ns % 1000000000;
         if (!its.it_value.tv_sec && !its.it_value.tv_nsec) its.it_value.tv_nsec = 1;
     }
-    if (timerfd_settime(chan->timer_fd, TFD_TIMER_ABSTIME, &its, nullptr))
+    if (timerfd_settime(chan->timer.fd, TFD_TIMER_ABSTIME, &its, nullptr))
         EVD_WARN(FI_LOG_EP_CTRL, "timerfd_settime: %s\n", strerror(errno));
 }
 
 void timer_progress(eq_source* src) {
     auto* chan = static_cast<cm_chan*>(src->arg);
     uint64_t ticks;
-    while (::read(chan->timer_fd, &ticks, sizeof ticks) == static_cast<ssize_t>(sizeof ticks)) {
+    while (::read(chan->timer.fd, &ticks, sizeof ticks) == static_cast<ssize_t>(sizeof ticks)) {
     }
     // chan->mu: an endpoint being closed clears its deadline under it, so every
     // endpoint found here is still open while it is ended
@@ -69,34 +69,30 @@ void timer_progress(eq_source* src) {
 }  // namespace
 
 int cm_deadline_open(cm_chan* chan) {
-    chan->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (chan->timer_fd < 0) {
+    chan->timer.reset(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    if (chan->timer.fd < 0) {
         int err = errno;
         EVD_WARN(FI_LOG_EP_CTRL, "timerfd_create: %s\n", strerror(err));
         return fi_err(err);
     }
-    chan->timer_src.fd = chan->timer_fd;
+    chan->timer_src.fd = chan->timer.fd;
     chan->timer_src.progress = timer_progress;
     chan->timer_src.arg = chan;
     int ret = eq_add_source(chan->q, &chan->timer_src);
-    if (ret) {
-        ::close(chan->timer_fd);
-        chan->timer_fd = -1;
-    }
+    if (ret) chan->timer.reset();
     return ret;
 }
 
 void cm_deadline_close(cm_chan* chan) {
-    if (chan->timer_fd < 0) return;
+    if (chan->timer.fd < 0) return;
     eq_remove_source(chan->q, &chan->timer_src);
-    ::close(chan->timer_fd);
-    chan->timer_fd = -1;
+    chan->timer.reset();
 }
 
 namespace {
 
 void set_deadline(cm_chan* chan, ep* e, int ms, bool probe) {
-    if (!chan || !e || ms <= 0 || chan->timer_fd < 0) return;
+    if (!chan || !e || ms <= 0 || chan->timer.fd < 0) return;
     std::lock_guard lk(chan->dl_mu);
     const auto at = clock::now() + std::chrono::milliseconds(ms);
     auto it = std::find_if(chan->deadlines.begin(), chan->deadlines.end(),

@@ -11,10 +11,13 @@
 
 #include <cstring>
 
+#include "owners.h"
+
 namespace evd {
 
 int rdma_nl_device_registered(uint32_t index) {
-    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA);
+    fd_owner sock(socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_RDMA));
+    const int fd = sock.fd;
     if (fd < 0) return -1;
     struct nlmsghdr req {};
     req.nlmsg_len = sizeof req;
@@ -64,7 +67,6 @@ int rdma_nl_device_registered(uint32_t index) {
         }
         if (done) result = found ? 1 : 0;
     }
-    close(fd);
     return result;
 }
 

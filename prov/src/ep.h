@@ -31,6 +31,7 @@
 #include <mutex>
 
 #include "evd.h"
+#include "owners.h"
 
 namespace evd {
 
@@ -65,7 +66,7 @@ struct pep {
     cm_owner owner{cm_owner_kind::pep};
     struct fabric* fab = nullptr;
     struct fi_info* info = nullptr;       // fi_dupinfo of what was opened
-    struct rdma_cm_id* id = nullptr;      // created at bind (on the EQ's channel)
+    cm_id_ptr id;                         // created at bind (on the EQ's channel)
     eq* eq_bound = nullptr;
     cm_chan* chan = nullptr;
     int backlog = 0;                      // fi_control(FI_BACKLOG)
@@ -94,7 +95,7 @@ enum class connreq_state : int { pending = 0, adopted, rejected, ended };
 struct connreq {
     struct fid fid;  // fclass FI_CLASS_CONNREQ; first member
     cm_owner owner{cm_owner_kind::connreq};
-    struct rdma_cm_id* id = nullptr;
+    cm_id_ptr id;
     cm_chan* chan = nullptr;
     eq* eq_bound = nullptr;               // the pep's EQ (holds an eq_bind_ref)
     std::atomic<bool> gone{false};        // peer went away before accept
@@ -123,7 +124,7 @@ struct ep {
     struct fi_info* info = nullptr;       // fi_dupinfo of what was opened (handle cleared)
 
     // --- connection management (ep_msg.cpp / cm.cpp)
-    struct rdma_cm_id* id = nullptr;
+    cm_id_ptr id;
     connreq* creq = nullptr;              // adopted FI_CONNREQ handle (passive side)
     bool from_connreq = false;            // opened from an FI_CONNREQ info (fi_accept ok)
     bool keep_src_port = false;           // opened from a pep handle: connect from its port
@@ -155,7 +156,7 @@ struct ep {
     // endpoint's QP is made at fi_enable on the domain's PD and handed to
     // its id (id->qp) once address resolution bound the id to a device;
     // until then id->qp is null and the QP belongs to evd alone.
-    struct ibv_qp* qp = nullptr;
+    ibv_qp_ptr qp;  // destroyed by ep_destroy_qp (ep.h), the way it was made
     std::atomic<bool> qp_ready{false};
     // A progress probe is posted and its deadline armed (probe.h).
     std::atomic<bool> probing{false};
@@ -204,6 +205,9 @@ cntr_route* ep_data_route(ep* e);
 // yet bound gets a QP on the domain's PD, handed to its id at ADDR_RESOLVED
 // (ep_cm_event), which spares the address queries binding first would cost.
 int ep_create_qp(ep* e);
+// Destroys e->qp: through its id when it was handed to it (rdma_destroy_qp),
+// else directly. Caller holds e->mu, after qp_ready was cleared.
+void ep_destroy_qp(ep* e);
 
 // ---- provided by ep_msg.cpp (CM half), callable from anywhere
 // Posts the endpoint's one terminal error (err = positive FI_E* code) to its

@@ -106,7 +106,7 @@ ssize_t post_send(ep* e, struct ibv_send_wr& wr) {
         return -FI_EOPBADSTATE;
     }
     struct ibv_send_wr* bad = nullptr;
-    int r = ibv_post_send(e->qp, &wr, &bad);
+    int r = ibv_post_send(e->qp.get(), &wr, &bad);
     if (r == 0) return 0;
     if (r == ENOMEM || r == EAGAIN) return -FI_EAGAIN;  // send queue full
     EVD_WARN(FI_LOG_EP_DATA, "ibv_post_send: %s\n", strerror(r));
@@ -234,7 +234,7 @@ ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
     bool comp = !(e->rx_flags & FI_SELECTIVE_COMPLETION) || (flags & FI_COMPLETION);
     wr.wr_id = comp ? reinterpret_cast<uintptr_t>(context) : wr_id_suppressed();
     struct ibv_recv_wr* bad = nullptr;
-    int r = ibv_post_recv(e->qp, &wr, &bad);
+    int r = ibv_post_recv(e->qp.get(), &wr, &bad);
     if (r == 0) return 0;
     if (r == ENOMEM || r == EAGAIN) return -FI_EAGAIN;
     EVD_WARN(FI_LOG_EP_DATA, "ibv_post_recv: %s\n", strerror(r));

@@ -52,7 +52,7 @@ int bind_source(ep* e, const struct sockaddr* dst) {
     } else if (!dst || !route_source(dst, &src)) {
         return 0;  // the device becomes known at ADDR_RESOLVED
     }
-    if (rdma_bind_addr(e->id, reinterpret_cast<struct sockaddr*>(&src))) {
+    if (rdma_bind_addr(e->id.get(), reinterpret_cast<struct sockaddr*>(&src))) {
         int err = errno;
         EVD_WARN(FI_LOG_EP_CTRL, "rdma_bind_addr(source): %s\n", strerror(err));
         return fi_err(err);
@@ -126,7 +126,7 @@ int ep_close(struct fid* f) {
         // queued work completes in the CQ before the QP can discard it
         qp_flush(e);
         if (e->qp) {
-            devctx_unregister(e->dom->dev, &devctx::qps, e->qp);
+            devctx_unregister(e->dom->dev, &devctx::qps, e->qp.get());
             cq_detach_qp(e->tx_cq, e->qp->qp_num);
             if (e->rx_cq != e->tx_cq) cq_detach_qp(e->rx_cq, e->qp->qp_num);
         }
@@ -136,18 +136,13 @@ int ep_close(struct fid* f) {
         }
         ep_data_close(e);
         e->qp_ready.store(false);
-        if (e->qp && e->id && e->id->qp == e->qp)
-            rdma_destroy_qp(e->id);
-        else if (e->qp)
-            ibv_destroy_qp(e->qp);  // never handed to the id
-        e->qp = nullptr;
+        ep_destroy_qp(e);
         if (lg) {
-            linger_arm(lg);  // takes the id and the channel reference
+            linger_arm(lg, std::move(e->id));  // with the channel reference
         } else {
-            if (e->id) rdma_destroy_id(e->id);
+            e->id.reset();  // before its channel can go
             if (e->chan) cm_chan_put(e->chan);
         }
-        e->id = nullptr;
         e->chan = nullptr;
         if (e->creq) drop_connreq(e);
         if (e->tx_cq) cq_bind_unref(e->tx_cq);
@@ -186,7 +181,7 @@ int bind_eq(ep* e, struct fid* bfid, uint64_t flags) {
     if (!chan) return err;
     if (e->id && e->chan != chan) {
         // adopted from a connection request on the listener's EQ: move it
-        if (rdma_migrate_id(e->id, chan->ch.get())) {
+        if (rdma_migrate_id(e->id.get(), chan->ch.get())) {
             int m = errno;
             EVD_WARN(FI_LOG_EP_CTRL, "rdma_migrate_id: %s\n", strerror(m));
             cm_chan_put(chan);
@@ -205,7 +200,7 @@ int bind_eq(ep* e, struct fid* bfid, uint64_t flags) {
             cm_chan_put(chan);
             return fi_err(m);
         }
-        e->id = id;
+        e->id.reset(id);
         e->chan = chan;
     }
     if (e->creq) drop_connreq(e);  // the id now lives on e's own binding
@@ -368,7 +363,7 @@ int ep_getname(fid_t f, void* addr, size_t* addrlen) {
                 return ret;
         }
         if (e->id && e->id->verbs)
-            return cm_copy_addr(rdma_get_local_addr(e->id), addr, addrlen);
+            return cm_copy_addr(rdma_get_local_addr(e->id.get()), addr, addrlen);
         return cm_copy_addr(static_cast<const struct sockaddr*>(e->info->src_addr), addr,
                             addrlen);
     });
@@ -382,7 +377,7 @@ int ep_getpeer(struct fid_ep* f, void* addr, size_t* addrlen) {
         auto st = state_of(e);
         if (e->id && (st == ep_state::connected || st == ep_state::accepting ||
                       st == ep_state::connecting))
-            return cm_copy_addr(rdma_get_peer_addr(e->id), addr, addrlen);
+            return cm_copy_addr(rdma_get_peer_addr(e->id.get()), addr, addrlen);
         return cm_copy_addr(static_cast<const struct sockaddr*>(e->info->dest_addr), addr,
                             addrlen);
     });
@@ -442,7 +437,7 @@ int ep_connect(struct fid_ep* f, const void* addr, const void* param, size_t par
             srcp = reinterpret_cast<struct sockaddr*>(&src);
         }
         set_state(e, ep_state::resolving);
-        if (rdma_resolve_addr(e->id, srcp, const_cast<struct sockaddr*>(dst),
+        if (rdma_resolve_addr(e->id.get(), srcp, const_cast<struct sockaddr*>(dst),
                               get_params().cm_timeout_ms)) {
             int err = errno;
             set_state(e, ep_state::idle);
@@ -487,7 +482,7 @@ int ep_accept(struct fid_ep* f, const void* param, size_t paramlen) {
         struct rdma_conn_param cp;
         fill_conn_param(&cp, buf, static_cast<size_t>(n));
         set_state(e, ep_state::accepting);
-        if (rdma_accept(e->id, &cp)) {
+        if (rdma_accept(e->id.get(), &cp)) {
             int err = errno;
             set_state(e, ep_state::idle);
             EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: rdma_accept: %s\n", strerror(err));
@@ -521,7 +516,7 @@ int ep_shutdown(struct fid_ep* f, uint64_t flags) {
             }
             return 0;
         }
-        if (rdma_disconnect(e->id)) {
+        if (rdma_disconnect(e->id.get())) {
             int err = errno;
             EVD_INFO(FI_LOG_EP_CTRL, "fi_shutdown: rdma_disconnect: %s\n", strerror(err));
             return fi_err(err);
@@ -562,7 +557,7 @@ void on_addr_resolved(ep* e) {
     int ret = 0;
     if (!e->qp) {
         ret = ep_create_qp(e);
-    } else if (e->id->qp != e->qp) {
+    } else if (e->id->qp != e->qp.get()) {
         // the id is on a device now: it drives the QP from here
         if (e->id->verbs != e->dom->dev->verbs) {
             EVD_WARN(FI_LOG_EP_CTRL,
@@ -572,10 +567,10 @@ void on_addr_resolved(ep* e) {
                      e->dom->dev->name.c_str());
             ret = -FI_EINVAL;
         } else {
-            e->id->qp = e->qp;
+            e->id->qp = e->qp.get();  // still owned by e (ep_destroy_qp)
         }
     }
-    if (!ret && rdma_resolve_route(e->id, get_params().cm_timeout_ms))
+    if (!ret && rdma_resolve_route(e->id.get(), get_params().cm_timeout_ms))
         ret = fi_err(errno);
     if (ret && ep_claim_terminal(e)) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: after address resolution: %d\n", ret);
@@ -598,7 +593,7 @@ void on_route_resolved(ep* e) {
     }
     set_state(e, ep_state::connecting);
     e->cm_started = true;
-    if (rdma_connect(e->id, &cp)) {
+    if (rdma_connect(e->id.get(), &cp)) {
         int err = errno;
         EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: rdma_connect: %s\n", strerror(err));
         if (ep_claim_terminal(e)) post_terminal_err(e, FI_ECONNABORTED, err, nullptr, 0);
@@ -639,7 +634,7 @@ void on_disconnected(ep* e) {
     // The side that called fi_shutdown already sent its DREQ: this
     // DISCONNECTED is the answer, nothing more to send.
     if (e->id && !e->disconnect_sent) {
-        rdma_disconnect(e->id);
+        rdma_disconnect(e->id.get());
         e->disconnect_sent = true;
     }
     if (ep_claim_terminal(e)) {
@@ -660,7 +655,7 @@ void on_error(ep* e, const cm_row& r, const cm_action& a) {
 
 }  // namespace
 
-struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a) {
+cm_id_ptr ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a) {
     std::lock_guard lk(e->mu);
     const cm_row& r = *a.row;
     if (r.outcome == cm_outcome::shutdown || r.outcome == cm_outcome::error ||
@@ -671,7 +666,7 @@ struct rdma_cm_id* ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action&
     // connected and must be told at fi_close (linger.h).
     if (r.outcome == cm_outcome::connected) e->cm_established = true;
     if (r.outcome == cm_outcome::shutdown && e->terminal.load() && e->id && !e->disconnect_sent) {
-        rdma_disconnect(e->id);  // still answer the peer's DREQ
+        rdma_disconnect(e->id.get());  // still answer the peer's DREQ
         e->disconnect_sent = true;
     }
     if (r.outcome != cm_outcome::internal && r.outcome != cm_outcome::resolve_route &&
@@ -725,7 +720,7 @@ void ep_setup_timed_out(ep* e) {
              "FI_ETIMEDOUT\n",
              static_cast<void*>(e), get_params().connect_timeout_ms,
              st == ep_state::connecting ? "connect request" : "accept");
-    if (e->qp) qp_to_error(e->qp);  // should the connection still complete, nothing flows on it
+    if (e->qp) qp_to_error(e->qp.get());  // should the connection still complete, nothing flows on it
     post_terminal_err(e, FI_ETIMEDOUT, -ETIMEDOUT, nullptr, 0);
 }
 
@@ -779,8 +774,7 @@ int adopt_connreq(ep* e, connreq* r, domain* d) {
         }
         if (r->id) {
             r->id->context = &e->owner;
-            e->id = r->id;
-            r->id = nullptr;
+            e->id = std::move(r->id);
             e->gone.store(r->gone.load());
         }
     }

@@ -491,7 +491,7 @@ int getwait(eq* q, void* arg) {
     switch (q->wobj) {
     case FI_WAIT_FD:
         export_fd(q);
-        *static_cast<int*>(arg) = q->epfd;
+        *static_cast<int*>(arg) = q->epfd.fd;
         return 0;
     case FI_WAIT_POLLFD: {
         export_fd(q);
@@ -505,7 +505,7 @@ int getwait(eq* q, void* arg) {
         if (have < need) return -FI_ETOOSMALL;
         if (!pfd->fd) return -FI_EINVAL;
         size_t i = 0;
-        pfd->fd[i++] = {q->efd, POLLIN, 0};
+        pfd->fd[i++] = {q->efd.fd, POLLIN, 0};
         for (eq_source* s = q->sources; s; s = s->next) pfd->fd[i++] = {s->fd, POLLIN, 0};
         return 0;
     }
@@ -677,15 +677,15 @@ void alloc_storage(eq* q, size_t size) {
 // The epoll fd every source joins; for a blocking wait object also the
 // eventfd posts signal (and the mutex/condition pair of MUTEX_COND).
 int open_signals(eq* q, enum fi_wait_obj wobj) {
-    q->epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (q->epfd < 0) return fi_err(errno);
+    q->epfd.reset(epoll_create1(EPOLL_CLOEXEC));
+    if (q->epfd.fd < 0) return fi_err(errno);
     if (wobj != FI_WAIT_NONE && wobj != FI_WAIT_YIELD) {
-        q->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (q->efd < 0) return fi_err(errno);
+        q->efd.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+        if (q->efd.fd < 0) return fi_err(errno);
         struct epoll_event ev {};
         ev.events = EPOLLIN;
         ev.data.ptr = nullptr;
-        if (epoll_ctl(q->epfd, EPOLL_CTL_ADD, q->efd, &ev) != 0) return fi_err(errno);
+        if (epoll_ctl(q->epfd.fd, EPOLL_CTL_ADD, q->efd.fd, &ev) != 0) return fi_err(errno);
         q->signals = true;
     }
     if (wobj == FI_WAIT_MUTEX_COND) {
@@ -745,7 +745,7 @@ int eq_open(struct fid_fabric* ff, struct fi_eq_attr* attr, struct fid_eq** out,
         q->fid.ops = &eq_ops;
         q->wm.fid = &q->fid.fid;
         q->wm.trywait = wm_trywait;
-        q->wm.fd = q->epfd;
+        q->wm.fd = q->epfd.fd;
         if (ws) {
             int rc = wait_set_add(ws, &q->wm);
             if (rc) return rc;

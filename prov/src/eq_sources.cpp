@@ -44,7 +44,7 @@ void eq_run_ready(eq* q, const struct epoll_event* evs, int n) {
 void eq_run_sources(eq* q) {
     if (q->nsources.load(std::memory_order_acquire) == 0) return;
     struct epoll_event evs[16];
-    int n = epoll_wait(q->epfd, evs, 16, 0);
+    int n = epoll_wait(q->epfd.fd, evs, 16, 0);
     eq_run_ready(q, evs, n);
 }
 
@@ -58,7 +58,7 @@ int eq_add_source(eq* q, eq_source* src) {
         struct epoll_event ev {};
         ev.events = EPOLLIN;
         ev.data.ptr = src;
-        if (epoll_ctl(q->epfd, EPOLL_CTL_ADD, src->fd, &ev) != 0) {
+        if (epoll_ctl(q->epfd.fd, EPOLL_CTL_ADD, src->fd, &ev) != 0) {
             int e = errno;
             EVD_WARN(FI_LOG_EQ, "eq_add_source: epoll_ctl(fd %d): %s\n", src->fd, strerror(e));
             return -e;
@@ -84,7 +84,7 @@ void eq_remove_source(eq* q, eq_source* src) {
         if (!*pp) return;
         *pp = src->next;
         src->next = nullptr;
-        (void)epoll_ctl(q->epfd, EPOLL_CTL_DEL, src->fd, nullptr);
+        (void)epoll_ctl(q->epfd.fd, EPOLL_CTL_DEL, src->fd, nullptr);
         q->change_index++;
         q->nsources.fetch_sub(1, std::memory_order_release);
     }

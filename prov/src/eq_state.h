@@ -13,6 +13,7 @@
 
 #include "eq.h"
 #include "futex.h"
+#include "owners.h"
 #include "wait.h"
 
 namespace evd {
@@ -67,7 +68,7 @@ struct eq {
     std::atomic<uint32_t> futex_seq{0};  // bumped under mu when futex sleepers must wake
     std::atomic<int> nsources{0};
     bool signals = false;  // has an eventfd (every wait object but NONE and YIELD)
-    int efd = -1, epfd = -1;
+    fd_owner efd, epfd;  // the eventfd posts signal; the epoll fd that holds it and every source
     bool has_mc = false;
     pthread_mutex_t mc_mu = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t mc_cond = PTHREAD_COND_INITIALIZER;
@@ -78,8 +79,6 @@ struct eq {
         return s.big == kNoBig ? s.inl : bigmem.get() + size_t{s.big} * max_write;
     }
     ~eq() {
-        if (efd >= 0) ::close(efd);
-        if (epfd >= 0) ::close(epfd);
         if (has_mc) {
             pthread_cond_destroy(&mc_cond);
             pthread_mutex_destroy(&mc_mu);

@@ -30,7 +30,7 @@ thread_local eq* tl_trywait_eq = nullptr;  // eq whose fi_trywait runs progress 
 void eq_arm_locked(eq* q) {
     if (q->efd_signalled) {
         uint64_t v;
-        (void)!::read(q->efd, &v, sizeof v);
+        (void)!::read(q->efd.fd, &v, sizeof v);
         q->efd_signalled = false;
     }
     q->armed = true;
@@ -44,7 +44,7 @@ wake_plan eq_disarm_locked(eq* q) {
     wake_plan w;
     if (q->armed && (q->ext_fd || q->fd_sleepers || q->has_mc || q->ws)) {
         q->armed = false;
-        w.fd = q->efd >= 0 && (q->ext_fd || q->fd_sleepers);
+        w.fd = q->efd.fd >= 0 && (q->ext_fd || q->fd_sleepers);
         w.mc = q->has_mc;
         w.ws = q->ws != nullptr;
         if (w.fd) q->efd_signalled = true;
@@ -60,7 +60,7 @@ wake_plan eq_disarm_locked(eq* q) {
 wake_plan eq_kick_locked(eq* q) {
     wake_plan w;
     q->armed = false;
-    w.fd = q->efd >= 0;
+    w.fd = q->efd.fd >= 0;
     if (w.fd) q->efd_signalled = true;
     w.mc = q->has_mc;
     w.ws = q->ws != nullptr;
@@ -72,7 +72,7 @@ wake_plan eq_kick_locked(eq* q) {
 void eq_signal(eq* q, wake_plan w) noexcept {
     if (w.fd) {
         uint64_t one = 1;
-        (void)!::write(q->efd, &one, sizeof one);
+        (void)!::write(q->efd.fd, &one, sizeof one);
     }
     if (w.futex) (void)futex(&q->futex_seq, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr);
     if (w.mc) {
@@ -134,7 +134,7 @@ bool ready_for(eq* q, size_t threshold) {
 // will sleep in epoll_wait skips it (epoll_wait returns at once with the
 // ready sources, one syscall instead of two).
 bool poll_first(const eq* q, int timeout) {
-    const bool epoll_sleep = q->wobj != FI_WAIT_YIELD && q->efd >= 0;
+    const bool epoll_sleep = q->wobj != FI_WAIT_YIELD && q->efd.fd >= 0;
     return q->nsources.load(std::memory_order_relaxed) && (!epoll_sleep || timeout == 0);
 }
 
@@ -143,7 +143,7 @@ bool poll_first(const eq* q, int timeout) {
 // each side, like a bare eventfd). True when it ran sources epoll reported.
 bool sleep_once(eq* q, std::unique_lock<qlock>& lk, const deadline& dl,
                 const struct timespec& left) {
-    if (q->wobj == FI_WAIT_YIELD || q->efd < 0) {
+    if (q->wobj == FI_WAIT_YIELD || q->efd.fd < 0) {
         lk.unlock();
         sched_yield();
         lk.lock();
@@ -165,7 +165,7 @@ bool sleep_once(eq* q, std::unique_lock<qlock>& lk, const deadline& dl,
     q->fd_sleepers++;
     lk.unlock();
     struct epoll_event evs[16];
-    int n = epoll_wait(q->epfd, evs, 16, dl.infinite ? -1 : ceil_ms(left));
+    int n = epoll_wait(q->epfd.fd, evs, 16, dl.infinite ? -1 : ceil_ms(left));
     lk.lock();
     q->fd_sleepers--;  // awake: what the sources post needs no eventfd signal
     if (n <= 0) return false;

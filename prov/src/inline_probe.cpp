@@ -23,10 +23,9 @@ uint32_t probe_max_inline(struct ibv_context* verbs) {
         ia.cap.max_send_sge = 1;
         ia.cap.max_recv_sge = 1;
         ia.cap.max_inline_data = v;
-        struct ibv_qp* qp = ibv_create_qp(pd.get(), &ia);
+        ibv_qp_ptr qp(ibv_create_qp(pd.get(), &ia));
         if (!qp) return false;
         *got = std::max(v, ia.cap.max_inline_data);
-        ibv_destroy_qp(qp);
         return true;
     };
     uint32_t got = 0, lo = 0, hi = 1u << 16;  // lo: accepted (or 0), hi: first refused

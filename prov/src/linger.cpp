@@ -21,7 +21,7 @@ namespace evd {
 
 struct linger {
     cm_owner owner{cm_owner_kind::linger};  // what the id's context points at
-    struct rdma_cm_id* id = nullptr;
+    cm_id_ptr id;             // from linger_arm (or linger_hold_request) on
     cm_chan* chan = nullptr;  // the channel id lives on (the endpoint's reference)
     eq* q = nullptr;          // chan's EQ: reads dev's async fd while the record lives
     devctx* dev = nullptr;    // held (devctx_by_name)
@@ -35,7 +35,6 @@ struct linger {
     // held until the port is active.
     bool hold_only = false;
     bool ended = false;      // rdma_cm reported the connection over
-    bool id_gone = false;    // id destroyed, or handed to dispatch to destroy
     std::atomic<bool> done{false};  // nothing left but freeing the record
 };
 
@@ -52,7 +51,7 @@ bool port_active(const linger* l) { return port_active_now(l->dev->verbs, l->por
 // Sends the DREQ. chan->mu held. False when it could not be sent: the id is
 // then handed back for destruction (the kernel sends one DREQ as it goes).
 bool send_dreq(linger* l) {
-    if (rdma_disconnect(l->id) == 0) {
+    if (rdma_disconnect(l->id.get()) == 0) {
         l->dreq_sent = true;
         EVD_DBG(FI_LOG_EP_CTRL, "linger %p: DREQ sent\n", static_cast<void*>(l));
         return true;
@@ -62,19 +61,19 @@ bool send_dreq(linger* l) {
     return false;
 }
 
-// Takes the id away from the channel (chan->mu held): nullptr if it is gone.
-struct rdma_cm_id* take_id(linger* l) {
-    if (l->id_gone) return nullptr;
-    l->id_gone = true;
+// Takes the id away from the channel (chan->mu held): nothing if it is gone
+// (destroyed, or handed to dispatch to destroy) or not armed yet.
+cm_id_ptr take_id(linger* l) {
+    if (!l->id) return nullptr;
     l->id->context = nullptr;
     l->done.store(true);
-    return l->id;
+    return std::move(l->id);
 }
 
 // Destroys l's id if it is still there, then frees l and what it holds.
 // l is no longer listed.
 void finish(linger* l) {
-    struct rdma_cm_id* id = nullptr;
+    cm_id_ptr id;
     {
         std::lock_guard lk(l->chan->mu);
         id = take_id(l);
@@ -82,7 +81,7 @@ void finish(linger* l) {
     if (id) {
         EVD_DBG(FI_LOG_EP_CTRL, "linger %p: id destroyed before the disconnect was done\n",
                 static_cast<void*>(l));
-        rdma_destroy_id(id);
+        id.reset();  // before the channel reference goes
     }
     devctx_detach_eq(l->dev, l->q);
     cm_chan_put(l->chan);
@@ -124,7 +123,6 @@ linger* linger_begin(ep* e) {
         devctx_put(dev);
         return nullptr;
     }
-    l->id = e->id;
     l->chan = e->chan;
     l->q = e->chan->q;
     l->dev = dev;
@@ -164,11 +162,12 @@ linger* linger_begin(ep* e) {
     return l;
 }
 
-void linger_arm(linger* l) {
-    struct rdma_cm_id* destroy = nullptr;
+void linger_arm(linger* l, cm_id_ptr id) {
+    cm_id_ptr destroy;
     bool dreq_sent = false;
     {
         std::lock_guard lk(l->chan->mu);
+        l->id = std::move(id);
         l->armed = true;
         if (l->ended)
             destroy = take_id(l);
@@ -176,14 +175,15 @@ void linger_arm(linger* l) {
             destroy = take_id(l);
         dreq_sent = l->dreq_sent;  // l may be freed by another thread once unlocked
     }
-    if (destroy) rdma_destroy_id(destroy);
+    const bool ended = destroy != nullptr;
+    destroy.reset();
     EVD_DBG(FI_LOG_EP_CTRL, "linger %p: %s\n", static_cast<void*>(l),
-            destroy     ? "ended at once"
+            ended       ? "ended at once"
             : dreq_sent ? "waiting for the peer's answer"
                         : "waiting for the port");
 }
 
-bool linger_hold_request(struct rdma_cm_id* id, cm_chan* chan) {
+bool linger_hold_request(cm_id_ptr& id, cm_chan* chan) {
     reap();
     if (!id->verbs || !chan->q) return false;
     devctx* dev = devctx_by_name(ibv_get_device_name(id->verbs->device));
@@ -193,7 +193,6 @@ bool linger_hold_request(struct rdma_cm_id* id, cm_chan* chan) {
         devctx_put(dev);
         return false;
     }
-    l->id = id;
     l->chan = chan;
     l->q = chan->q;
     l->dev = dev;
@@ -207,25 +206,27 @@ bool linger_hold_request(struct rdma_cm_id* id, cm_chan* chan) {
     {
         std::lock_guard lk(chan->mu);
         id->context = &l->owner;  // its events reach the record from now on
+        l->id = std::move(id);
     }
     {
         std::lock_guard lk(g_mu);
         list().push_back(l);  // unarmed: PORT_ACTIVE skips it, nothing reaps it
     }
     // Armed once listed; the port may have come back in between.
-    struct rdma_cm_id* destroy = nullptr;
+    cm_id_ptr destroy;
     {
         std::lock_guard lk(chan->mu);
         l->armed = true;
         if (l->ended || port_active(l)) destroy = take_id(l);
     }
-    if (destroy) rdma_destroy_id(destroy);
+    const bool ended = destroy != nullptr;
+    destroy.reset();
     EVD_DBG(FI_LOG_EP_CTRL, "linger %p: request refused while the port is down: %s\n",
-            static_cast<void*>(l), destroy ? "ended at once" : "waiting for the port");
+            static_cast<void*>(l), ended ? "ended at once" : "waiting for the port");
     return true;
 }
 
-struct rdma_cm_id* linger_cm_event(cm_owner* owner, struct rdma_cm_event* ev, const cm_action& a) {
+cm_id_ptr linger_cm_event(cm_owner* owner, struct rdma_cm_event* ev, const cm_action& a) {
     auto* l = reinterpret_cast<linger*>(reinterpret_cast<char*>(owner) - offsetof(linger, owner));
     bool over = a.row->outcome == cm_outcome::shutdown || a.row->outcome == cm_outcome::error ||
                 a.row->outcome == cm_outcome::removal ||
@@ -242,18 +243,18 @@ void linger_port_active(devctx* d, uint8_t port) {
     // The event may be read long after it was raised: act only if the port is
     // still active now (else the next PORT_ACTIVE does).
     if (!port_active_now(d->verbs, port)) return;
-    std::vector<struct rdma_cm_id*> destroy;
+    std::vector<cm_id_ptr> destroy;  // outside the locks
     {
         std::lock_guard lk(g_mu);
         for (linger* l : list()) {
             if (l->dev != d || l->port != port || l->done.load()) continue;
             std::lock_guard clk(l->chan->mu);
-            if (!l->armed || l->ended || l->id_gone || (l->dreq_sent && !l->hold_only)) continue;
+            if (!l->armed || l->ended || !l->id || (l->dreq_sent && !l->hold_only)) continue;
             if (l->hold_only || !send_dreq(l))
-                if (struct rdma_cm_id* id = take_id(l)) destroy.push_back(id);
+                if (cm_id_ptr id = take_id(l)) destroy.push_back(std::move(id));
         }
     }
-    for (struct rdma_cm_id* id : destroy) rdma_destroy_id(id);
+    destroy.clear();
 }
 
 void linger_end_eq(eq* q) {

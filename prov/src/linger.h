@@ -39,18 +39,18 @@ struct linger;
 // (then the caller destroys the id as usual). Also frees records that ended.
 linger* linger_begin(ep* e);
 // After the QP is gone: the record takes e's id and channel reference (the
-// caller forgets both) and sends the DREQ now if the port is active.
-void linger_arm(linger* l);
+// caller forgets the reference) and sends the DREQ now if the port is active.
+void linger_arm(linger* l, cm_id_ptr id);
 // rdma_cm event for a lingering id, whose context is `owner` (cm.cpp
 // dispatch, cm_chan::mu held). Returns the id to destroy once the event is
-// acknowledged, or nullptr.
-struct rdma_cm_id* linger_cm_event(cm_owner* owner, struct rdma_cm_event* ev, const cm_action& a);
+// acknowledged, or nothing.
+cm_id_ptr linger_cm_event(cm_owner* owner, struct rdma_cm_event* ev, const cm_action& a);
 // A connection request's id (pep.cpp) refused while its port is down: a
 // record takes the id and the caller's reference on chan, holds the id and
 // destroys it once the port is active (the kernel sends the REJ then, without
 // the application's data). False when no record could be made: the caller
 // keeps both and rejects now.
-bool linger_hold_request(struct rdma_cm_id* id, cm_chan* chan);
+bool linger_hold_request(cm_id_ptr& id, cm_chan* chan);
 // IBV_EVENT_PORT_ACTIVE of port `port` on d (async.cpp): DREQs that waited
 // for the port are sent.
 void linger_port_active(devctx* d, uint8_t port);

@@ -38,7 +38,7 @@ int mr_close(struct fid* f) {
     return guard([&] {
         mr* m = mr_of(f);
         if (!m) return -FI_EINVAL;
-        if (int e = ibv_dereg_mr(m->ibmr)) {
+        if (int e = release_with(m->ibmr, ibv_dereg_mr)) {
             EVD_WARN(FI_LOG_MR, "ibv_dereg_mr: %s\n", strerror(e));
             return fi_err(e);
         }
@@ -114,7 +114,7 @@ int do_reg(struct fid* dfid, const struct iovec* iov, size_t count, uint64_t acc
         return -FI_EINVAL;
     }
     auto m = std::make_unique<mr>();
-    m->ibmr = ibv_reg_mr(dom->pd.get(), addr, len, mr_ibv_access(access));
+    m->ibmr.reset(ibv_reg_mr(dom->pd.get(), addr, len, mr_ibv_access(access)));
     if (!m->ibmr) {
         int e = errno;
         EVD_WARN(FI_LOG_MR, "ibv_reg_mr(%p, %zu): %s\n", addr, len, strerror(e));

@@ -10,6 +10,7 @@
 #include <infiniband/verbs.h>
 
 #include "evd.h"
+#include "owners.h"
 
 namespace evd {
 
@@ -21,7 +22,7 @@ struct mr {
     kind tag = kTag;
     uint32_t lkey = 0;  // copy of ibmr->lkey for the post paths
     domain* dom = nullptr;
-    struct ibv_mr* ibmr = nullptr;
+    ibv_mr_ptr ibmr;  // deregistered by fi_close (release_with), which reports a failure
 };
 
 // lkey of a descriptor returned by fi_mr_desc() (hot path, not validated).

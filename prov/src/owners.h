@@ -35,7 +35,9 @@ using cm_channel_ptr =
 using comp_channel_ptr =
     std::unique_ptr<struct ibv_comp_channel, call_deleter<ibv_destroy_comp_channel>>;
 using ibv_cq_ptr = std::unique_ptr<struct ibv_cq, call_deleter<ibv_destroy_cq>>;
+using ibv_qp_ptr = std::unique_ptr<struct ibv_qp, call_deleter<ibv_destroy_qp>>;
 using ibv_srq_ptr = std::unique_ptr<struct ibv_srq, call_deleter<ibv_destroy_srq>>;
+using ibv_mr_ptr = std::unique_ptr<struct ibv_mr, call_deleter<ibv_dereg_mr>>;
 using ibv_pd_ptr = std::unique_ptr<struct ibv_pd, call_deleter<ibv_dealloc_pd>>;
 using cm_id_ptr = std::unique_ptr<struct rdma_cm_id, call_deleter<rdma_destroy_id>>;
 using addrinfo_ptr = std::unique_ptr<struct rdma_addrinfo, call_deleter<rdma_freeaddrinfo>>;
@@ -70,8 +72,11 @@ struct fd_owner {
     explicit fd_owner(int f) : fd(f) {}
     fd_owner(const fd_owner&) = delete;
     fd_owner& operator=(const fd_owner&) = delete;
-    ~fd_owner() {
+    ~fd_owner() { reset(); }
+    // Closes the fd held (if any) and holds f instead.
+    void reset(int f = -1) noexcept {
         if (fd >= 0) ::close(fd);
+        fd = f;
     }
     // For an eventfd (eventfd_signal, eventfd_drain).
     bool signal() const noexcept { return eventfd_signal(fd); }

@@ -95,10 +95,7 @@ int pep_close(struct fid* f) {
             }
             connreq_put(r);
         }
-        if (p->id) {
-            rdma_destroy_id(p->id);
-            p->id = nullptr;
-        }
+        p->id.reset();  // before its channel can go
         if (p->chan) cm_chan_put(p->chan);
         if (p->eq_bound) eq_bind_unref(p->eq_bound);
         if (p->fab) p->fab->refs.put();
@@ -138,7 +135,7 @@ int pep_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
             cm_chan_put(chan);
             return fi_err(e);
         }
-        p->id = id;
+        p->id.reset(id);
         p->chan = chan;
         p->eq_bound = q;
         eq_bind_ref(q);
@@ -156,7 +153,7 @@ int pep_control(struct fid* f, int command, void* arg) {
             if (b < 0) return -FI_EINVAL;
             std::lock_guard lk(p->mu);
             p->backlog = b;
-            if (p->listening && rdma_listen(p->id, b)) return fi_err(errno);
+            if (p->listening && rdma_listen(p->id.get(), b)) return fi_err(errno);
             return 0;
         }
         return -FI_ENOSYS;
@@ -187,7 +184,7 @@ int pep_getname(fid_t f, void* addr, size_t* addrlen) {
         pep* p = pep_of(f);
         if (!p || !addrlen) return -FI_EINVAL;
         std::lock_guard lk(p->mu);
-        if (p->listening) return cm_copy_addr(rdma_get_local_addr(p->id), addr, addrlen);
+        if (p->listening) return cm_copy_addr(rdma_get_local_addr(p->id.get()), addr, addrlen);
         return cm_copy_addr(static_cast<const struct sockaddr*>(p->info->src_addr), addr,
                             addrlen);
     });
@@ -208,12 +205,12 @@ int pep_listen(struct fid_pep* pf) {
         any.sin_family = AF_INET;
         auto* src = static_cast<struct sockaddr*>(p->info->src_addr);
         if (!src) src = reinterpret_cast<struct sockaddr*>(&any);
-        if (rdma_bind_addr(p->id, src)) {
+        if (rdma_bind_addr(p->id.get(), src)) {
             int e = errno;
             EVD_WARN(FI_LOG_EP_CTRL, "fi_listen: rdma_bind_addr: %s\n", strerror(e));
             return e == EADDRINUSE ? -FI_EADDRINUSE : fi_err(e);
         }
-        if (rdma_listen(p->id, p->backlog)) {
+        if (rdma_listen(p->id.get(), p->backlog)) {
             int e = errno;
             EVD_WARN(FI_LOG_EP_CTRL, "fi_listen: rdma_listen: %s\n", strerror(e));
             return fi_err(e);
@@ -319,12 +316,12 @@ void unlist(pep* p, connreq* r) {
 
 // CONNECT_REQUEST on a listener: an FI_CONNREQ with its handle, or a
 // rejection (listener gone, a request without evd's header, no memory, a
-// full EQ). Returns the id to destroy, or nullptr when the handle took it.
-struct rdma_cm_id* on_connreq(pep* p, struct rdma_cm_event* ev, const cm_action& a,
-                              cm_chan* chan) {
+// full EQ). Returns the id to destroy, or nothing when the handle took it.
+cm_id_ptr on_connreq(pep* p, struct rdma_cm_event* ev, const cm_action& a, cm_chan* chan) {
+    cm_id_ptr id(ev->id);  // the request's id: dispatch destroys it unless a handle takes it
     if (p->dead.load()) {
-        rdma_reject(ev->id, nullptr, 0);
-        return ev->id;
+        rdma_reject(id.get(), nullptr, 0);
+        return id;
     }
     if (!a.data_ok) {
         cm_get_stats().bad_connreq.fetch_add(1, std::memory_order_relaxed);
@@ -332,25 +329,25 @@ struct rdma_cm_id* on_connreq(pep* p, struct rdma_cm_event* ev, const cm_action&
                  "connection request without a valid evd header (%u bytes of private "
                  "data): rejected\n",
                  static_cast<unsigned>(ev->param.conn.private_data_len));
-        rdma_reject(ev->id, nullptr, 0);
-        return ev->id;
+        rdma_reject(id.get(), nullptr, 0);
+        return id;
     }
     std::unique_ptr<connreq> r(new (std::nothrow) connreq());
-    info_ptr info = r ? connreq_info(p, ev->id) : nullptr;
+    info_ptr info = r ? connreq_info(p, id.get()) : nullptr;
     if (!r || !info) {
         EVD_WARN(FI_LOG_EP_CTRL, "connection request: out of memory, rejected\n");
-        rdma_reject(ev->id, nullptr, 0);
-        return ev->id;
+        rdma_reject(id.get(), nullptr, 0);
+        return id;
     }
     r->fid.fclass = FI_CLASS_CONNREQ;
     r->fid.context = p->fid.fid.context;
     r->fid.ops = &connreq_fi_ops;
-    r->id = ev->id;
+    id->context = &r->owner;
+    r->id = std::move(id);
     r->chan = chan;
     r->eq_bound = p->eq_bound;
     cm_chan_ref(chan);
     eq_bind_ref(r->eq_bound);
-    ev->id->context = &r->owner;
     info->handle = &r->fid;
     {
         std::lock_guard plk(p->mu);
@@ -361,13 +358,12 @@ struct rdma_cm_id* on_connreq(pep* p, struct rdma_cm_event* ev, const cm_action&
                              a.data_len)) {
         EVD_WARN(FI_LOG_EP_CTRL, "FI_CONNREQ could not be queued (%d): rejected\n", ret);
         unlist(p, r.get());
-        ev->id->context = nullptr;
-        rdma_reject(ev->id, nullptr, 0);
-        r->id = nullptr;
+        r->id->context = nullptr;
+        rdma_reject(r->id.get(), nullptr, 0);
         eq_bind_unref(r->eq_bound);
         r->fid.fclass = 0;
         cm_chan_put(chan);  // the pep still holds a ref on chan: never the last
-        return ev->id;   // r and info are freed by their owners
+        return std::move(r->id);  // r and info are freed by their owners
     }
     (void)info.release();  // the application's now (fi_freeinfo)
     (void)r.release();     // the listener's list holds it
@@ -376,8 +372,7 @@ struct rdma_cm_id* on_connreq(pep* p, struct rdma_cm_event* ev, const cm_action&
 
 }  // namespace
 
-struct rdma_cm_id* pep_cm_event(pep* p, struct rdma_cm_event* ev, const cm_action& a,
-                                cm_chan* chan) {
+cm_id_ptr pep_cm_event(pep* p, struct rdma_cm_event* ev, const cm_action& a, cm_chan* chan) {
     switch (a.row->outcome) {
         case cm_outcome::connreq:
             return on_connreq(p, ev, a, chan);
@@ -392,7 +387,7 @@ struct rdma_cm_id* pep_cm_event(pep* p, struct rdma_cm_event* ev, const cm_actio
     }
 }
 
-struct rdma_cm_id* connreq_cm_event(connreq* r, struct rdma_cm_event* ev, const cm_action& a) {
+cm_id_ptr connreq_cm_event(connreq* r, struct rdma_cm_event* ev, const cm_action& a) {
     // Called with chan->mu held. Before fi_endpoint adopts the id only the
     // end of the request can arrive: the peer gave up (or timed out). The id
     // is then useless, so free it now rather than when the app answers (it
@@ -401,10 +396,9 @@ struct rdma_cm_id* connreq_cm_event(connreq* r, struct rdma_cm_event* ev, const 
             a.prov_errno);
     if (!a.row->terminal) return nullptr;
     r->gone.store(true);
-    if (r->id != ev->id) return nullptr;
-    r->id = nullptr;
-    ev->id->context = nullptr;
-    return ev->id;  // destroyed by dispatch after the ack
+    if (r->id.get() != ev->id) return nullptr;
+    r->id->context = nullptr;
+    return std::move(r->id);  // destroyed by dispatch after the ack
 }
 
 void connreq_put(connreq* r) {
@@ -420,11 +414,10 @@ bool connreq_claim(connreq* r, connreq_state to) {
 }
 
 void connreq_release(connreq* r, bool reject, const void* data, size_t len) {
-    struct rdma_cm_id* id = nullptr;
+    cm_id_ptr id;
     {
         std::lock_guard lk(r->chan->mu);
-        id = r->id;
-        r->id = nullptr;
+        id = std::move(r->id);
         if (id) id->context = nullptr;
     }
     const unsigned port = id ? id->port_num : 0;
@@ -434,17 +427,16 @@ void connreq_release(connreq* r, bool reject, const void* data, size_t len) {
         // disables the device's connection management): it goes out when
         // the port is back. The record owns the id now (it may be gone).
         EVD_INFO(FI_LOG_EP_CTRL, "reject: port %u is down: the REJ waits for it\n", port);
-        id = nullptr;
         r->chan = nullptr;  // the linger record holds that reference now
     }
     if (id) {
         if (reject) {
             uint8_t buf[kCmHdrLen + kCmDataMax];
             int n = cm_pack(buf, sizeof(buf), data, len);
-            if (n < 0 || rdma_reject(id, buf, static_cast<uint8_t>(n)))
+            if (n < 0 || rdma_reject(id.get(), buf, static_cast<uint8_t>(n)))
                 EVD_INFO(FI_LOG_EP_CTRL, "rdma_reject: %s\n", strerror(errno));
         }
-        rdma_destroy_id(id);
+        id.reset();  // before its channel can go
     }
     if (r->chan) cm_chan_put(r->chan);
     r->chan = nullptr;

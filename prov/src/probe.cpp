@@ -83,7 +83,7 @@ void probe_due(ep* e) {
              "not complete, FI_EVD_PROBE_TIMEOUT): ended with FI_ETIMEDOUT\n",
              static_cast<void*>(e), qpn);
     ep_terminal_error(e, FI_ETIMEDOUT, -ETIMEDOUT, "no progress after the port returned");
-    if (int rc = qp_to_error(e->qp))
+    if (int rc = qp_to_error(e->qp.get()))
         EVD_WARN(FI_LOG_EP_CTRL, "ep %p: QP %u to the error state: %s\n", static_cast<void*>(e),
                  qpn, strerror(rc));
 }

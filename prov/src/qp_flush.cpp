@@ -45,7 +45,7 @@ int qp_to_error(struct ibv_qp* qp) {
 }
 
 void qp_flush(ep* e) {
-    struct ibv_qp* qp = e->qp;
+    struct ibv_qp* qp = e->qp.get();
     if (!qp || !e->tx_cq || get_params().flush_timeout_ms <= 0) return;
     struct ibv_qp_attr attr {};
     struct ibv_qp_init_attr init {};

@@ -9,13 +9,15 @@
 #include <cstring>
 
 #include "cm.h"
+#include "owners.h"
 
 namespace evd {
 
 bool route_source(const struct sockaddr* dst, struct sockaddr_storage* out) {
     size_t len = cm_addrlen(dst);
     if (!len || (dst->sa_family != AF_INET && dst->sa_family != AF_INET6)) return false;
-    int s = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    fd_owner sock(socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    const int s = sock.fd;
     if (s < 0) return false;
     struct sockaddr_storage tmp;
     std::memcpy(&tmp, dst, len);
@@ -27,7 +29,6 @@ bool route_source(const struct sockaddr* dst, struct sockaddr_storage* out) {
     bool ok = connect(s, reinterpret_cast<struct sockaddr*>(&tmp), len) == 0;
     socklen_t ol = sizeof(*out);
     ok = ok && getsockname(s, reinterpret_cast<struct sockaddr*>(out), &ol) == 0;
-    close(s);
     if (ok) {
         if (out->ss_family == AF_INET)
             reinterpret_cast<struct sockaddr_in*>(out)->sin_port = 0;

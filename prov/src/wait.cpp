@@ -29,6 +29,7 @@
 #include "domain.h"
 #include "eq.h"
 #include "fabric.h"
+#include "owners.h"
 
 namespace evd {
 
@@ -41,13 +42,12 @@ struct wait_set {
     enum fi_wait_obj wobj = FI_WAIT_FD;  // as reported by FI_GETWAITOBJ
     std::mutex mu;
     wait_member* members = nullptr;  // guarded by mu
-    int epfd = -1;
+    fd_owner epfd;
     bool has_mc = false;
     pthread_mutex_t mc_mu = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t mc_cond = PTHREAD_COND_INITIALIZER;
     uint64_t seq = 0;  // guarded by mc_mu
     ~wait_set() {
-        if (epfd >= 0) ::close(epfd);
         if (has_mc) {
             pthread_cond_destroy(&mc_cond);
             pthread_mutex_destroy(&mc_mu);
@@ -115,7 +115,7 @@ int ws_wait(struct fid_wait* f, int timeout) {
             struct timespec left {};
             if (!infinite && !time_left(end, &left)) return -FI_ETIMEDOUT;
             if (fd_based(ws->wobj)) {
-                struct pollfd p = {ws->epfd, POLLIN, 0};
+                struct pollfd p = {ws->epfd.fd, POLLIN, 0};
                 (void)::ppoll(&p, 1, infinite ? nullptr : &left, nullptr);
             } else if (ws->has_mc) {
                 pthread_mutex_lock(&ws->mc_mu);
@@ -144,7 +144,7 @@ int ws_control(struct fid* f, int command, void* arg) {
         case FI_GETWAIT:
             if (!arg) return -FI_EINVAL;
             if (ws->wobj == FI_WAIT_FD) {
-                *static_cast<int*>(arg) = ws->epfd;
+                *static_cast<int*>(arg) = ws->epfd.fd;
                 return 0;
             }
             if (ws->wobj == FI_WAIT_POLLFD) {
@@ -154,7 +154,7 @@ int ws_control(struct fid* f, int command, void* arg) {
                 p->nfds = 1;
                 if (have < 1) return -FI_ETOOSMALL;
                 if (!p->fd) return -FI_EINVAL;
-                p->fd[0] = {ws->epfd, POLLIN, 0};
+                p->fd[0] = {ws->epfd.fd, POLLIN, 0};
                 return 0;
             }
             if (ws->has_mc) {
@@ -310,7 +310,7 @@ int wait_set_add(wait_set* ws, wait_member* m) {
         struct epoll_event ev {};
         ev.events = EPOLLIN;
         ev.data.ptr = m;
-        if (epoll_ctl(ws->epfd, EPOLL_CTL_ADD, m->fd, &ev) != 0) return fi_err(errno);
+        if (epoll_ctl(ws->epfd.fd, EPOLL_CTL_ADD, m->fd, &ev) != 0) return fi_err(errno);
     }
     m->next = ws->members;
     ws->members = m;
@@ -326,7 +326,7 @@ void wait_set_del(wait_set* ws, wait_member* m) {
     if (!*pp) return;
     *pp = m->next;
     m->next = nullptr;
-    if (fd_based(ws->wobj)) (void)epoll_ctl(ws->epfd, EPOLL_CTL_DEL, m->fd, nullptr);
+    if (fd_based(ws->wobj)) (void)epoll_ctl(ws->epfd.fd, EPOLL_CTL_DEL, m->fd, nullptr);
     ws->refs.put();
 }
 
@@ -395,8 +395,8 @@ int wait_open(struct fid_fabric* ff, struct fi_wait_attr* attr, struct fid_wait*
             return -FI_EINVAL;
         }
         if (fd_based(ws->wobj)) {
-            ws->epfd = epoll_create1(EPOLL_CLOEXEC);
-            if (ws->epfd < 0) return fi_err(errno);
+            ws->epfd.reset(epoll_create1(EPOLL_CLOEXEC));
+            if (ws->epfd.fd < 0) return fi_err(errno);
         }
         ws->fab = fab;
         ws->fid.fid.fclass = FI_CLASS_WAIT;
