@@ -311,6 +311,17 @@ int cm_post_cm(eq* q, uint32_t event, struct fid* f, struct fi_info* info, const
     return eq_post(q, event, buf, sizeof(struct fi_eq_cm_entry) + len);
 }
 
+int cm_create_id(cm_chan* chan, cm_owner* owner, cm_id_ptr* out) {
+    struct rdma_cm_id* id = nullptr;
+    if (rdma_create_id(chan->ch.get(), &id, owner, RDMA_PS_TCP)) {
+        int e = errno;
+        EVD_WARN(FI_LOG_EP_CTRL, "rdma_create_id: %s\n", strerror(e));
+        return fi_err(e);
+    }
+    out->reset(id);
+    return 0;
+}
+
 cm_chan* cm_chan_get(eq* q, int* err) {
     std::lock_guard lk(g_chan_mu);
     auto& t = chan_table();

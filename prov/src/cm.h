@@ -28,6 +28,7 @@ struct eq;
 struct pep;
 struct ep;
 struct connreq;
+struct cm_owner;
 
 // ------------------------------------------------------------------ private data
 // Wire header in front of the user's connection data: magic "ev", version,
@@ -130,6 +131,9 @@ struct cm_chan {
 cm_chan* cm_chan_get(eq* q, int* err);
 void cm_chan_put(cm_chan* chan);
 void cm_chan_ref(cm_chan* chan);  // another id now lives on c
+// A new RC id on chan whose events go to owner: 0, or a negative FI_E* code
+// (logged) with *out left empty.
+int cm_create_id(cm_chan* chan, cm_owner* owner, cm_id_ptr* out);
 
 // Posts an error record for fid f (context = f->context) to q.
 int cm_post_err(eq* q, struct fid* f, int err, int prov_errno, const void* data, size_t len);

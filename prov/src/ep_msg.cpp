@@ -193,14 +193,10 @@ int bind_eq(ep* e, struct fid* bfid, uint64_t flags) {
     } else if (e->id) {
         cm_chan_put(chan);  // already on this channel (holds its ref)
     } else {
-        struct rdma_cm_id* id = nullptr;
-        if (rdma_create_id(chan->ch.get(), &id, &e->owner, RDMA_PS_TCP)) {
-            int m = errno;
-            EVD_WARN(FI_LOG_EP_CTRL, "rdma_create_id: %s\n", strerror(m));
+        if (int rc = cm_create_id(chan, &e->owner, &e->id)) {
             cm_chan_put(chan);
-            return fi_err(m);
+            return rc;
         }
-        e->id.reset(id);
         e->chan = chan;
     }
     if (e->creq) drop_connreq(e);  // the id now lives on e's own binding

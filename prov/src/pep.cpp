@@ -128,14 +128,10 @@ int pep_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
         int err = 0;
         cm_chan* chan = cm_chan_get(q, &err);
         if (!chan) return err;
-        struct rdma_cm_id* id = nullptr;
-        if (rdma_create_id(chan->ch.get(), &id, &p->owner, RDMA_PS_TCP)) {
-            int e = errno;
-            EVD_WARN(FI_LOG_EP_CTRL, "rdma_create_id: %s\n", strerror(e));
+        if (int rc = cm_create_id(chan, &p->owner, &p->id)) {
             cm_chan_put(chan);
-            return fi_err(e);
+            return rc;
         }
-        p->id.reset(id);
         p->chan = chan;
         p->eq_bound = q;
         eq_bind_ref(q);
