@@ -160,24 +160,13 @@ uint64_t async_now_ns() noexcept {
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-async_record async_translate(const struct ibv_async_event& ev, const async_input& in) noexcept {
-    async_record r;
-    r.row = async_row_for(async_event_type(ev));
-    auto& d = r.data;
-    d.magic = FI_EVD_ASYNC_MAGIC;
-    d.version = FI_EVD_ASYNC_VERSION;
-    d.size = sizeof(struct fi_evd_async_err);
-    d.event_type = async_event_type(ev);
-    copy_name(d.device, in.device);
-    d.fid = in.fid;
-    d.timestamp_ns = in.timestamp_ns;
-    d.seq = in.seq;
-    d.terminal = in.terminal ? 1 : 0;
-    if (!r.row) return r;  // unknown type: out == none
+namespace {
 
-    d.object = obj_code(r.row->obj);
+// The affected object's identity into d (qp/cq/srq/wq number or port);
+// returns the number FI_NOTIFY data carries for it.
+uint32_t fill_object(const struct ibv_async_event& ev, O obj, struct fi_evd_async_err& d) {
     uint32_t num = 0;
-    switch (r.row->obj) {
+    switch (obj) {
         case O::qp:
             if (ev.element.qp) d.qp_num = num = ev.element.qp->qp_num;
             break;
@@ -197,19 +186,42 @@ async_record async_translate(const struct ibv_async_event& ev, const async_input
         case O::device:
             break;
     }
+    return num;
+}
 
-    bool as_error = false, as_notify = false;
-    switch (r.row->rec) {
-        case R::error: as_error = true; break;
-        case R::notify: as_notify = in.notify_wanted; break;
-        case R::notify_armed: as_notify = true; break;
-        case R::notify_or_error:
-            as_notify = in.notify_wanted;
-            as_error = !in.notify_wanted;
-            break;
+// What the row's record kind becomes for this target: an error entry, an
+// FI_NOTIFY entry, or nothing (a notification nobody asked for).
+async_out outcome_for(R rec, bool notify_wanted) {
+    switch (rec) {
+        case R::error: return async_out::error;
+        case R::notify: return notify_wanted ? async_out::notify : async_out::none;
+        case R::notify_armed: return async_out::notify;
+        case R::notify_or_error: return notify_wanted ? async_out::notify : async_out::error;
     }
-    if (as_error) {
-        r.out = async_out::error;
+    return async_out::none;
+}
+
+}  // namespace
+
+async_record async_translate(const struct ibv_async_event& ev, const async_input& in) noexcept {
+    async_record r;
+    r.row = async_row_for(async_event_type(ev));
+    auto& d = r.data;
+    d.magic = FI_EVD_ASYNC_MAGIC;
+    d.version = FI_EVD_ASYNC_VERSION;
+    d.size = sizeof(struct fi_evd_async_err);
+    d.event_type = async_event_type(ev);
+    copy_name(d.device, in.device);
+    d.fid = in.fid;
+    d.timestamp_ns = in.timestamp_ns;
+    d.seq = in.seq;
+    d.terminal = in.terminal ? 1 : 0;
+    if (!r.row) return r;  // unknown type: out == none
+
+    d.object = obj_code(r.row->obj);
+    const uint32_t num = fill_object(ev, r.row->obj, d);
+    r.out = outcome_for(r.row->rec, in.notify_wanted);
+    if (r.out == async_out::error) {
         r.err.fid = in.fid;
         r.err.context = in.context;
         r.err.data = 0;
@@ -217,8 +229,7 @@ async_record async_translate(const struct ibv_async_event& ev, const async_input
         r.err.prov_errno = async_event_type(ev);
         r.err.err_data = nullptr;
         r.err.err_data_size = 0;
-    } else if (as_notify) {
-        r.out = async_out::notify;
+    } else if (r.out == async_out::notify) {
         r.notify.fid = in.fid;
         r.notify.context = in.context;
         r.notify.data = FI_EVD_NOTIFY_DATA(async_event_type(ev), d.port_num, num);

@@ -158,6 +158,48 @@ int cntr_seterr(struct fid_cntr* f, uint64_t v) {
     return change(f, [v](cntr& c) { c.err.store(v); });
 }
 
+// A waiting thread's registration: its eventfd is in c->wfds and counted in
+// c->waiters for as long as it waits (registered before counted: a waker
+// that sees waiters > 0 finds the fd).
+class waiter_reg {
+public:
+    waiter_reg(cntr* c, int fd) : c_(c), fd_(fd) {
+        {
+            std::lock_guard<std::mutex> g(c->wmu);
+            c->wfds.push_back(fd);
+        }
+        c->waiters.fetch_add(1);
+    }
+    ~waiter_reg() {
+        c_->waiters.fetch_sub(1);
+        std::lock_guard<std::mutex> g(c_->wmu);
+        std::erase(c_->wfds, fd_);
+    }
+    waiter_reg(const waiter_reg&) = delete;
+    waiter_reg& operator=(const waiter_reg&) = delete;
+
+private:
+    cntr* c_;
+    int fd_;
+};
+
+// Whether a wait is over: 0 when the value reached threshold, -FI_EAVAIL
+// when the error count moved from err0 (the caller sees either change), 1
+// to keep waiting.
+int wait_outcome(cntr* c, uint64_t threshold, uint64_t err0) {
+    uint64_t v = c->value.load();
+    if (v >= threshold) {
+        c->seen_value.store(v, std::memory_order_relaxed);
+        return 0;
+    }
+    uint64_t e = c->err.load();
+    if (e != err0) {
+        c->seen_err.store(e, std::memory_order_relaxed);
+        return -FI_EAVAIL;
+    }
+    return 1;
+}
+
 int do_wait(cntr* c, uint64_t threshold, int timeout) {
     using clock = std::chrono::steady_clock;
     const auto deadline = clock::now() + std::chrono::milliseconds(timeout < 0 ? 0 : timeout);
@@ -166,44 +208,16 @@ int do_wait(cntr* c, uint64_t threshold, int timeout) {
     // stale signal in it only costs one more look at the counter)
     thread_local fd_owner mine;
     if (mine.fd < 0) {
-        mine.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        mine.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
         if (mine.fd < 0) return -errno;
     }
-    {
-        std::lock_guard<std::mutex> g(c->wmu);
-        c->wfds.push_back(mine.fd);
-    }
-    // registered before counted: a waker that sees waiters > 0 finds our fd
-    c->waiters.fetch_add(1);
-    struct leave {
-        cntr* c;
-        int fd;
-        ~leave() {
-            c->waiters.fetch_sub(1);
-            std::lock_guard<std::mutex> g(c->wmu);
-            std::erase(c->wfds, fd);
-        }
-    } lv{c, mine.fd};
-    // the caller sees the value (0) or the error change (-FI_EAVAIL)
-    auto done = [&]() -> int {
-        uint64_t v = c->value.load();
-        if (v >= threshold) {
-            c->seen_value.store(v, std::memory_order_relaxed);
-            return 0;
-        }
-        uint64_t e = c->err.load();
-        if (e != err0) {
-            c->seen_err.store(e, std::memory_order_relaxed);
-            return -FI_EAVAIL;
-        }
-        return 1;
-    };
+    waiter_reg reg(c, mine.fd);
     for (;;) {
         progress(c);
-        if (int r = done(); r <= 0) return r;
+        if (int r = wait_outcome(c, threshold, err0); r <= 0) return r;
         bool all_waitable = arm(c);
         progress(c);  // completions that raced the arm
-        if (int r = done(); r <= 0) return r;
+        if (int r = wait_outcome(c, threshold, err0); r <= 0) return r;
         int wait_ms = -1;
         if (timeout >= 0) {
             auto left =
@@ -215,8 +229,7 @@ int do_wait(cntr* c, uint64_t threshold, int timeout) {
         // a source without a channel cannot wake us: poll it every ms
         if (!all_waitable && (wait_ms < 0 || wait_ms > 1)) wait_ms = 1;
         struct pollfd p[2] = {{mine.fd, POLLIN, 0}, {c->wait_fd.fd, POLLIN, 0}};
-        int r = ::poll(p, 2, wait_ms);
-        if (r < 0 && errno != EINTR) {
+        if (::poll(p, 2, wait_ms) < 0 && errno != EINTR) {
             int e = errno;
             EVD_WARN(FI_LOG_CNTR, "fi_cntr_wait: poll: %s\n", strerror(e));
             return -e;

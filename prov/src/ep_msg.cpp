@@ -107,6 +107,41 @@ void drop_connreq(ep* e) {
 }
 
 // ------------------------------------------------------------------ entry points
+// fi_close, once no deadline can fire: the QP's queued work completes in
+// the CQs, then nothing routes to e any more (async events, fatal
+// completions, a progress probe's deadline) and the QP is destroyed.
+void retire_qp(ep* e) {
+    qp_flush(e);  // queued work completes in the CQ before the QP can discard it
+    if (e->qp) {
+        devctx_unregister(e->dom->dev, &devctx::qps, e->qp.get());
+        cq_detach_qp(e->tx_cq, e->qp->qp_num);
+        if (e->rx_cq != e->tx_cq) cq_detach_qp(e->rx_cq, e->qp->qp_num);
+    }
+    if (e->chan) {  // a progress probe (probe.h) armed before the unregister
+        std::lock_guard chan_lk(e->chan->mu);
+        cm_deadline_clear(e->chan, e);
+    }
+    ep_data_close(e);
+    e->qp_ready.store(false);
+    ep_destroy_qp(e);
+}
+
+// fi_close, after the id is gone: what e holds of other objects (its
+// request handle, CQs, SRX, EQ) is let go, and the EQs forget e's events.
+void release_bindings(ep* e) {
+    if (e->creq) drop_connreq(e);
+    if (e->tx_cq) cq_bind_unref(e->tx_cq);
+    if (e->rx_cq) cq_bind_unref(e->rx_cq);
+    if (e->srx_fid) srx_bind_unref(e->srx_fid);
+    // nothing posts for e any more: no reader may be handed its fid now
+    eq_forget_fid(e->eq_bound.load(), &e->fid.fid);
+    eq_forget_fid(e->dom->eq_bound.load(), &e->fid.fid);
+    if (eq* q = e->eq_bound.load()) {
+        devctx_detach_eq(e->dom->dev, q);
+        eq_bind_unref(q);
+    }
+}
+
 int ep_close(struct fid* f) {
     return guard([&] {
         ep* e = ep_from_fid(f);
@@ -123,20 +158,7 @@ int ep_close(struct fid* f) {
         // A connection still up outlives e until the peer is told (linger.h);
         // otherwise no more dispatch to e.
         linger* lg = e->chan && e->id ? linger_begin(e) : nullptr;
-        // queued work completes in the CQ before the QP can discard it
-        qp_flush(e);
-        if (e->qp) {
-            devctx_unregister(e->dom->dev, &devctx::qps, e->qp.get());
-            cq_detach_qp(e->tx_cq, e->qp->qp_num);
-            if (e->rx_cq != e->tx_cq) cq_detach_qp(e->rx_cq, e->qp->qp_num);
-        }
-        if (e->chan) {  // a progress probe (probe.h) armed before the unregister
-            std::lock_guard chan_lk(e->chan->mu);
-            cm_deadline_clear(e->chan, e);
-        }
-        ep_data_close(e);
-        e->qp_ready.store(false);
-        ep_destroy_qp(e);
+        retire_qp(e);
         if (lg) {
             linger_arm(lg, std::move(e->id));  // with the channel reference
         } else {
@@ -144,17 +166,7 @@ int ep_close(struct fid* f) {
             if (e->chan) cm_chan_put(e->chan);
         }
         e->chan = nullptr;
-        if (e->creq) drop_connreq(e);
-        if (e->tx_cq) cq_bind_unref(e->tx_cq);
-        if (e->rx_cq) cq_bind_unref(e->rx_cq);
-        if (e->srx_fid) srx_bind_unref(e->srx_fid);
-        // nothing posts for e any more: no reader may be handed its fid now
-        eq_forget_fid(e->eq_bound.load(), &e->fid.fid);
-        eq_forget_fid(e->dom->eq_bound.load(), &e->fid.fid);
-        if (eq* q = e->eq_bound.load()) {
-            devctx_detach_eq(e->dom->dev, q);
-            eq_bind_unref(q);
-        }
+        release_bindings(e);
         if (e->suppressed.load())
             EVD_DBG(FI_LOG_EP_CTRL, "ep %p closed; %lu later terminal causes suppressed\n",
                     static_cast<void*>(e), static_cast<unsigned long>(e->suppressed.load()));
@@ -379,6 +391,35 @@ int ep_getpeer(struct fid_ep* f, void* addr, size_t* addrlen) {
     });
 }
 
+// fi_connect on an endpoint not enabled yet: dst becomes its destination
+// address (unless it has one) and it is enabled.
+int enable_for_connect(ep* e, const struct sockaddr* dst) {
+    if (!e->info->dest_addr) {
+        size_t n = cm_addrlen(dst);
+        e->info->dest_addr = std::malloc(n);
+        if (!e->info->dest_addr) return -FI_ENOMEM;
+        std::memcpy(e->info->dest_addr, dst, n);
+        e->info->dest_addrlen = n;
+    }
+    return do_enable(e);
+}
+
+// The source address rdma_resolve_addr binds an id that is not bound yet:
+// the endpoint's src_addr with an ephemeral port, in *src, when it has one
+// of dst's family; nullptr lets the route choose.
+struct sockaddr* connect_source(const ep* e, const struct sockaddr* dst,
+                                struct sockaddr_storage* src) {
+    auto* given = static_cast<const struct sockaddr*>(e->info->src_addr);
+    if (e->id->verbs || !given || !cm_addrlen(given) || given->sa_family != dst->sa_family)
+        return nullptr;
+    std::memcpy(src, given, cm_addrlen(given));
+    if (src->ss_family == AF_INET)
+        reinterpret_cast<struct sockaddr_in*>(src)->sin_port = 0;
+    else if (src->ss_family == AF_INET6)
+        reinterpret_cast<struct sockaddr_in6*>(src)->sin6_port = 0;
+    return reinterpret_cast<struct sockaddr*>(src);
+}
+
 int ep_connect(struct fid_ep* f, const void* addr, const void* param, size_t paramlen) {
     return guard([&] {
         ep* e = ep_from_fid(&f->fid);
@@ -405,33 +446,13 @@ int ep_connect(struct fid_ep* f, const void* addr, const void* param, size_t par
         if (!e->enabled) {
             // like other MSG providers, fi_connect enables an endpoint the
             // application did not enable itself
-            if (!e->info->dest_addr) {
-                size_t n = cm_addrlen(dst);
-                e->info->dest_addr = std::malloc(n);
-                if (!e->info->dest_addr) return -FI_ENOMEM;
-                std::memcpy(e->info->dest_addr, dst, n);
-                e->info->dest_addrlen = n;
-            }
-            int ret = do_enable(e);
-            if (ret) return ret;
+            if (int ret = enable_for_connect(e, dst)) return ret;
         }
         int n = cm_pack(e->conn_data, sizeof(e->conn_data), param, paramlen);
         if (n < 0) return n;
         e->conn_data_len = static_cast<size_t>(n);
-        // An id not bound yet is bound here, to the source address with an
-        // ephemeral port (or the one the route gives when there is none).
         struct sockaddr_storage src = {};
-        struct sockaddr* srcp = nullptr;
-        auto* given = static_cast<const struct sockaddr*>(e->info->src_addr);
-        if (!e->id->verbs && given && cm_addrlen(given) &&
-            given->sa_family == dst->sa_family) {
-            std::memcpy(&src, given, cm_addrlen(given));
-            if (src.ss_family == AF_INET)
-                reinterpret_cast<struct sockaddr_in*>(&src)->sin_port = 0;
-            else if (src.ss_family == AF_INET6)
-                reinterpret_cast<struct sockaddr_in6*>(&src)->sin6_port = 0;
-            srcp = reinterpret_cast<struct sockaddr*>(&src);
-        }
+        struct sockaddr* srcp = connect_source(e, dst, &src);
         set_state(e, ep_state::resolving);
         if (rdma_resolve_addr(e->id.get(), srcp, const_cast<struct sockaddr*>(dst),
                               get_params().cm_timeout_ms)) {

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 // Provider entry: fi_prov_ini, tunables, cleanup.
+#include <cctype>
+
 #include "evd.h"
 #include "fabric.h"
 #include "info.h"
@@ -9,65 +11,102 @@ namespace evd {
 namespace {
 params g_params;
 
+// The FI_EVD_* tunables: one row each, the field it sets and the smallest
+// value taken (a smaller one is refused with a warning and the default kept).
+struct param_row {
+    const char* name;  // FI_EVD_<NAME> in upper case
+    const char* help;  // "(default: ...)" is appended
+    size_t params::*size_field = nullptr;
+    int params::*int_field = nullptr;
+    bool params::*bool_field = nullptr;
+    long min = 0;
+};
+
+const param_row kParams[] = {
+    {"eq_size", "Default EQ depth when fi_eq_attr.size is 0", &params::eq_size, nullptr,
+     nullptr, 1},
+    {"eq_max_write", "Largest fi_eq_write payload in bytes", &params::eq_max_write, nullptr,
+     nullptr, 1},
+    {"cm_timeout", "rdma_cm address and route resolution timeout in ms", nullptr,
+     &params::cm_timeout_ms, nullptr, 1},
+    {"cq_size", "Default CQ depth when fi_cq_attr.size is 0", &params::cq_size, nullptr, nullptr,
+     1},
+    {"inject_size", "Largest FI_INJECT payload; 0 uses the device's max_inline_data",
+     &params::inject_size},
+    {"tx_size",
+     "tx_attr->size fi_getinfo reports when hints give none (the send queue depth an endpoint "
+     "gets; hints may ask up to the device's max_qp_wr); 0 or above max_qp_wr uses max_qp_wr",
+     &params::tx_size},
+    {"rx_size",
+     "rx_attr->size fi_getinfo reports when hints give none (receive queue depth; hints may ask "
+     "up to max_qp_wr); 0 or above max_qp_wr uses max_qp_wr",
+     &params::rx_size},
+    {"fail_fast",
+     "End every connected endpoint on a port at once when the port goes down "
+     "(IBV_EVENT_PORT_ERR), with one FI_ENETDOWN terminal error each; per domain with "
+     "fi_control(FI_EVD_FAIL_FAST_SET)",
+     nullptr, nullptr, &params::fail_fast},
+    {"flush_timeout",
+     "How long fi_close of an endpoint waits, in ms, for the work still queued on its queue "
+     "pair to complete as flushed in its CQ before the queue pair is destroyed",
+     nullptr, &params::flush_timeout_ms},
+    {"connect_timeout",
+     "An endpoint not connected this many ms after it sent its connect request or its accept "
+     "ends with FI_ETIMEDOUT; 0 leaves it to rdma_cm's own retries, which take a minute or more",
+     nullptr, &params::connect_timeout_ms},
+    {"probe_timeout",
+     "When a port becomes active again, each connected endpoint on it posts a progress probe; "
+     "one whose probe has not completed this many ms (plus its QP's local ack timeout) later "
+     "ends with FI_ETIMEDOUT so the application can reconnect; 0 posts no probe",
+     nullptr, &params::probe_timeout_ms},
+};
+
+void define_param(const param_row& r) {
+    if (r.size_field)
+        fi_param_define(&g_prov, r.name, FI_PARAM_SIZE_T, "%s (default: %zu)", r.help,
+                        g_params.*r.size_field);
+    else if (r.int_field)
+        fi_param_define(&g_prov, r.name, FI_PARAM_INT, "%s (default: %d)", r.help,
+                        g_params.*r.int_field);
+    else
+        fi_param_define(&g_prov, r.name, FI_PARAM_BOOL, "%s (default: %s)", r.help,
+                        g_params.*r.bool_field ? "yes" : "no");
+}
+
+void read_param(const param_row& r) {
+    long long v = 0;
+    if (r.size_field) {
+        size_t sz;
+        if (fi_param_get_size_t(&g_prov, r.name, &sz) != FI_SUCCESS) return;
+        v = static_cast<long long>(sz);
+    } else {
+        int i;
+        int rc = r.int_field ? fi_param_get_int(&g_prov, r.name, &i)
+                             : fi_param_get_bool(&g_prov, r.name, &i);
+        if (rc != FI_SUCCESS) return;
+        v = i;
+    }
+    if (v < r.min) {
+        char env[32];
+        size_t n = 0;
+        for (const char* c = r.name; *c && n + 1 < sizeof env; ++c)
+            env[n++] = static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
+        env[n] = '\0';
+        EVD_WARN(FI_LOG_CORE, "FI_EVD_%s=%lld is below its minimum %ld: the default is kept\n",
+                 env, v, r.min);
+        return;
+    }
+    if (r.size_field)
+        g_params.*r.size_field = static_cast<size_t>(v);
+    else if (r.int_field)
+        g_params.*r.int_field = static_cast<int>(v);
+    else
+        g_params.*r.bool_field = v != 0;
+}
+
 void read_params() {
-    fi_param_define(&g_prov, "eq_size", FI_PARAM_SIZE_T,
-                    "Default EQ depth when fi_eq_attr.size is 0 (default: %zu)", g_params.eq_size);
-    fi_param_define(&g_prov, "eq_max_write", FI_PARAM_SIZE_T,
-                    "Largest fi_eq_write payload in bytes (default: %zu)", g_params.eq_max_write);
-    fi_param_define(&g_prov, "cm_timeout", FI_PARAM_INT,
-                    "rdma_cm address and route resolution timeout in ms (default: %d)",
-                    g_params.cm_timeout_ms);
-    fi_param_define(&g_prov, "cq_size", FI_PARAM_SIZE_T,
-                    "Default CQ depth when fi_cq_attr.size is 0 (default: %zu)", g_params.cq_size);
-    fi_param_define(&g_prov, "inject_size", FI_PARAM_SIZE_T,
-                    "Largest FI_INJECT payload; 0 uses the device's max_inline_data (default: 0)");
-
-    fi_param_define(&g_prov, "tx_size", FI_PARAM_SIZE_T,
-                    "tx_attr->size fi_getinfo reports when hints give none (the send queue "
-                    "depth an endpoint gets; hints may ask up to the device's max_qp_wr); "
-                    "0 or above max_qp_wr uses max_qp_wr (default: %zu)", g_params.tx_size);
-    fi_param_define(&g_prov, "rx_size", FI_PARAM_SIZE_T,
-                    "rx_attr->size fi_getinfo reports when hints give none (receive queue "
-                    "depth; hints may ask up to max_qp_wr); 0 or above max_qp_wr uses "
-                    "max_qp_wr (default: %zu)", g_params.rx_size);
-    fi_param_define(&g_prov, "fail_fast", FI_PARAM_BOOL,
-                    "End every connected endpoint on a port at once when the port goes down "
-                    "(IBV_EVENT_PORT_ERR), with one FI_ENETDOWN terminal error each; per "
-                    "domain with fi_control(FI_EVD_FAIL_FAST_SET) (default: no)");
-
-    fi_param_define(&g_prov, "flush_timeout", FI_PARAM_INT,
-                    "How long fi_close of an endpoint waits, in ms, for the work still queued "
-                    "on its queue pair to complete as flushed in its CQ before the queue pair "
-                    "is destroyed (default: %d)", g_params.flush_timeout_ms);
-
-    fi_param_define(&g_prov, "connect_timeout", FI_PARAM_INT,
-                    "An endpoint not connected this many ms after it sent its connect request "
-                    "or its accept ends with FI_ETIMEDOUT; 0 leaves it to rdma_cm's own "
-                    "retries, which take a minute or more (default: %d)", g_params.connect_timeout_ms);
-
-    fi_param_define(&g_prov, "probe_timeout", FI_PARAM_INT,
-                    "When a port becomes active again, each connected endpoint on it posts a "
-                    "progress probe; one whose probe has not completed this many ms (plus its "
-                    "QP's local ack timeout) later ends with FI_ETIMEDOUT so the application "
-                    "can reconnect; 0 posts no probe (default: %d)", g_params.probe_timeout_ms);
-
-    size_t sz;
-    int i;
-    if (fi_param_get_size_t(&g_prov, "eq_size", &sz) == FI_SUCCESS && sz > 0) g_params.eq_size = sz;
-    if (fi_param_get_size_t(&g_prov, "eq_max_write", &sz) == FI_SUCCESS && sz > 0)
-        g_params.eq_max_write = sz;
-    if (fi_param_get_int(&g_prov, "cm_timeout", &i) == FI_SUCCESS && i > 0) g_params.cm_timeout_ms = i;
-    if (fi_param_get_size_t(&g_prov, "cq_size", &sz) == FI_SUCCESS && sz > 0) g_params.cq_size = sz;
-    if (fi_param_get_size_t(&g_prov, "inject_size", &sz) == FI_SUCCESS) g_params.inject_size = sz;
-    if (fi_param_get_size_t(&g_prov, "tx_size", &sz) == FI_SUCCESS) g_params.tx_size = sz;
-    if (fi_param_get_size_t(&g_prov, "rx_size", &sz) == FI_SUCCESS) g_params.rx_size = sz;
-    if (fi_param_get_bool(&g_prov, "fail_fast", &i) == FI_SUCCESS) g_params.fail_fast = i != 0;
-    if (fi_param_get_int(&g_prov, "connect_timeout", &i) == FI_SUCCESS && i >= 0)
-        g_params.connect_timeout_ms = i;
-    if (fi_param_get_int(&g_prov, "flush_timeout", &i) == FI_SUCCESS && i >= 0)
-        g_params.flush_timeout_ms = i;
-    if (fi_param_get_int(&g_prov, "probe_timeout", &i) == FI_SUCCESS && i >= 0)
-        g_params.probe_timeout_ms = i;
+    for (const param_row& r : kParams) define_param(r);
+    for (const param_row& r : kParams) read_param(r);
 }
 
 void cleanup() noexcept { info_cleanup(); }
