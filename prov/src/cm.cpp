@@ -207,6 +207,35 @@ std::unordered_map<eq*, cm_chan*>& chan_table() {
 
 cm_stats g_stats;
 
+// The object whose cm_owner member is o.
+template <class T>
+T* owner_of(cm_owner* o) {
+    return reinterpret_cast<T*>(reinterpret_cast<char*>(o) - offsetof(T, owner));
+}
+
+// The event goes to the owner of its id (a connection request: of the
+// listener's id), chan->mu held. Returns an id to destroy after the ack.
+cm_id_ptr hand_to_owner(cm_chan* chan, struct rdma_cm_event* ev, const cm_action& a) {
+    struct rdma_cm_id* owner_id =
+        ev->event == RDMA_CM_EVENT_CONNECT_REQUEST ? ev->listen_id : ev->id;
+    auto* owner = owner_id ? static_cast<cm_owner*>(owner_id->context) : nullptr;
+    if (!owner) {
+        g_stats.orphaned.fetch_add(1, std::memory_order_relaxed);
+        EVD_DBG(FI_LOG_EP_CTRL, "rdma_cm %s for an id nobody owns anymore: dropped\n",
+                a.row->name);
+        if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) return nullptr;
+        rdma_reject(ev->id, nullptr, 0);
+        return cm_id_ptr(ev->id);
+    }
+    switch (owner->okind) {
+        case cm_owner_kind::pep: return pep_cm_event(owner_of<pep>(owner), ev, a, chan);
+        case cm_owner_kind::connreq: return connreq_cm_event(owner_of<connreq>(owner), ev, a);
+        case cm_owner_kind::ep: return ep_cm_event(owner_of<ep>(owner), ev, a);
+        case cm_owner_kind::linger: return linger_cm_event(owner, ev, a);
+    }
+    return nullptr;
+}
+
 void dispatch(cm_chan* chan, struct rdma_cm_event* ev) {
     g_stats.events.fetch_add(1, std::memory_order_relaxed);
     cm_action a = cm_translate(*ev);
@@ -223,41 +252,7 @@ void dispatch(cm_chan* chan, struct rdma_cm_event* ev) {
     cm_id_ptr destroy;  // once the event is acknowledged, outside chan->mu
     {
         std::lock_guard lk(chan->mu);
-        struct rdma_cm_id* owner_id =
-            ev->event == RDMA_CM_EVENT_CONNECT_REQUEST ? ev->listen_id : ev->id;
-        auto* owner = owner_id ? static_cast<cm_owner*>(owner_id->context) : nullptr;
-        if (!owner) {
-            g_stats.orphaned.fetch_add(1, std::memory_order_relaxed);
-            EVD_DBG(FI_LOG_EP_CTRL, "rdma_cm %s for an id nobody owns anymore: dropped\n",
-                    a.row->name);
-            if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-                rdma_reject(ev->id, nullptr, 0);
-                destroy.reset(ev->id);
-            }
-        } else {
-            switch (owner->okind) {
-                case cm_owner_kind::pep:
-                    destroy = pep_cm_event(reinterpret_cast<pep*>(
-                                               reinterpret_cast<char*>(owner) -
-                                               offsetof(pep, owner)),
-                                           ev, a, chan);
-                    break;
-                case cm_owner_kind::connreq:
-                    destroy = connreq_cm_event(
-                        reinterpret_cast<connreq*>(reinterpret_cast<char*>(owner) -
-                                                   offsetof(connreq, owner)),
-                        ev, a);
-                    break;
-                case cm_owner_kind::ep:
-                    destroy = ep_cm_event(reinterpret_cast<ep*>(reinterpret_cast<char*>(owner) -
-                                                                offsetof(ep, owner)),
-                                          ev, a);
-                    break;
-                case cm_owner_kind::linger:
-                    destroy = linger_cm_event(owner, ev, a);
-                    break;
-            }
-        }
+        destroy = hand_to_owner(chan, ev, a);
         rdma_ack_cm_event(ev);
     }
 }

@@ -24,6 +24,7 @@
 #include "eq.h"
 #include "inline_probe.h"
 #include "device_netlink.h"
+#include "owners.h"
 
 namespace evd {
 
@@ -39,8 +40,11 @@ namespace {
 // gone. So evd keeps one "generation" per list it obtained and frees a list
 // as soon as every device it references is either referenced by the newest
 // list too or no longer used by evd.
+// rdma_get_devices' list: its contexts stay open while the list lives.
+using device_list_ptr = std::unique_ptr<struct ibv_context*, call_deleter<rdma_free_devices>>;
+
 struct generation {
-    struct ibv_context** list = nullptr;
+    device_list_ptr list;
     std::vector<devctx*> members;  // the devctx of each non-null entry
 };
 struct table {
@@ -88,7 +92,6 @@ void collect_locked() {
             ++k;
             continue;
         }
-        rdma_free_devices(gens[k].list);
         gens.erase(gens.begin() + static_cast<std::ptrdiff_t>(k));
     }
     for (auto& d : tab().devs) {
@@ -107,6 +110,16 @@ void collect_locked() {
 // Takes a fresh list from librdmacm (which also lets it notice removed and
 // added devices), marks the devices it no longer lists dead, and frees the
 // lists no longer needed. Holding tab().mu.
+// The devctx of verbs context v, made and listed when v is new.
+devctx* devctx_for(struct ibv_context* v) {
+    for (auto& d : tab().devs)
+        if (!d->released && d->verbs == v) return d.get();
+    std::unique_ptr<devctx> d = make_devctx(v);
+    if (!d) return nullptr;
+    tab().devs.push_back(std::move(d));
+    return tab().devs.back().get();
+}
+
 void refresh_locked() {
     // Ask libibverbs first: librdmacm complains on stderr when there is no
     // device, and a host without RDMA must stay quiet.
@@ -116,53 +129,21 @@ void refresh_locked() {
     generation g;
     if (n > 0) {
         int num = 0;
-        g.list = rdma_get_devices(&num);
+        g.list.reset(rdma_get_devices(&num));
         if (!g.list) return;  // keep what we have
     }
     tab().devs.reserve(tab().devs.size() + static_cast<size_t>(n > 0 ? n : 0));
-    for (int i = 0; g.list && g.list[i]; ++i) {
-        devctx* found = nullptr;
-        for (auto& d : tab().devs)
-            if (!d->released && d->verbs == g.list[i]) found = d.get();
-        if (!found) {
-            std::unique_ptr<devctx> d;
-            try {
-                d = make_devctx(g.list[i]);
-                if (d) {
-                    tab().devs.push_back(std::move(d));
-                    found = tab().devs.back().get();
-                }
-            } catch (...) {
-                rdma_free_devices(g.list);
-                throw;
-            }
-        }
-        if (found) {
-            try {
-                g.members.push_back(found);
-            } catch (...) {
-                rdma_free_devices(g.list);
-                throw;
-            }
-        }
-    }
+    for (int i = 0; g.list && g.list.get()[i]; ++i)
+        if (devctx* found = devctx_for(g.list.get()[i])) g.members.push_back(found);
     for (auto& d : tab().devs) {
         if (d->released || d->dead.load() || in_gen(g, d.get())) continue;
         d->dead.store(true);
         EVD_INFO(FI_LOG_DOMAIN, "%s: no longer listed by librdmacm (removed)\n", d->name.c_str());
     }
-    if (g.list) {
-        try {
-            tab().gens.push_back(std::move(g));
-        } catch (...) {
-            rdma_free_devices(g.list);
-            throw;
-        }
-    } else {
-        // No device at all: librdmacm keeps its (dead) contexts until it
-        // sees a device list again; evd lets go of its own references.
-        tab().gens.push_back(generation{});
-    }
+    // With no device at all the generation is empty: librdmacm keeps its
+    // (dead) contexts until it sees a device list again, and evd lets go of
+    // its own references.
+    tab().gens.push_back(std::move(g));
     collect_locked();
     if (!tab().gens.empty() && !tab().gens.back().list) tab().gens.pop_back();
 }
@@ -291,8 +272,6 @@ void devctx_cleanup() noexcept {
         if (!d->attached.empty() || !d->domains.empty())
             EVD_WARN(FI_LOG_DOMAIN, "%s: provider cleanup with objects still open\n", d->name.c_str());
     tab().devs.clear();
-    for (auto& g : tab().gens)
-        if (g.list) rdma_free_devices(g.list);
     tab().gens.clear();
 }
 

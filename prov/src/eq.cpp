@@ -618,6 +618,26 @@ int eq_ops_open(struct fid* f, const char* name, uint64_t flags, void** ops, voi
 
 namespace {
 
+// fi_eq_attr's flags, signaling vector and size (*size: the depth to open).
+int check_attr(const struct fi_eq_attr* attr, size_t* size) {
+    if (attr->flags & ~kEqOpenFlags) {
+        EVD_WARN(FI_LOG_EQ, "fi_eq_open: unsupported flags 0x%llx\n",
+                 static_cast<unsigned long long>(attr->flags & ~kEqOpenFlags));
+        return -FI_EINVAL;
+    }
+    if ((attr->flags & FI_AFFINITY) && attr->signaling_vector < 0) {
+        EVD_WARN(FI_LOG_EQ, "fi_eq_open: FI_AFFINITY with signaling_vector %d\n",
+                 attr->signaling_vector);
+        return -FI_EINVAL;
+    }
+    *size = attr->size ? attr->size : get_params().eq_size;
+    if (*size > kMaxSize) {
+        EVD_WARN(FI_LOG_EQ, "fi_eq_open: size %zu exceeds %zu\n", *size, kMaxSize);
+        return -FI_EINVAL;
+    }
+    return 0;
+}
+
 // fi_eq_attr.wait_obj -> the EQ's wait object (and its wait set).
 int take_wait_obj(const struct fi_eq_attr* attr, enum fi_wait_obj* wobj, wait_set** ws) {
     *wobj = FI_WAIT_NONE;
@@ -708,21 +728,8 @@ int eq_open(struct fid_fabric* ff, struct fi_eq_attr* attr, struct fid_eq** out,
             EVD_WARN(FI_LOG_EQ, "fi_eq_open: fabric, attr and eq must be valid\n");
             return -FI_EINVAL;
         }
-        if (attr->flags & ~kEqOpenFlags) {
-            EVD_WARN(FI_LOG_EQ, "fi_eq_open: unsupported flags 0x%llx\n",
-                     static_cast<unsigned long long>(attr->flags & ~kEqOpenFlags));
-            return -FI_EINVAL;
-        }
-        if ((attr->flags & FI_AFFINITY) && attr->signaling_vector < 0) {
-            EVD_WARN(FI_LOG_EQ, "fi_eq_open: FI_AFFINITY with signaling_vector %d\n",
-                     attr->signaling_vector);
-            return -FI_EINVAL;
-        }
-        size_t size = attr->size ? attr->size : get_params().eq_size;
-        if (size > kMaxSize) {
-            EVD_WARN(FI_LOG_EQ, "fi_eq_open: size %zu exceeds %zu\n", size, kMaxSize);
-            return -FI_EINVAL;
-        }
+        size_t size = 0;
+        if (int r = check_attr(attr, &size)) return r;
         wait_set* ws = nullptr;
         enum fi_wait_obj wobj = FI_WAIT_NONE;
         if (int r = take_wait_obj(attr, &wobj, &ws)) return r;
