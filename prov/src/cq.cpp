@@ -596,7 +596,11 @@ int cq_control(struct fid* f, int command, void* arg) {
         if (!c) return -FI_EINVAL;
         switch (command) {
         case FI_GETWAIT:
-            if (c->wait_fd.fd < 0 || !arg) return c->wait_fd.fd < 0 ? -FI_ENODATA : -FI_EINVAL;
+            if (!arg) return -FI_EINVAL;
+            if (c->wait_fd.fd < 0) {
+                EVD_WARN(FI_LOG_CQ, "FI_GETWAIT: the CQ has no wait object (FI_WAIT_NONE)\n");
+                return -FI_ENODATA;
+            }
             *static_cast<int*>(arg) = c->wait_fd.fd;
             return 0;
         case FI_GETWAITOBJ:
@@ -606,6 +610,7 @@ int cq_control(struct fid* f, int command, void* arg) {
         case kCtrlTrywait:
             return cq_trywait(c);
         default:
+            EVD_WARN(FI_LOG_CQ, "fi_control(CQ): command %d not supported\n", command);
             return -FI_ENOSYS;
         }
     });

@@ -18,6 +18,7 @@
 #include "mr.h"
 #include "owners.h"
 #include "srx.h"
+#include "poll_set.h"
 #include "wait.h"
 
 namespace evd {

@@ -179,6 +179,37 @@ ssize_t readerr_locked(eq* q, struct fi_eq_err_entry* buf, uint64_t flags) {
 
 // ------------------------------------------------------------------ contract
 
+namespace {
+
+// A post by evd itself: it may use the reserve beyond the application's
+// capacity; when even that is full the event is lost, counted, and the EQ
+// is overrun for good (fi_eq(3) NOTES). Returns 0 or -FI_EOVERRUN;
+// *first_loss tells the caller to log it (the loss that made the EQ fatal).
+int post_internal(eq* q, uint32_t event, const struct fi_eq_err_entry* err, const void* data,
+                  size_t len, bool* first_loss) {
+    *first_loss = false;
+    wake_plan sig;
+    int rc = 0;
+    {
+        std::lock_guard<qlock> lk(q->mu);
+        if (q->overrun) {
+            q->lost++;
+            return -FI_EOVERRUN;  // already fatal and reported
+        }
+        rc = push_locked(q, q->cap, event, err, data, len);
+        if (rc) {
+            q->overrun = true;
+            q->lost++;
+            *first_loss = true;
+        }
+        sig = eq_disarm_locked(q);
+    }
+    if (sig) eq_signal(q, sig);
+    return rc;
+}
+
+}  // namespace
+
 int eq_post(eq* q, uint32_t event, const void* entry, size_t len) {
     if (!q || (len && !entry)) return -FI_EINVAL;
     if (len > std::max(q->max_write, kEqInline)) {
@@ -186,25 +217,11 @@ int eq_post(eq* q, uint32_t event, const void* entry, size_t len) {
                  event, q->max_write);
         return -FI_EINVAL;
     }
-    wake_plan sig;
-    int rc = 0;
-    {
-        std::lock_guard<qlock> lk(q->mu);
-        if (q->overrun) {
-            q->lost++;
-            return -FI_EOVERRUN;
-        }
-        rc = push_locked(q, q->cap, event, nullptr, entry, len);
-        if (rc) {
-            q->overrun = true;
-            q->lost++;
-        }
-        sig = eq_disarm_locked(q);
-    }
-    if (rc)
+    bool first_loss;
+    int rc = post_internal(q, event, nullptr, entry, len, &first_loss);
+    if (first_loss)
         EVD_WARN(FI_LOG_EQ, "EQ %p overran (%zu entries): event %u lost, EQ is now fatal\n",
                  static_cast<void*>(q), q->cap, event);
-    if (sig) eq_signal(q, sig);
     return rc;
 }
 
@@ -234,25 +251,11 @@ int eq_post_err(eq* q, const struct fi_eq_err_entry& err, const void* err_data,
                  q->max_write);
         err_data_len = std::max(q->max_write, kEqInline);
     }
-    wake_plan sig;
-    int rc = 0;
-    {
-        std::lock_guard<qlock> lk(q->mu);
-        if (q->overrun) {
-            q->lost++;
-            return -FI_EOVERRUN;
-        }
-        rc = push_locked(q, q->cap, 0, &err, err_data, err_data_len);
-        if (rc) {
-            q->overrun = true;
-            q->lost++;
-        }
-        sig = eq_disarm_locked(q);
-    }
-    if (rc)
+    bool first_loss;
+    int rc = post_internal(q, 0, &err, err_data, err_data_len, &first_loss);
+    if (first_loss)
         EVD_WARN(FI_LOG_EQ, "EQ %p overran (%zu entries): error %d lost, EQ is now fatal\n",
                  static_cast<void*>(q), q->cap, err.err);
-    if (sig) eq_signal(q, sig);
     return rc;
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// Wait sets (fi_wait_open / fi_wait), poll sets (fi_poll_open / fi_poll) and
-// fi_trywait (fi_poll(3)).
+// Wait sets (fi_wait_open / fi_wait) and fi_trywait (fi_poll(3)); poll
+// sets are poll_set.cpp.
 //
 // A wait set keeps a list of members (EQs, and CQs / counters that join with
 // wait_set_add). fi_wait asks every member first (trywait: 0 = nothing
@@ -53,15 +53,6 @@ struct wait_set {
             pthread_mutex_destroy(&mc_mu);
         }
     }
-};
-
-struct poll_set {
-    static constexpr kind kTag = kind::poll;
-    struct fid_poll fid;  // first member
-    kind tag = kTag;
-    domain* dom = nullptr;
-    std::mutex mu;
-    std::vector<struct fid*> members;  // guarded by mu; grows only in fi_poll_add
 };
 
 namespace {
@@ -191,90 +182,6 @@ int ws_close(struct fid* f) {
 // Ops tables (defined at the end of the file).
 extern struct fi_ops ws_fi_ops;
 extern struct fi_ops_wait ws_ops;
-
-// ------------------------------------------------------------------ poll sets
-
-poll_set* poll_from_fid(struct fid_poll* f) {
-    if (!f || f->fid.fclass != FI_CLASS_POLL) return nullptr;
-    return from_fid<poll_set>(f);
-}
-
-int ps_poll(struct fid_poll* f, void** context, int count) {
-    return guard([&] {
-        poll_set* ps = poll_from_fid(f);
-        if (!ps || count < 0 || (count && !context)) return -FI_EINVAL;
-        std::lock_guard lk(ps->mu);
-        int n = 0;
-        for (struct fid* m : ps->members) {
-            if (n == count) break;
-            bool pending;
-            if (eq* q = eq_from_fid(m))
-                pending = eq_has_events(q);
-            else
-                pending = fid_trywait(m) == -FI_EAGAIN;
-            if (pending) context[n++] = m->context;
-        }
-        return n;
-    });
-}
-
-int ps_add(struct fid_poll* f, struct fid* member, uint64_t flags) {
-    return guard([&] {
-        poll_set* ps = poll_from_fid(f);
-        if (!ps || !member) return -FI_EINVAL;
-        if (member->fclass != FI_CLASS_EQ && member->fclass != FI_CLASS_CQ &&
-            member->fclass != FI_CLASS_CNTR) {
-            EVD_WARN(FI_LOG_DOMAIN, "fi_poll_add: fid class %zu cannot join a poll set\n",
-                     member->fclass);
-            return -FI_EINVAL;
-        }
-        if (member->fclass == FI_CLASS_EQ && !eq_from_fid(member)) return -FI_EINVAL;
-        std::lock_guard lk(ps->mu);
-        for (struct fid* m : ps->members)
-            if (m == member) return -FI_EALREADY;
-        ps->members.push_back(member);
-        if (eq* q = eq_from_fid(member)) eq_bind_ref(q);
-        return 0;
-    });
-}
-
-int ps_del(struct fid_poll* f, struct fid* member, uint64_t flags) {
-    return guard([&] {
-        poll_set* ps = poll_from_fid(f);
-        if (!ps || !member) return -FI_EINVAL;
-        std::lock_guard lk(ps->mu);
-        for (auto it = ps->members.begin(); it != ps->members.end(); ++it) {
-            if (*it != member) continue;
-            ps->members.erase(it);
-            if (eq* q = eq_from_fid(member)) eq_bind_unref(q);
-            return 0;
-        }
-        return -FI_ENOENT;
-    });
-}
-
-int ps_close(struct fid* f) {
-    return guard([&] {
-        poll_set* ps = poll_from_fid(reinterpret_cast<struct fid_poll*>(f));
-        if (!ps) return -FI_EINVAL;
-        {
-            std::lock_guard lk(ps->mu);
-            if (!ps->members.empty()) {
-                EVD_WARN(FI_LOG_DOMAIN, "fi_close(poll set): %zu members left\n",
-                         ps->members.size());
-                return -FI_EBUSY;
-            }
-        }
-        if (ps->dom) ps->dom->refs.put();
-        ps->tag = kind{0};
-        delete ps;
-        return 0;
-    });
-}
-
-// Ops tables (defined at the end of the file).
-extern struct fi_ops ps_fi_ops;
-extern struct fi_ops_poll ps_ops;
 
 }  // namespace
 
@@ -409,26 +316,6 @@ int wait_open(struct fid_fabric* ff, struct fi_wait_attr* attr, struct fid_wait*
     });
 }
 
-int poll_open(struct fid_domain* fd, struct fi_poll_attr* attr, struct fid_poll** out) {
-    return guard([&] {
-        domain* d = domain_from_fid(fd);
-        if (!d || !attr || !out) return -FI_EINVAL;
-        if (attr->flags) {
-            EVD_WARN(FI_LOG_DOMAIN, "fi_poll_open: flags must be 0\n");
-            return -FI_EINVAL;
-        }
-        auto ps = std::make_unique<poll_set>();
-        ps->dom = d;
-        ps->fid.fid.fclass = FI_CLASS_POLL;
-        ps->fid.fid.context = nullptr;
-        ps->fid.fid.ops = &ps_fi_ops;
-        ps->fid.ops = &ps_ops;
-        d->refs.get();
-        *out = &ps.release()->fid;
-        return 0;
-    });
-}
-
 int trywait(struct fid_fabric* ff, struct fid** fids, int count) {
     return guard([&] {
         if (!from_fid<fabric>(ff) || count < 0 || (count && !fids)) return -FI_EINVAL;
@@ -456,23 +343,6 @@ struct fi_ops ws_fi_ops = {
 struct fi_ops_wait ws_ops = {
     .size = sizeof(struct fi_ops_wait),
     .wait = ws_wait,
-};
-
-struct fi_ops ps_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = ps_close,
-    .bind = op_no_bind,
-    .control = op_no_control,
-    .ops_open = op_no_ops_open,
-    .tostr = nullptr,
-    .ops_set = nullptr,
-};
-
-struct fi_ops_poll ps_ops = {
-    .size = sizeof(struct fi_ops_poll),
-    .poll = ps_poll,
-    .poll_add = ps_add,
-    .poll_del = ps_del,
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// Wait sets (fi_wait_open), poll sets (fi_poll_open) and fi_trywait (wait.cpp).
+// Wait sets (fi_wait_open) and fi_trywait (wait.cpp); poll sets (poll_set.h)
+// ask their members the same way.
 //
 // What every object that can block (EQ, CQ, counter) provides:
 //  * fi_trywait(fabric, fids, n) and fi_poll() ask every fid that is not an
@@ -19,7 +20,6 @@
 namespace evd {
 
 int wait_open(struct fid_fabric* fab, struct fi_wait_attr* attr, struct fid_wait** waitset);
-int poll_open(struct fid_domain* dom, struct fi_poll_attr* attr, struct fid_poll** pollset);
 int trywait(struct fid_fabric* fab, struct fid** fids, int count);
 
 // fi_control command answered by CQs / counters for fi_trywait and fi_poll.
