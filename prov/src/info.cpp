@@ -205,60 +205,74 @@ int check_cq_data(const fi_info* h, wants* w) {
     return 0;
 }
 
-int check_mr_mode(uint32_t version, const fi_info* h, wants* w) {
-    // Memory registration mode (fi_domain(3) "Memory Registration Mode").
-    if (h->domain_attr) {
-        int user = h->domain_attr->mr_mode;
-        bool local_ok = (h->mode & api::kModeLocalMr) || (user & FI_MR_LOCAL);
-        if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
-            if (user != api::kMrUnspec && user != api::kMrBasic)
-                REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode 0x%x: API < 1.5 supports only "
-                       "FI_MR_BASIC\n", user);
-            if (!(h->mode & api::kModeLocalMr))
-                REJECT(-FI_ENODATA, "hints->mode lacks FI_LOCAL_MR (evd needs local buffers registered)\n");
-            w->mr_mode = api::kMrBasic;
-            w->mode |= api::kModeLocalMr;
-        } else if (user & api::kMrBasic) {
-            if (user & ~api::kMrBasic)
-                REJECT(-FI_EINVAL, "hints->domain_attr->mr_mode: FI_MR_BASIC combined with other bits\n");
-            if (!local_ok)
-                REJECT(-FI_ENODATA, "hints: FI_MR_BASIC without mode FI_LOCAL_MR\n");
-            w->mr_mode = api::kMrBasic;
-            w->mode |= api::kModeLocalMr;
-        } else if (user & api::kMrScalable) {
-            REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode FI_MR_SCALABLE: evd needs "
-                   "FI_MR_LOCAL|FI_MR_VIRT_ADDR|FI_MR_ALLOCATED|FI_MR_PROV_KEY\n");
-        } else {
-            // API >= 1.5: mr_mode lists the registration duties the application
-            // accepts; the answer may only require duties from that list (the
-            // app could not honour any other). FI_LOCAL_MR in mode is the
-            // pre-1.5 spelling of FI_MR_LOCAL: when it is how the app offers
-            // local registration, the answer says so the same way (mode bit,
-            // not mr_mode bit). mr_mode 0 is no longer "any" here: it offers
-            // no bit at all (fi_domain(3): FI_MR_SCALABLE is the default).
-            int need = kMrMode;
-            // Without RMA nobody addresses our memory remotely.
-            if (h->caps && !(h->caps & FI_RMA)) need &= ~(FI_MR_VIRT_ADDR | FI_MR_PROV_KEY);
-            if (!local_ok)
-                REJECT(-FI_ENODATA, "hints: neither domain_attr->mr_mode FI_MR_LOCAL nor mode "
-                       "FI_LOCAL_MR is set; evd needs local buffers registered\n");
-            const bool mode_local = !(user & FI_MR_LOCAL);  // local_ok: FI_LOCAL_MR is set
-            const int offered = user | FI_MR_LOCAL;
-            if ((offered & need) != need) {
-                int missing = need & ~offered;
-                REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode 0x%x%s lacks bits evd requires: %s\n",
-                       user, user == api::kMrUnspec ? " (FI_MR_UNSPEC: from API 1.5 no bit offered)" : "",
-                       fi_tostr(&missing, FI_TYPE_MR_MODE));
-            }
-            if (mode_local) {
-                w->mr_mode = need & ~FI_MR_LOCAL;
-                w->mode |= api::kModeLocalMr;  // the app's way of accepting FI_MR_LOCAL
-            } else {
-                w->mr_mode = need;
-            }
-        }
+// Memory registration mode (fi_domain(3) "Memory Registration Mode"):
+// before API 1.5 only FI_MR_BASIC (or unspecified) with mode FI_LOCAL_MR.
+int mr_mode_before_1_5(const fi_info* h, wants* w) {
+    const int user = h->domain_attr->mr_mode;
+    if (user != api::kMrUnspec && user != api::kMrBasic)
+        REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode 0x%x: API < 1.5 supports only "
+               "FI_MR_BASIC\n", user);
+    if (!(h->mode & api::kModeLocalMr))
+        REJECT(-FI_ENODATA, "hints->mode lacks FI_LOCAL_MR (evd needs local buffers registered)\n");
+    w->mr_mode = api::kMrBasic;
+    w->mode |= api::kModeLocalMr;
+    return 0;
+}
+
+// FI_MR_BASIC from API 1.5 on: alone, with local registration accepted.
+int mr_mode_basic(const fi_info* h, bool local_ok, wants* w) {
+    if (h->domain_attr->mr_mode & ~api::kMrBasic)
+        REJECT(-FI_EINVAL, "hints->domain_attr->mr_mode: FI_MR_BASIC combined with other bits\n");
+    if (!local_ok)
+        REJECT(-FI_ENODATA, "hints: FI_MR_BASIC without mode FI_LOCAL_MR\n");
+    w->mr_mode = api::kMrBasic;
+    w->mode |= api::kModeLocalMr;
+    return 0;
+}
+
+// API >= 1.5: mr_mode lists the registration duties the application
+// accepts; the answer may only require duties from that list (the app could
+// not honour any other). FI_LOCAL_MR in mode is the pre-1.5 spelling of
+// FI_MR_LOCAL: when it is how the app offers local registration, the answer
+// says so the same way (mode bit, not mr_mode bit). mr_mode 0 is no longer
+// "any" here: it offers no bit at all (fi_domain(3): FI_MR_SCALABLE is the
+// default).
+int mr_mode_bits(const fi_info* h, bool local_ok, wants* w) {
+    const int user = h->domain_attr->mr_mode;
+    int need = kMrMode;
+    // Without RMA nobody addresses our memory remotely.
+    if (h->caps && !(h->caps & FI_RMA)) need &= ~(FI_MR_VIRT_ADDR | FI_MR_PROV_KEY);
+    if (!local_ok)
+        REJECT(-FI_ENODATA, "hints: neither domain_attr->mr_mode FI_MR_LOCAL nor mode "
+               "FI_LOCAL_MR is set; evd needs local buffers registered\n");
+    const bool mode_local = !(user & FI_MR_LOCAL);  // local_ok: FI_LOCAL_MR is set
+    const int offered = user | FI_MR_LOCAL;
+    if ((offered & need) != need) {
+        int missing = need & ~offered;
+        REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode 0x%x%s lacks bits evd requires: %s\n",
+               user, user == api::kMrUnspec ? " (FI_MR_UNSPEC: from API 1.5 no bit offered)" : "",
+               fi_tostr(&missing, FI_TYPE_MR_MODE));
+    }
+    if (mode_local) {
+        w->mr_mode = need & ~FI_MR_LOCAL;
+        w->mode |= api::kModeLocalMr;  // the app's way of accepting FI_MR_LOCAL
+    } else {
+        w->mr_mode = need;
     }
     return 0;
+}
+
+// The registration mode the answer requires, negotiated per API version.
+int check_mr_mode(uint32_t version, const fi_info* h, wants* w) {
+    if (!h->domain_attr) return 0;
+    const int user = h->domain_attr->mr_mode;
+    const bool local_ok = (h->mode & api::kModeLocalMr) || (user & FI_MR_LOCAL);
+    if (FI_VERSION_LT(version, FI_VERSION(1, 5))) return mr_mode_before_1_5(h, w);
+    if (user & api::kMrBasic) return mr_mode_basic(h, local_ok, w);
+    if (user & api::kMrScalable)
+        REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode FI_MR_SCALABLE: evd needs "
+               "FI_MR_LOCAL|FI_MR_VIRT_ADDR|FI_MR_ALLOCATED|FI_MR_PROV_KEY\n");
+    return mr_mode_bits(h, local_ok, w);
 }
 
 // Computes what the returned fi_info must carry, or rejects the hints: the
