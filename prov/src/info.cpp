@@ -23,6 +23,7 @@
 #include <memory>
 
 #include "devctx.h"
+#include "hint_rules.h"
 #include "owners.h"
 
 namespace evd {
@@ -148,45 +149,27 @@ struct wants {
         return (code);                                              \
     } while (0)
 
-// The provider name and endpoint type: anything but evd and FI_EP_MSG is
-// not for us (-FI_ENODATA, logged at info: the core offers every provider
-// the user's hints).
+// The provider name: a ';' list that does not name evd is not for us
+// (-FI_ENODATA, logged at info: the core offers every provider the user's
+// hints).
 int check_provider(const fi_info* h) {
-    if (h->fabric_attr && h->fabric_attr->prov_name && !names_evd(h->fabric_attr->prov_name)) {
-        // The core routinely offers every provider the user's hints: not an error.
-        EVD_INFO(FI_LOG_CORE, "fi_getinfo: hints ask for provider '%s', not evd\n",
-                 h->fabric_attr->prov_name);
-        return -FI_ENODATA;
-    }
-    if (h->ep_attr && raw_enum(h->ep_attr->type) != FI_EP_UNSPEC &&
-        raw_enum(h->ep_attr->type) != FI_EP_MSG) {
-        EVD_INFO(FI_LOG_CORE, "fi_getinfo: hints->ep_attr->type %s: evd offers FI_EP_MSG only\n",
-                 fi_tostr(&h->ep_attr->type, FI_TYPE_EP_TYPE));
-        return -FI_ENODATA;
-    }
+    if (h->fabric_attr && h->fabric_attr->prov_name && !names_evd(h->fabric_attr->prov_name))
+        REJECT(-FI_ENODATA, "hints ask for provider '%s', not evd\n", h->fabric_attr->prov_name);
     return 0;
 }
 
-// Addresses: malformed input is -FI_EINVAL, an unsupported format
-// -FI_ENODATA.
-int check_addresses(const fi_info* h) {
+// An address pointer needs its length (before hints->addr_format is read).
+int check_address_lengths(const fi_info* h) {
     if (h->src_addr && !h->src_addrlen)
         REJECT(-FI_EINVAL, "hints->src_addr is set but hints->src_addrlen is 0\n");
     if (h->dest_addr && !h->dest_addrlen)
         REJECT(-FI_EINVAL, "hints->dest_addr is set but hints->dest_addrlen is 0\n");
-    switch (h->addr_format) {
-    case FI_FORMAT_UNSPEC:
-    case FI_SOCKADDR:
-    case FI_SOCKADDR_IN:
-    case FI_SOCKADDR_IN6:
-    case FI_SOCKADDR_IB:
-        break;
-    default:
-        REJECT(-FI_ENODATA,
-               "hints->addr_format %u: evd supports FI_SOCKADDR, FI_SOCKADDR_IN, "
-               "FI_SOCKADDR_IN6, FI_SOCKADDR_IB\n",
-               h->addr_format);
-    }
+    return 0;
+}
+
+// The addresses themselves: complete sockaddrs of the family addr_format
+// names (-FI_EINVAL otherwise: the caller's error).
+int check_addresses(const fi_info* h) {
     for (int k = 0; k < 2; ++k) {
         const void* a = k ? h->dest_addr : h->src_addr;
         size_t n = k ? h->dest_addrlen : h->src_addrlen;
@@ -204,227 +187,113 @@ int check_addresses(const fi_info* h) {
     return 0;
 }
 
-// Capabilities, in caps and in the tx/rx attributes.
-int check_caps(const fi_info* h, wants* w) {
-    if (h->caps & ~kCaps) {
-        uint64_t extra = h->caps & ~kCaps;
-        REJECT(-FI_ENODATA, "hints->caps asks for unsupported capabilities: %s\n",
-               fi_tostr(&extra, FI_TYPE_CAPS));
-    }
+// The capabilities answered: the hints' own, FI_LOCAL_COMM|FI_REMOTE_COMM
+// implied when neither is given (fi_getinfo(3)).
+void want_caps(const fi_info* h, wants* w) {
     if (h->caps) w->caps = h->caps;
-    // FI_LOCAL_COMM/FI_REMOTE_COMM are implied when not given (fi_getinfo(3)).
     if (h->caps && !(h->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM))) w->caps |= kDomainCaps;
-    if (h->tx_attr && (h->tx_attr->caps & ~kCaps)) {
-        uint64_t extra = h->tx_attr->caps & ~kCaps;
-        REJECT(-FI_ENODATA, "hints->tx_attr->caps asks for unsupported capabilities: %s\n",
-               fi_tostr(&extra, FI_TYPE_CAPS));
-    }
-    if (h->rx_attr && (h->rx_attr->caps & ~kCaps)) {
-        uint64_t extra = h->rx_attr->caps & ~kCaps;
-        REJECT(-FI_ENODATA, "hints->rx_attr->caps asks for unsupported capabilities: %s\n",
-               fi_tostr(&extra, FI_TYPE_CAPS));
-    }
-    return 0;
 }
 
+// Immediate data: a write with immediate data consumes a posted receive, so
+// cq_data_size > 0 requires the application to accept FI_RX_CQ_DATA.
 int check_cq_data(const fi_info* h, wants* w) {
-    // Immediate data: a write with immediate data consumes a posted receive,
-    // so cq_data_size > 0 requires the application to accept FI_RX_CQ_DATA.
     bool rx_cq_data = (h->mode & FI_RX_CQ_DATA) || (h->rx_attr && (h->rx_attr->mode & FI_RX_CQ_DATA));
     w->cq_data = rx_cq_data;
-    if (h->domain_attr && h->domain_attr->cq_data_size) {
-        if (h->domain_attr->cq_data_size > kCqDataSize)
-            REJECT(-FI_ENODATA, "hints->domain_attr->cq_data_size %zu > %zu (immediate data)\n",
-                   h->domain_attr->cq_data_size, kCqDataSize);
-        if (!rx_cq_data)
-            REJECT(-FI_ENODATA,
-                   "hints->domain_attr->cq_data_size %zu requires mode FI_RX_CQ_DATA in hints\n",
-                   h->domain_attr->cq_data_size);
+    if (h->domain_attr && h->domain_attr->cq_data_size && !rx_cq_data)
+        REJECT(-FI_ENODATA, "hints->domain_attr->cq_data_size %zu requires mode FI_RX_CQ_DATA in hints\n",
+               h->domain_attr->cq_data_size);
+    return 0;
+}
+
+// Memory registration mode (fi_domain(3) "Memory Registration Mode"):
+// before API 1.5 only FI_MR_BASIC (or unspecified) with mode FI_LOCAL_MR.
+int mr_mode_before_1_5(const fi_info* h, wants* w) {
+    const int user = h->domain_attr->mr_mode;
+    if (user != api::kMrUnspec && user != api::kMrBasic)
+        REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode 0x%x: API < 1.5 supports only "
+               "FI_MR_BASIC\n", user);
+    if (!(h->mode & api::kModeLocalMr))
+        REJECT(-FI_ENODATA, "hints->mode lacks FI_LOCAL_MR (evd needs local buffers registered)\n");
+    w->mr_mode = api::kMrBasic;
+    w->mode |= api::kModeLocalMr;
+    return 0;
+}
+
+// FI_MR_BASIC from API 1.5 on: alone, with local registration accepted.
+int mr_mode_basic(const fi_info* h, bool local_ok, wants* w) {
+    if (h->domain_attr->mr_mode & ~api::kMrBasic)
+        REJECT(-FI_EINVAL, "hints->domain_attr->mr_mode: FI_MR_BASIC combined with other bits\n");
+    if (!local_ok)
+        REJECT(-FI_ENODATA, "hints: FI_MR_BASIC without mode FI_LOCAL_MR\n");
+    w->mr_mode = api::kMrBasic;
+    w->mode |= api::kModeLocalMr;
+    return 0;
+}
+
+// API >= 1.5: mr_mode lists the registration duties the application
+// accepts; the answer may only require duties from that list (the app could
+// not honour any other). FI_LOCAL_MR in mode is the pre-1.5 spelling of
+// FI_MR_LOCAL: when it is how the app offers local registration, the answer
+// says so the same way (mode bit, not mr_mode bit). mr_mode 0 is no longer
+// "any" here: it offers no bit at all (fi_domain(3): FI_MR_SCALABLE is the
+// default).
+int mr_mode_bits(const fi_info* h, bool local_ok, wants* w) {
+    const int user = h->domain_attr->mr_mode;
+    int need = kMrMode;
+    // Without RMA nobody addresses our memory remotely.
+    if (h->caps && !(h->caps & FI_RMA)) need &= ~(FI_MR_VIRT_ADDR | FI_MR_PROV_KEY);
+    if (!local_ok)
+        REJECT(-FI_ENODATA, "hints: neither domain_attr->mr_mode FI_MR_LOCAL nor mode "
+               "FI_LOCAL_MR is set; evd needs local buffers registered\n");
+    const bool mode_local = !(user & FI_MR_LOCAL);  // local_ok: FI_LOCAL_MR is set
+    const int offered = user | FI_MR_LOCAL;
+    if ((offered & need) != need) {
+        int missing = need & ~offered;
+        REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode 0x%x%s lacks bits evd requires: %s\n",
+               user, user == api::kMrUnspec ? " (FI_MR_UNSPEC: from API 1.5 no bit offered)" : "",
+               fi_tostr(&missing, FI_TYPE_MR_MODE));
+    }
+    if (mode_local) {
+        w->mr_mode = need & ~FI_MR_LOCAL;
+        w->mode |= api::kModeLocalMr;  // the app's way of accepting FI_MR_LOCAL
+    } else {
+        w->mr_mode = need;
     }
     return 0;
 }
 
+// The registration mode the answer requires, negotiated per API version.
 int check_mr_mode(uint32_t version, const fi_info* h, wants* w) {
-    // Memory registration mode (fi_domain(3) "Memory Registration Mode").
-    if (h->domain_attr) {
-        int user = h->domain_attr->mr_mode;
-        bool local_ok = (h->mode & api::kModeLocalMr) || (user & FI_MR_LOCAL);
-        if (FI_VERSION_LT(version, FI_VERSION(1, 5))) {
-            if (user != api::kMrUnspec && user != api::kMrBasic)
-                REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode 0x%x: API < 1.5 supports only "
-                       "FI_MR_BASIC\n", user);
-            if (!(h->mode & api::kModeLocalMr))
-                REJECT(-FI_ENODATA, "hints->mode lacks FI_LOCAL_MR (evd needs local buffers registered)\n");
-            w->mr_mode = api::kMrBasic;
-            w->mode |= api::kModeLocalMr;
-        } else if (user & api::kMrBasic) {
-            if (user & ~api::kMrBasic)
-                REJECT(-FI_EINVAL, "hints->domain_attr->mr_mode: FI_MR_BASIC combined with other bits\n");
-            if (!local_ok)
-                REJECT(-FI_ENODATA, "hints: FI_MR_BASIC without mode FI_LOCAL_MR\n");
-            w->mr_mode = api::kMrBasic;
-            w->mode |= api::kModeLocalMr;
-        } else if (user & api::kMrScalable) {
-            REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode FI_MR_SCALABLE: evd needs "
-                   "FI_MR_LOCAL|FI_MR_VIRT_ADDR|FI_MR_ALLOCATED|FI_MR_PROV_KEY\n");
-        } else {
-            // API >= 1.5: mr_mode lists the registration duties the application
-            // accepts; the answer may only require duties from that list (the
-            // app could not honour any other). FI_LOCAL_MR in mode is the
-            // pre-1.5 spelling of FI_MR_LOCAL: when it is how the app offers
-            // local registration, the answer says so the same way (mode bit,
-            // not mr_mode bit). mr_mode 0 is no longer "any" here: it offers
-            // no bit at all (fi_domain(3): FI_MR_SCALABLE is the default).
-            int need = kMrMode;
-            // Without RMA nobody addresses our memory remotely.
-            if (h->caps && !(h->caps & FI_RMA)) need &= ~(FI_MR_VIRT_ADDR | FI_MR_PROV_KEY);
-            if (!local_ok)
-                REJECT(-FI_ENODATA, "hints: neither domain_attr->mr_mode FI_MR_LOCAL nor mode "
-                       "FI_LOCAL_MR is set; evd needs local buffers registered\n");
-            const bool mode_local = !(user & FI_MR_LOCAL);  // local_ok: FI_LOCAL_MR is set
-            const int offered = user | FI_MR_LOCAL;
-            if ((offered & need) != need) {
-                int missing = need & ~offered;
-                REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode 0x%x%s lacks bits evd requires: %s\n",
-                       user, user == api::kMrUnspec ? " (FI_MR_UNSPEC: from API 1.5 no bit offered)" : "",
-                       fi_tostr(&missing, FI_TYPE_MR_MODE));
-            }
-            if (mode_local) {
-                w->mr_mode = need & ~FI_MR_LOCAL;
-                w->mode |= api::kModeLocalMr;  // the app's way of accepting FI_MR_LOCAL
-            } else {
-                w->mr_mode = need;
-            }
-        }
-    }
-    return 0;
+    if (!h->domain_attr) return 0;
+    const int user = h->domain_attr->mr_mode;
+    const bool local_ok = (h->mode & api::kModeLocalMr) || (user & FI_MR_LOCAL);
+    if (FI_VERSION_LT(version, FI_VERSION(1, 5))) return mr_mode_before_1_5(h, w);
+    if (user & api::kMrBasic) return mr_mode_basic(h, local_ok, w);
+    if (user & api::kMrScalable)
+        REJECT(-FI_ENODATA, "hints->domain_attr->mr_mode FI_MR_SCALABLE: evd needs "
+               "FI_MR_LOCAL|FI_MR_VIRT_ADDR|FI_MR_ALLOCATED|FI_MR_PROV_KEY\n");
+    return mr_mode_bits(h, local_ok, w);
 }
 
-// Domain attributes: values that are not of their enum are -FI_EINVAL
-// (read as integers: the application may have stored anything there).
-int check_domain_attr(uint32_t version, const fi_info* h) {
-    if (const fi_domain_attr* d = h->domain_attr) {
-        if (raw_enum(d->threading) > FI_THREAD_ENDPOINT)
-            REJECT(-FI_EINVAL, "hints->domain_attr->threading %u is not a fi_threading value\n",
-                   raw_enum(d->threading));
-        const unsigned max_control = api::has_2_0(version) ? api::kProgressControlUnified
-                                                           : unsigned{FI_PROGRESS_MANUAL};
-        if (raw_enum(d->control_progress) > max_control ||
-            raw_enum(d->data_progress) > FI_PROGRESS_MANUAL)
-            REJECT(-FI_EINVAL, "hints->domain_attr progress %u/%u is not a fi_progress value\n",
-                   raw_enum(d->control_progress), raw_enum(d->data_progress));
-        if (raw_enum(d->resource_mgmt) > FI_RM_ENABLED)
-            REJECT(-FI_EINVAL, "hints->domain_attr->resource_mgmt %u is not a fi_resource_mgmt value\n",
-                   raw_enum(d->resource_mgmt));
-        if (raw_enum(d->av_type) > FI_AV_TABLE)
-            REJECT(-FI_EINVAL, "hints->domain_attr->av_type %u is not a fi_av_type value\n",
-                   raw_enum(d->av_type));
-        if (d->caps & ~kDomainCaps) {
-            uint64_t extra = d->caps & ~kDomainCaps;
-            REJECT(-FI_ENODATA, "hints->domain_attr->caps asks for %s\n", fi_tostr(&extra, FI_TYPE_CAPS));
-        }
-        if (d->mr_key_size > kMrKeySize)
-            REJECT(-FI_ENODATA, "hints->domain_attr->mr_key_size %zu > %zu (verbs rkey)\n",
-                   d->mr_key_size, kMrKeySize);
-        if (d->max_ep_tx_ctx > 1 || d->max_ep_rx_ctx > 1)
-            REJECT(-FI_ENODATA, "hints->domain_attr->max_ep_tx_ctx/max_ep_rx_ctx %zu/%zu > 1 "
-                   "(no scalable endpoints)\n", d->max_ep_tx_ctx, d->max_ep_rx_ctx);
-        if (d->max_ep_stx_ctx)
-            REJECT(-FI_ENODATA, "hints->domain_attr->max_ep_stx_ctx %zu: no shared tx contexts\n",
-                   d->max_ep_stx_ctx);
-        if (d->mr_iov_limit > 1)
-            REJECT(-FI_ENODATA, "hints->domain_attr->mr_iov_limit %zu > 1 (ibv_reg_mr takes one "
-                   "range)\n", d->mr_iov_limit);
-        if (d->auth_key_size || d->auth_key)
-            REJECT(-FI_ENODATA, "hints->domain_attr->auth_key: evd has no authorization keys\n");
-        if (d->max_err_data > kMaxErrData)
-            REJECT(-FI_ENODATA, "hints->domain_attr->max_err_data %zu > %zu\n", d->max_err_data,
-                   kMaxErrData);
-    }
-    return 0;
-}
-
-int check_ep_attr(const fi_info* h) {
-    if (const fi_ep_attr* e = h->ep_attr) {
-        if (e->protocol != FI_PROTO_UNSPEC && e->protocol != FI_PROTO_RDMA_CM_IB_RC)
-            REJECT(-FI_ENODATA, "hints->ep_attr->protocol %s: evd speaks FI_PROTO_RDMA_CM_IB_RC\n",
-                   fi_tostr(&e->protocol, FI_TYPE_PROTOCOL));
-        if (e->protocol_version > 1)
-            REJECT(-FI_ENODATA, "hints->ep_attr->protocol_version %u > 1\n", e->protocol_version);
-        if (e->tx_ctx_cnt > 1)
-            REJECT(-FI_ENODATA, "hints->ep_attr->tx_ctx_cnt %zd: one tx context, none shared\n",
-                   static_cast<ssize_t>(e->tx_ctx_cnt));
-        if (e->rx_ctx_cnt > 1 && e->rx_ctx_cnt != FI_SHARED_CONTEXT)
-            REJECT(-FI_ENODATA, "hints->ep_attr->rx_ctx_cnt %zu: one rx context (or FI_SHARED_CONTEXT)\n",
-                   e->rx_ctx_cnt);
-        if (e->auth_key_size || e->auth_key)
-            REJECT(-FI_ENODATA, "hints->ep_attr->auth_key: evd has no authorization keys\n");
-        if (e->msg_prefix_size)
-            REJECT(-FI_ENODATA, "hints->ep_attr->msg_prefix_size %zu: evd uses no prefix\n",
-                   e->msg_prefix_size);
-        if (e->max_order_war_size)
-            REJECT(-FI_ENODATA, "hints->ep_attr->max_order_war_size %zu: RC gives no "
-                   "write-after-read order\n", e->max_order_war_size);
-    }
-    return 0;
-}
-
-int check_tx_attr(const fi_info* h) {
-    if (const fi_tx_attr* t = h->tx_attr) {
-        if (t->mode)
-            EVD_DBG(FI_LOG_CORE, "hints->tx_attr->mode 0x%llx: evd needs none\n",
-                    static_cast<unsigned long long>(t->mode));
-        if (t->op_flags & ~kTxOpFlags) {
-            uint64_t extra = t->op_flags & ~kTxOpFlags;
-            REJECT(-FI_ENODATA, "hints->tx_attr->op_flags asks for %s\n", fi_tostr(&extra, FI_TYPE_OP_FLAGS));
-        }
-        if (t->msg_order & ~kMsgOrder) {
-            uint64_t extra = t->msg_order & ~kMsgOrder;
-            REJECT(-FI_ENODATA, "hints->tx_attr->msg_order asks for %s\n", fi_tostr(&extra, FI_TYPE_MSG_ORDER));
-        }
-        if (t->comp_order & ~api::kOrderStrict)
-            REJECT(-FI_ENODATA, "hints->tx_attr->comp_order 0x%llx: only FI_ORDER_STRICT\n",
-                   static_cast<unsigned long long>(t->comp_order));
-        if (t->rma_iov_limit > 1)
-            REJECT(-FI_ENODATA, "hints->tx_attr->rma_iov_limit %zu > 1 (an RDMA work request "
-                   "names one remote range)\n", t->rma_iov_limit);
-    }
-    return 0;
-}
-
-int check_rx_attr(const fi_info* h) {
-    if (const fi_rx_attr* r = h->rx_attr) {
-        if (r->op_flags & ~kRxOpFlags) {
-            uint64_t extra = r->op_flags & ~kRxOpFlags;
-            REJECT(-FI_ENODATA, "hints->rx_attr->op_flags asks for %s\n", fi_tostr(&extra, FI_TYPE_OP_FLAGS));
-        }
-        if (r->msg_order & ~kMsgOrder) {
-            uint64_t extra = r->msg_order & ~kMsgOrder;
-            REJECT(-FI_ENODATA, "hints->rx_attr->msg_order asks for %s\n", fi_tostr(&extra, FI_TYPE_MSG_ORDER));
-        }
-        if (r->comp_order & ~(api::kOrderStrict | api::kOrderData))
-            REJECT(-FI_ENODATA, "hints->rx_attr->comp_order 0x%llx: only FI_ORDER_STRICT|FI_ORDER_DATA\n",
-                   static_cast<unsigned long long>(r->comp_order));
-    }
-    return 0;
-}
-
-// Computes what the returned fi_info must carry, or rejects the hints: each
-// group of attributes in turn, in the order fi_getinfo(3) lists them.
+// Computes what the returned fi_info must carry, or rejects the hints: the
+// rules of hint_rules.cpp and the logic between them, in the order
+// fi_getinfo(3) lists the attributes.
 int static_check(uint32_t version, const fi_info* h, wants* w) {
     *w = wants{};
     if (!h) return 0;
     w->mode = 0;
     if (int r = check_provider(h)) return r;
+    if (int r = check_hint_rules(version, h, hint_step::endpoint)) return r;
+    if (int r = check_address_lengths(h)) return r;
+    if (int r = check_hint_rules(version, h, hint_step::address)) return r;
     if (int r = check_addresses(h)) return r;
-    if (int r = check_caps(h, w)) return r;
+    if (int r = check_hint_rules(version, h, hint_step::caps)) return r;
+    want_caps(h, w);
+    if (int r = check_hint_rules(version, h, hint_step::cq_data)) return r;
     if (int r = check_cq_data(h, w)) return r;
     if (int r = check_mr_mode(version, h, w)) return r;
     if (w->cq_data) w->mode |= FI_RX_CQ_DATA;
-    if (int r = check_domain_attr(version, h)) return r;
-    if (int r = check_ep_attr(h)) return r;
-    if (int r = check_tx_attr(h)) return r;
-    return check_rx_attr(h);
+    return check_hint_rules(version, h, hint_step::attributes);
 }
 
 // Returns "" when the device satisfies the hints' limits, else the reason.
