@@ -306,6 +306,17 @@ int cm_post_cm(eq* q, uint32_t event, struct fid* f, struct fi_info* info, const
     return eq_post(q, event, buf, sizeof(struct fi_eq_cm_entry) + len);
 }
 
+void cm_fill_conn_param(struct rdma_conn_param* p, const uint8_t* data, size_t len) {
+    std::memset(p, 0, sizeof(*p));
+    p->private_data = data;
+    p->private_data_len = static_cast<uint8_t>(len);
+    p->responder_resources = RDMA_MAX_RESP_RES;  // librdmacm: the device maximum
+    p->initiator_depth = RDMA_MAX_INIT_DEPTH;
+    p->flow_control = 1;
+    p->retry_count = 7;
+    p->rnr_retry_count = 7;  // retry receiver-not-ready forever, like other MSG providers
+}
+
 int cm_create_id(cm_chan* chan, cm_owner* owner, cm_id_ptr* out) {
     struct rdma_cm_id* id = nullptr;
     if (rdma_create_id(chan->ch.get(), &id, owner, RDMA_PS_TCP)) {

@@ -131,6 +131,9 @@ struct cm_chan {
 cm_chan* cm_chan_get(eq* q, int* err);
 void cm_chan_put(cm_chan* chan);
 void cm_chan_ref(cm_chan* chan);  // another id now lives on c
+// rdma_connect/rdma_accept parameters evd uses for every connection, with
+// len bytes of private data (header and user data, cm_pack).
+void cm_fill_conn_param(struct rdma_conn_param* p, const uint8_t* data, size_t len);
 // A new RC id on chan whose events go to owner: 0, or a negative FI_E* code
 // (logged) with *out left empty.
 int cm_create_id(cm_chan* chan, cm_owner* owner, cm_id_ptr* out);

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// Passive and active MSG endpoints (fi_endpoint(3), fi_cm(3)): connection
-// management in ep_msg.cpp, pep.cpp and cm.cpp; the data-path ops tables of an
-// active endpoint in ep_data.cpp.
+// Passive and active MSG endpoints (fi_endpoint(3), fi_cm(3)): an active
+// endpoint's lifetime, bindings and connection calls in ep_msg.cpp, its
+// connection state machine in ep_cm.cpp, its QP in ep_qp.cpp and its
+// data-path ops in ep_data.cpp; listeners and connection requests in
+// pep.cpp; the rdma_cm channels in cm.cpp.
 //
 // How the connection-management half (ep_msg.cpp) and the data path
 // (ep_data.cpp) share an endpoint:
@@ -123,7 +125,7 @@ struct ep {
     domain* dom = nullptr;
     struct fi_info* info = nullptr;       // fi_dupinfo of what was opened (handle cleared)
 
-    // --- connection management (ep_msg.cpp / cm.cpp)
+    // --- connection management (ep_msg.cpp, ep_cm.cpp, cm.cpp)
     cm_id_ptr id;
     connreq* creq = nullptr;              // adopted FI_CONNREQ handle (passive side)
     bool from_connreq = false;            // opened from an FI_CONNREQ info (fi_accept ok)
@@ -178,6 +180,9 @@ struct ep {
     void* data_priv = nullptr;            // free for ep_data.cpp
 };
 
+inline ep_state ep_state_of(const ep* e) { return static_cast<ep_state>(e->state.load()); }
+inline void ep_set_state(ep* e, ep_state s) { e->state.store(static_cast<int>(s)); }
+
 // fabric op fi_passive_ep
 int pep_open(struct fid_fabric* fab, struct fi_info* info, struct fid_pep** pep, void* context);
 // domain op fi_endpoint
@@ -209,7 +214,10 @@ int ep_create_qp(ep* e);
 // else directly. Caller holds e->mu, after qp_ready was cleared.
 void ep_destroy_qp(ep* e);
 
-// ---- provided by ep_msg.cpp (CM half), callable from anywhere
+// ---- the connection state machine (ep_cm.cpp), callable from anywhere
+// Moves e to ep_state::error and posts its terminal error record (err is a
+// positive FI_E* code) to its EQ; the caller has claimed the terminal event.
+void ep_post_terminal_err(ep* e, int err, int prov_errno, const void* data, size_t len);
 // Posts the endpoint's one terminal error (err = positive FI_E* code) to its
 // EQ unless a terminal event was already delivered; later calls are counted
 // and logged at debug. Never blocks; safe from any thread.
@@ -218,6 +226,8 @@ void ep_terminal_error(ep* e, int err, int prov_errno, const char* why);
 bool ep_claim_terminal(ep* e);
 // Same, in the shape of async_target::claim_terminal (owner = the ep).
 bool ep_claim_terminal_cb(void* owner);
+
+// ---- ep_msg.cpp
 // The EQ an ep's events go to: its bound EQ, else its domain's EQ.
 eq* ep_route_eq(void* owner);
 

@@ -29,8 +29,6 @@ namespace evd {
 
 namespace {
 
-ep_state state_of(const ep* e) { return static_cast<ep_state>(e->state.load()); }
-void set_state(ep* e, ep_state s) { e->state.store(static_cast<int>(s)); }
 
 // Binds an active endpoint's id to its source address now, for the cases
 // that need the address itself before fi_connect: fi_setname, an endpoint
@@ -60,17 +58,6 @@ int bind_source(ep* e, const struct sockaddr* dst) {
     return 0;
 }
 
-void fill_conn_param(struct rdma_conn_param* p, const uint8_t* data, size_t len) {
-    std::memset(p, 0, sizeof(*p));
-    p->private_data = data;
-    p->private_data_len = static_cast<uint8_t>(len);
-    p->responder_resources = RDMA_MAX_RESP_RES;  // librdmacm: the device maximum
-    p->initiator_depth = RDMA_MAX_INIT_DEPTH;
-    p->flow_control = 1;
-    p->retry_count = 7;
-    p->rnr_retry_count = 7;  // retry receiver-not-ready forever, like other MSG providers
-}
-
 int do_enable(ep* e) {
     if (e->enabled) return 0;
     if (!e->eq_bound.load()) {
@@ -89,11 +76,6 @@ int do_enable(ep* e) {
     if (int ret = ep_create_qp(e)) return ret;
     e->enabled = true;
     return 0;
-}
-
-void post_terminal_err(ep* e, int err, int prov_errno, const void* data, size_t len) {
-    set_state(e, ep_state::error);
-    cm_post_err(ep_route_eq(e), &e->fid.fid, err, prov_errno, data, len);
 }
 
 // The adopted request's listener-EQ ref came to e with the id; the handle
@@ -365,7 +347,7 @@ int ep_getname(fid_t f, void* addr, size_t* addrlen) {
         std::lock_guard lk(e->mu);
         // an enabled endpoint has a local address (and port) to tell: take it
         // now if fi_connect has not yet
-        if (e->enabled && e->id && !e->id->verbs && state_of(e) == ep_state::idle &&
+        if (e->enabled && e->id && !e->id->verbs && ep_state_of(e) == ep_state::idle &&
             !e->terminal.load()) {
             if (int ret = bind_source(e, static_cast<const struct sockaddr*>(e->info->dest_addr)))
                 return ret;
@@ -382,7 +364,7 @@ int ep_getpeer(struct fid_ep* f, void* addr, size_t* addrlen) {
         ep* e = ep_from_fid(&f->fid);
         if (!e || !addrlen) return -FI_EINVAL;
         std::lock_guard lk(e->mu);
-        auto st = state_of(e);
+        auto st = ep_state_of(e);
         if (e->id && (st == ep_state::connected || st == ep_state::accepting ||
                       st == ep_state::connecting))
             return cm_copy_addr(rdma_get_peer_addr(e->id.get()), addr, addrlen);
@@ -439,7 +421,7 @@ int ep_connect(struct fid_ep* f, const void* addr, const void* param, size_t par
             EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: no (or unsupported) destination address\n");
             return -FI_EINVAL;
         }
-        if (state_of(e) != ep_state::idle || e->terminal.load()) {
+        if (ep_state_of(e) != ep_state::idle || e->terminal.load()) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: endpoint is not idle\n");
             return -FI_EOPBADSTATE;
         }
@@ -453,11 +435,11 @@ int ep_connect(struct fid_ep* f, const void* addr, const void* param, size_t par
         e->conn_data_len = static_cast<size_t>(n);
         struct sockaddr_storage src = {};
         struct sockaddr* srcp = connect_source(e, dst, &src);
-        set_state(e, ep_state::resolving);
+        ep_set_state(e, ep_state::resolving);
         if (rdma_resolve_addr(e->id.get(), srcp, const_cast<struct sockaddr*>(dst),
                               get_params().cm_timeout_ms)) {
             int err = errno;
-            set_state(e, ep_state::idle);
+            ep_set_state(e, ep_state::idle);
             EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: rdma_resolve_addr: %s\n", strerror(err));
             return fi_err(err);
         }
@@ -479,7 +461,7 @@ int ep_accept(struct fid_ep* f, const void* param, size_t paramlen) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: endpoint was not opened from an FI_CONNREQ\n");
             return -FI_EOPBADSTATE;
         }
-        if (state_of(e) != ep_state::idle || e->terminal.load()) return -FI_EOPBADSTATE;
+        if (ep_state_of(e) != ep_state::idle || e->terminal.load()) return -FI_EOPBADSTATE;
         if (e->gone.load()) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: the peer gave up on this request\n");
             return -FI_ECONNABORTED;
@@ -497,11 +479,11 @@ int ep_accept(struct fid_ep* f, const void* param, size_t paramlen) {
         int n = cm_pack(buf, sizeof(buf), param, paramlen);
         if (n < 0) return n;
         struct rdma_conn_param cp;
-        fill_conn_param(&cp, buf, static_cast<size_t>(n));
-        set_state(e, ep_state::accepting);
+        cm_fill_conn_param(&cp, buf, static_cast<size_t>(n));
+        ep_set_state(e, ep_state::accepting);
         if (rdma_accept(e->id.get(), &cp)) {
             int err = errno;
-            set_state(e, ep_state::idle);
+            ep_set_state(e, ep_state::idle);
             EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: rdma_accept: %s\n", strerror(err));
             return fi_err(err);
         }
@@ -516,7 +498,7 @@ int ep_shutdown(struct fid_ep* f, uint64_t flags) {
         if (!e) return -FI_EINVAL;
         std::lock_guard lk(e->mu);
         if (e->terminal.load()) return 0;  // already ended: its one event was delivered
-        auto st = state_of(e);
+        auto st = ep_state_of(e);
         if (st == ep_state::idle || !e->id) return -FI_EOPBADSTATE;
         // FI_SHUTDOWN arrives on both sides from RDMA_CM_EVENT_DISCONNECTED.
         if (e->disconnect_sent) return 0;  // already on its way (the peer's DREQ was answered)
@@ -528,7 +510,7 @@ int ep_shutdown(struct fid_ep* f, uint64_t flags) {
             EVD_INFO(FI_LOG_EP_CTRL, "fi_shutdown: port %u is down: DREQ deferred to fi_close\n",
                      e->id->port_num);
             if (ep_claim_terminal(e)) {
-                set_state(e, ep_state::shutdown);
+                ep_set_state(e, ep_state::shutdown);
                 cm_post_cm(ep_route_eq(e), FI_SHUTDOWN, &e->fid.fid, nullptr, nullptr, 0);
             }
             return 0;
@@ -564,205 +546,10 @@ extern struct fi_ops_cm ep_cm_ops;
 
 }  // namespace
 
-// ------------------------------------------------------------------ rdma_cm events
-namespace {
-
-// ADDR_RESOLVED: the id is on a device now; the QP goes with it, then the
-// route is resolved.
-void on_addr_resolved(ep* e) {
-    if (state_of(e) != ep_state::resolving) return;
-    int ret = 0;
-    if (!e->qp) {
-        ret = ep_create_qp(e);
-    } else if (e->id->qp != e->qp.get()) {
-        // the id is on a device now: it drives the QP from here
-        if (e->id->verbs != e->dom->dev->verbs) {
-            EVD_WARN(FI_LOG_EP_CTRL,
-                     "fi_connect: the source address is on device %s but the "
-                     "endpoint's domain is %s\n",
-                     ibv_get_device_name(e->id->verbs->device),
-                     e->dom->dev->name.c_str());
-            ret = -FI_EINVAL;
-        } else {
-            e->id->qp = e->qp.get();  // still owned by e (ep_destroy_qp)
-        }
-    }
-    if (!ret && rdma_resolve_route(e->id.get(), get_params().cm_timeout_ms))
-        ret = fi_err(errno);
-    if (ret && ep_claim_terminal(e)) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: after address resolution: %d\n", ret);
-        post_terminal_err(e, -ret, -ret, nullptr, 0);
-    }
-}
-
-// ROUTE_RESOLVED: the connect request goes out, unless the port is down.
-void on_route_resolved(ep* e) {
-    if (state_of(e) != ep_state::resolving) return;
-    struct rdma_conn_param cp;
-    fill_conn_param(&cp, e->conn_data, e->conn_data_len);
-    if (!port_active_now(e->id->verbs, e->id->port_num)) {
-        // The REQ would be lost, and on rxe its failed send disables
-        // the device's connection management (linger.h).
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: port %u of %s is down: no request sent\n",
-                 e->id->port_num, ibv_get_device_name(e->id->verbs->device));
-        if (ep_claim_terminal(e)) post_terminal_err(e, FI_ENETDOWN, ENETDOWN, nullptr, 0);
-        return;
-    }
-    set_state(e, ep_state::connecting);
-    e->cm_started = true;
-    if (rdma_connect(e->id.get(), &cp)) {
-        int err = errno;
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: rdma_connect: %s\n", strerror(err));
-        if (ep_claim_terminal(e)) post_terminal_err(e, FI_ECONNABORTED, err, nullptr, 0);
-    } else {
-        cm_deadline_set(e->chan, e);
-    }
-}
-
-// ESTABLISHED: FI_CONNECTED, with the accept data on the active side.
-void on_established(ep* e, const cm_action& a) {
-    auto st = state_of(e);
-    if (st != ep_state::connecting && st != ep_state::accepting) {
-        EVD_WARN(FI_LOG_EP_CTRL, "ep %p: ESTABLISHED in state %d: ignored\n",
-                 static_cast<void*>(e), static_cast<int>(st));
-        return;
-    }
-    set_state(e, ep_state::connected);
-    e->cm_established = true;
-    const void* data = nullptr;
-    size_t len = 0;
-    if (st == ep_state::connecting) {  // the active side gets the accept data
-        if (a.data_ok) {
-            data = a.data;
-            len = a.data_len;
-        } else {
-            EVD_WARN(FI_LOG_EP_CTRL,
-                     "accept data without a valid evd header: delivered as 0 bytes\n");
-        }
-    }
-    cm_post_cm(ep_route_eq(e), FI_CONNECTED, &e->fid.fid, nullptr, data, len);
-}
-
-// DISCONNECTED: the peer's DREQ is answered and the endpoint ends with
-// FI_SHUTDOWN.
-void on_disconnected(ep* e) {
-    // Answer the peer's DREQ (DREP) now, so the side that called
-    // fi_shutdown sees its DISCONNECTED without waiting for a timeout.
-    // The side that called fi_shutdown already sent its DREQ: this
-    // DISCONNECTED is the answer, nothing more to send.
-    if (e->id && !e->disconnect_sent) {
-        rdma_disconnect(e->id.get());
-        e->disconnect_sent = true;
-    }
-    if (ep_claim_terminal(e)) {
-        set_state(e, ep_state::shutdown);
-        cm_post_cm(ep_route_eq(e), FI_SHUTDOWN, &e->fid.fid, nullptr, nullptr, 0);
-    }
-}
-
-// Every other end (unreachable, rejected, device removal): one terminal error.
-void on_error(ep* e, const cm_row& r, const cm_action& a) {
-    if (ep_claim_terminal(e)) {
-        const void* data = a.peer_reject && a.data_ok ? a.data : nullptr;
-        EVD_INFO(FI_LOG_EP_CTRL, "ep %p: %s (status %d)\n", static_cast<void*>(e),
-                 r.name, a.prov_errno);
-        post_terminal_err(e, r.fi_err, a.prov_errno, data, data ? a.data_len : 0);
-    }
-}
-
-}  // namespace
-
-cm_id_ptr ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a) {
-    std::lock_guard lk(e->mu);
-    const cm_row& r = *a.row;
-    if (r.outcome == cm_outcome::shutdown || r.outcome == cm_outcome::error ||
-        r.outcome == cm_outcome::removal)
-        e->cm_disconnected = true;  // nothing left to tell the peer at fi_close
-    // rdma_cm's view, even when the application's view already ended (a
-    // setup deadline that fired just before): the peer thinks it is
-    // connected and must be told at fi_close (linger.h).
-    if (r.outcome == cm_outcome::connected) e->cm_established = true;
-    if (r.outcome == cm_outcome::shutdown && e->terminal.load() && e->id && !e->disconnect_sent) {
-        rdma_disconnect(e->id.get());  // still answer the peer's DREQ
-        e->disconnect_sent = true;
-    }
-    if (r.outcome != cm_outcome::internal && r.outcome != cm_outcome::resolve_route &&
-        r.outcome != cm_outcome::send_connect)
-        cm_deadline_clear_setup(e->chan, e);  // connected or ended: setup is over
-    if (e->terminal.load() && r.outcome != cm_outcome::internal) {
-        e->suppressed.fetch_add(1, std::memory_order_relaxed);
-        EVD_DBG(FI_LOG_EP_CTRL, "ep %p: %s after its terminal event: suppressed\n",
-                static_cast<void*>(e), r.name);
-        return nullptr;
-    }
-    switch (r.outcome) {
-        case cm_outcome::resolve_route:
-            on_addr_resolved(e);
-            break;
-        case cm_outcome::send_connect:
-            on_route_resolved(e);
-            break;
-        case cm_outcome::connected:
-            on_established(e, a);
-            break;
-        case cm_outcome::shutdown:
-            on_disconnected(e);
-            break;
-        case cm_outcome::error:
-        case cm_outcome::removal:
-            on_error(e, r, a);
-            break;
-        case cm_outcome::connreq:
-        case cm_outcome::internal:
-            EVD_DBG(FI_LOG_EP_CTRL, "ep %p: %s (status %d)\n", static_cast<void*>(e), r.name,
-                    a.prov_errno);
-            break;
-    }
-    return nullptr;
-}
-
 // ------------------------------------------------------------------ shared helpers
 ep* ep_from_fid(struct fid* f) {
     if (!f || f->fclass != FI_CLASS_EP) return nullptr;
     return from_fid<ep>(reinterpret_cast<struct fid_ep*>(f));
-}
-
-void ep_setup_timed_out(ep* e) {
-    std::lock_guard lk(e->mu);
-    const auto st = state_of(e);
-    if (st != ep_state::connecting && st != ep_state::accepting) return;  // raced with the end
-    if (!ep_claim_terminal(e)) return;
-    EVD_WARN(FI_LOG_EP_CTRL,
-             "ep %p: not connected %d ms after its %s (FI_EVD_CONNECT_TIMEOUT): ended with "
-             "FI_ETIMEDOUT\n",
-             static_cast<void*>(e), get_params().connect_timeout_ms,
-             st == ep_state::connecting ? "connect request" : "accept");
-    if (e->qp) qp_to_error(e->qp.get());  // should the connection still complete, nothing flows on it
-    post_terminal_err(e, FI_ETIMEDOUT, -ETIMEDOUT, nullptr, 0);
-}
-
-bool ep_claim_terminal(ep* e) { return !e->terminal.exchange(true); }
-
-bool ep_claim_terminal_cb(void* owner) {
-    ep* e = static_cast<ep*>(owner);
-    bool won = ep_claim_terminal(e);
-    if (won)
-        set_state(e, ep_state::error);
-    else
-        e->suppressed.fetch_add(1, std::memory_order_relaxed);
-    return won;
-}
-
-void ep_terminal_error(ep* e, int err, int prov_errno, const char* why) {
-    if (!ep_claim_terminal(e)) {
-        e->suppressed.fetch_add(1, std::memory_order_relaxed);
-        EVD_DBG(FI_LOG_EP_CTRL, "ep %p: %s after its terminal event: suppressed\n",
-                static_cast<void*>(e), why ? why : "error");
-        return;
-    }
-    EVD_INFO(FI_LOG_EP_CTRL, "ep %p: terminal error %d (%s)\n", static_cast<void*>(e), err,
-             why ? why : "");
-    post_terminal_err(e, err, prov_errno, nullptr, 0);
 }
 
 eq* ep_route_eq(void* owner) {
