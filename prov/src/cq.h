@@ -74,7 +74,7 @@ int cq_pull_probe(cq* c, uint32_t qp_num);
 
 // ------------------------------------------------------------ ibv_wc_status
 // The translation ibv_wc_status -> fi errno: DATA, one row per status, in
-// cq.cpp. Covered by test/unit/wc_table.cpp and printed in fi_evd(7).
+// wc_table.cpp. Covered by test/unit/wc_table.cpp and printed in fi_evd(7).
 struct wc_row {
     int status;            // enum ibv_wc_status
     const char* name;      // "IBV_WC_REM_ACCESS_ERR"
@@ -88,6 +88,10 @@ const wc_row* wc_lookup(int status) noexcept;  // nullptr for unknown statuses
 int wc_fi_errno(int status) noexcept;          // FI_EOTHER for unknown statuses
 // Completion flags (FI_SEND|FI_MSG, ...) of a successful work completion.
 uint64_t wc_flags(const struct ibv_wc& wc) noexcept;
+// fi_cq_strerror's text for a completion status (prov_errno): the verbs
+// name, what it means and the libfabric error it is reported as. Written
+// into buf (len bytes) when given, else into a thread-local buffer.
+const char* wc_error_text(int prov_errno, char* buf, size_t len);
 
 // ------------------------------------------------------------ counters' view
 // Pulls pending completions of q into its backlog (fi_cq_read returns them
