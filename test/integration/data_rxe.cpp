@@ -54,14 +54,8 @@ size_t check(const std::vector<uint8_t>& b, size_t n, unsigned seed) {
     return n;
 }
 
-// One side of a connection.
-struct side {
-    struct fi_info* info = nullptr;
-    struct fid_domain* dom = nullptr;
-    struct fid_eq* eq = nullptr;
-    struct fid_ep* ep = nullptr;
-    struct fid_cq* tx = nullptr;
-    struct fid_cq* rx = nullptr;
+// One side of a connection, with the server's shared receive context.
+struct side : rxetest::pair_side {
     struct fid_ep* srx = nullptr;
 };
 
@@ -81,36 +75,19 @@ protected:
     void sread_times_out_signals_and_completes();
 
     void TearDown() override {
-        for (side* x : {&c, &s}) {
-            if (x->ep) { EXPECT_EQ(fi_close(&x->ep->fid), 0); }
-            if (x->srx) { EXPECT_EQ(fi_close(&x->srx->fid), 0); }
-            if (x->tx) { EXPECT_EQ(fi_close(&x->tx->fid), 0); }
-            if (x->rx && x->rx != x->tx) { EXPECT_EQ(fi_close(&x->rx->fid), 0); }
-            if (x->eq) { EXPECT_EQ(fi_close(&x->eq->fid), 0); }
-            if (x->dom) { EXPECT_EQ(fi_close(&x->dom->fid), 0); }
-            if (x->info) fi_freeinfo(x->info);
-        }
+        for (side* x : {&c, &s})
+            close_side(*x, [](side& y) {
+                if (y.srx) { EXPECT_EQ(fi_close(&y.srx->fid), 0); }
+            });
         close_listener();
     }
 
     struct fi_info* pair_hints() { return base_hints(); }
 
     void open_side(side& x, struct fi_info* info) {
-        x.info = info;
-        ASSERT_EQ(fi_domain(fab, info, &x.dom, nullptr), 0);
-        struct fi_eq_attr ea {};
-        ea.wait_obj = FI_WAIT_UNSPEC;
-        ASSERT_EQ(fi_eq_open(fab, &ea, &x.eq, nullptr), 0);
-        struct fi_cq_attr ca {};
-        ca.format = FI_CQ_FORMAT_DATA;
-        ca.wait_obj = cq_wait;
-        ca.size = 1024;
-        ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.tx, nullptr), 0);
-        ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.rx, nullptr), 0);
-        ASSERT_EQ(fi_endpoint(x.dom, info, &x.ep, nullptr), 0);
-        ASSERT_EQ(fi_ep_bind(x.ep, &x.eq->fid, 0), 0);
-        ASSERT_EQ(fi_ep_bind(x.ep, &x.tx->fid, FI_TRANSMIT | (&x == &c ? tx_bind : 0)), 0);
-        ASSERT_EQ(fi_ep_bind(x.ep, &x.rx->fid, FI_RECV), 0);
+        ASSERT_NO_FATAL_FAILURE(open_domain(x, info));
+        ASSERT_NO_FATAL_FAILURE(open_cqs(x, cq_wait, 1024));
+        ASSERT_NO_FATAL_FAILURE(open_endpoint(x, &x == &c ? tx_bind : 0));
         if (&x == &s && server_srx) {
             struct fi_rx_attr ra {};
             ra.size = 256;
