@@ -198,11 +198,7 @@ TEST_F(CntrRxe, SelectiveCompletionCountsEveryOpAndLosesNoCqEntry) {
     for (size_t i = 0; i < kMsgs; ++i) {
         struct iovec iov = {sb.data(), 8};
         void* d = fi_mr_desc(sm);
-        struct fi_msg m {};
-        m.msg_iov = &iov;
-        m.desc = &d;
-        m.iov_count = 1;
-        m.context = &sctx[i];
+        struct fi_msg m = rxetest::one_buffer_msg(iov, d, &sctx[i]);
         bool comp = i % 5 == 0;
         if (i % 3 == 2) {  // fi_inject never completes in the CQ
             ASSERT_EQ(retry([&] { return fi_inject(c.ep, sb.data(), 8, 0); }, c.send), 0) << i;

@@ -128,6 +128,19 @@ protected:
     }
 
     size_t inject_size() const { return c.info->tx_attr->inject_size; }
+
+    // Registers lb on the client and target on the server and posts an
+    // fi_write of len bytes (context ctx) to target with a wrong key.
+    void write_with_bad_key(std::vector<uint8_t>& lb, std::vector<uint8_t>& target, size_t len,
+                            int* ctx, struct fid_mr** lm, struct fid_mr** tm) {
+        *lm = reg(c, lb.data(), lb.size(), FI_WRITE);
+        *tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+        ASSERT_TRUE(*lm && *tm);
+        ASSERT_EQ(fi_write(c.ep, lb.data(), len, fi_mr_desc(*lm), 0,
+                           reinterpret_cast<uintptr_t>(target.data()), fi_mr_key(*tm) ^ 0x5a5a00,
+                           ctx),
+                  0);
+    }
 };
 
 constexpr size_t kSizes[] = {0, 1, 7, 64, 255, 4096, 4097, 65536, 1 << 20, 3 << 20, 8 << 20};
@@ -421,11 +434,7 @@ TEST_F(DataRxe, SelectiveCompletionReportsOnlyRequested) {
         }
         struct iovec iov = {sb.data(), 8};
         void* d = fi_mr_desc(sm);
-        struct fi_msg m {};
-        m.msg_iov = &iov;
-        m.desc = &d;
-        m.iov_count = 1;
-        m.context = &ctx[i];
+        struct fi_msg m = rxetest::one_buffer_msg(iov, d, &ctx[i]);
         bool comp = i % 7 == 0;
         ssize_t r;
         auto end = clk::now() + std::chrono::seconds(20);
@@ -479,12 +488,9 @@ TEST_F(DataRxe, SelectiveCompletionReportsOnlyRequested) {
 TEST_F(DataRxe, BadKeyIsReportedAndEndsTheEndpointOnce) {
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> lb(4096), target(4096);
-    struct fid_mr* lm = reg(c, lb.data(), lb.size(), FI_WRITE);
-    struct fid_mr* tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+    struct fid_mr *lm = nullptr, *tm = nullptr;
     int wctx;
-    ASSERT_EQ(fi_write(c.ep, lb.data(), 4096, fi_mr_desc(lm), 0,
-                       reinterpret_cast<uintptr_t>(target.data()), fi_mr_key(tm) ^ 0x5a5a00, &wctx),
-              0);
+    ASSERT_NO_FATAL_FAILURE(write_with_bad_key(lb, target, 4096, &wctx, &lm, &tm));
     struct fi_cq_data_entry e {};
     ASSERT_EQ(cq_one(c.tx, e), -FI_EAVAIL);
     EXPECT_EQ(fi_cq_read(c.tx, &e, 1), -FI_EAVAIL) << "stays available until readerr";
@@ -600,12 +606,9 @@ TEST_F(DataRxe, FailedInjectIsTheTerminalEventNeverAContextlessCqError) {
 TEST_F(DataRxe, CloseDropsTheEndpointsQueuedEvents) {
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> lb(64), target(64);
-    struct fid_mr* lm = reg(c, lb.data(), lb.size(), FI_WRITE);
-    struct fid_mr* tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+    struct fid_mr *lm = nullptr, *tm = nullptr;
     int wctx;
-    ASSERT_EQ(fi_write(c.ep, lb.data(), 8, fi_mr_desc(lm), 0,
-                       reinterpret_cast<uintptr_t>(target.data()), fi_mr_key(tm) ^ 0x5a5a00, &wctx),
-              0);
+    ASSERT_NO_FATAL_FAILURE(write_with_bad_key(lb, target, 8, &wctx, &lm, &tm));
     struct fi_cq_data_entry e {};
     ASSERT_EQ(cq_one(c.tx, e), -FI_EAVAIL);  // the terminal error is now queued on c.eq
     struct fi_cq_err_entry ce {};

@@ -350,56 +350,30 @@ rec request(CmRxe& t, struct fid_ep** cep) {
     *cep = t.client_ep();
     rec req;
     if (!*cep) return req;
-    EXPECT_EQ(fi_connect(*cep, nullptr, "hi", 2), 0);
-    req = next_event(t.srv.eq, kWait);
-    EXPECT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ)) << describe(req);
-    EXPECT_NE(req.info, nullptr);
-    if (req.info) {
-        EXPECT_NE(req.info->handle, nullptr);
-    }
+    rxetest::connect_request([](struct fid_eq* q) { return next_event(q, kWait); }, t.pep,
+                             t.srv.eq, *cep, nullptr, {'h', 'i'}, &req);
     return req;
 }
 
 // Accepts on sep and waits for FI_CONNECTED on both sides.
 void accept_and_wait(CmRxe& t, struct fid_ep* cep, struct fid_ep* sep) {
     ASSERT_EQ(t.srv.setup_ep(sep), 0);
-    ASSERT_EQ(fi_accept(sep, nullptr, 0), 0);
-    rec c = next_event(t.cli.eq, kWait);
-    EXPECT_EQ(c.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(c);
-    EXPECT_EQ(c.fid, &cep->fid);
-    rec s = next_event(t.srv.eq, kWait);
-    EXPECT_EQ(s.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(s);
-    EXPECT_EQ(s.fid, &sep->fid);
+    rxetest::accept_connected([](struct fid_eq* q) { return next_event(q, kWait); }, sep,
+                              t.srv.eq, cep, t.cli.eq, {});
 }
 
 // Waits for one completion on cq and checks its context.
 void expect_completion(struct fid_cq* cq, void* ctx) {
-    struct fi_cq_entry ce = {};
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWait);
-    ssize_t n = -FI_EAGAIN;
-    while (n == -FI_EAGAIN && std::chrono::steady_clock::now() < deadline) {
-        n = fi_cq_read(cq, &ce, 1);
-        if (n == -FI_EAGAIN) usleep(1000);
-    }
+    struct fi_cq_data_entry ce = {};
+    ssize_t n = rxetest::cq_wait_one(cq, ce, kWait);
     EXPECT_EQ(n, 1) << fi_strerror(static_cast<int>(-n));
     EXPECT_EQ(ce.op_context, ctx);
 }
 
 // One message client -> server through the connection.
 void expect_message_flows(CmRxe& t, struct fid_ep* cep, struct fid_ep* sep) {
-    auto out = pattern(64, 0x3c);
-    std::vector<uint8_t> in(64, 0);
-    struct fid_mr *smr = nullptr, *rmr = nullptr;
-    ASSERT_EQ(fi_mr_reg(t.cli.dom, out.data(), out.size(), FI_SEND, 0, 0, 0, &smr, nullptr), 0);
-    ASSERT_EQ(fi_mr_reg(t.srv.dom, in.data(), in.size(), FI_RECV, 0, 0, 0, &rmr, nullptr), 0);
-    int rctx = 0, sctx = 0;
-    ASSERT_EQ(fi_recv(sep, in.data(), in.size(), fi_mr_desc(rmr), 0, &rctx), 0);
-    ASSERT_EQ(fi_send(cep, out.data(), out.size(), fi_mr_desc(smr), 0, &sctx), 0);
-    expect_completion(t.cli.txcq, &sctx);
-    expect_completion(t.srv.rxcq, &rctx);
-    EXPECT_EQ(in, out);
-    EXPECT_EQ(fi_close(&smr->fid), 0);
-    EXPECT_EQ(fi_close(&rmr->fid), 0);
+    rxetest::message_flows(t.cli.dom, cep, t.cli.txcq, t.srv.dom, sep, t.srv.rxcq,
+                           pattern(64, 0x3c), kWait);
 }
 }  // namespace
 

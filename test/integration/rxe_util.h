@@ -227,36 +227,34 @@ inline int eq_wait(struct fid_fabric* fab, std::initializer_list<struct fid_eq*>
     return 0;
 }
 
-// The connection handshake through the CM, checked step by step: the client
-// endpoint cep (open and enabled, its events on ceq) connects to `dest` (null:
-// its info's) with cdata; the request reaches the listener pep on peq with
-// that data; open_server(info) takes the request's info and returns the
-// server's endpoint, open and enabled, and the EQ it is bound to; it accepts
-// with adata and both ends see FI_CONNECTED (the client with adata). `wait`
-// (struct fid_eq*) -> cm_rec reads the next record of an EQ. *sep is the
-// server's endpoint as soon as it is open.
-template <class Wait, class OpenServer>
-void handshake(Wait wait, struct fid_pep* pep, struct fid_eq* peq, struct fid_ep* cep,
-               struct fid_eq* ceq, const void* dest, const std::vector<uint8_t>& cdata,
-               OpenServer open_server, const std::vector<uint8_t>& adata, struct fid_ep** sep) {
-    *sep = nullptr;
+// The two halves of the checked connection handshake through the CM.
+// connect_request: the client endpoint cep (open and enabled) connects to
+// `dest` (null: its info's) with cdata, and the request reaches the listener
+// pep on peq with that data; returns the request (the caller owns its info).
+// `wait` (struct fid_eq*) -> cm_rec reads the next record of an EQ.
+template <class Wait>
+void connect_request(Wait wait, struct fid_pep* pep, struct fid_eq* peq, struct fid_ep* cep,
+                     const void* dest, const std::vector<uint8_t>& cdata, cm_rec* req) {
     ASSERT_EQ(fi_connect(cep, dest, cdata.data(), cdata.size()), 0);
-    cm_rec req = wait(peq);
-    ASSERT_EQ(req.rc, static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry) + cdata.size()))
-        << describe(req);
-    EXPECT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ));
-    EXPECT_EQ(req.fid, &pep->fid);
-    EXPECT_EQ(req.data, cdata);
-    ASSERT_NE(req.info, nullptr);
-    EXPECT_NE(req.info->handle, nullptr);
-    EXPECT_STREQ(req.info->domain_attr->name, env_or("EVD_VM_DEV0", "rxe0"));
-    EXPECT_NE(req.info->src_addr, nullptr);
-    EXPECT_NE(req.info->dest_addr, nullptr);
-    auto [ep, seq] = open_server(req.info);
-    *sep = ep;
-    ASSERT_FALSE(::testing::Test::HasFatalFailure());
-    ASSERT_NE(ep, nullptr);
-    ASSERT_EQ(fi_accept(ep, adata.data(), adata.size()), 0);
+    *req = wait(peq);
+    ASSERT_EQ(req->rc, static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry) + cdata.size()))
+        << describe(*req);
+    EXPECT_EQ(req->event, static_cast<uint32_t>(FI_CONNREQ));
+    EXPECT_EQ(req->fid, &pep->fid);
+    EXPECT_EQ(req->data, cdata);
+    ASSERT_NE(req->info, nullptr);
+    EXPECT_NE(req->info->handle, nullptr);
+    EXPECT_STREQ(req->info->domain_attr->name, env_or("EVD_VM_DEV0", "rxe0"));
+    EXPECT_NE(req->info->src_addr, nullptr);
+    EXPECT_NE(req->info->dest_addr, nullptr);
+}
+// accept_connected: the server endpoint sep (open and enabled, its events on
+// seq) accepts with adata; both ends see FI_CONNECTED, the client (cep on
+// ceq) with adata.
+template <class Wait>
+void accept_connected(Wait wait, struct fid_ep* sep, struct fid_eq* seq, struct fid_ep* cep,
+                      struct fid_eq* ceq, const std::vector<uint8_t>& adata) {
+    ASSERT_EQ(fi_accept(sep, adata.data(), adata.size()), 0);
     cm_rec c = wait(ceq);
     ASSERT_EQ(c.rc, static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry) + adata.size()))
         << describe(c);
@@ -266,7 +264,25 @@ void handshake(Wait wait, struct fid_pep* pep, struct fid_eq* peq, struct fid_ep
     cm_rec s = wait(seq);
     ASSERT_EQ(s.rc, static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry))) << describe(s);
     EXPECT_EQ(s.event, static_cast<uint32_t>(FI_CONNECTED));
-    EXPECT_EQ(s.fid, &ep->fid);
+    EXPECT_EQ(s.fid, &sep->fid);
+}
+
+// The whole handshake: connect_request, then open_server(info) takes the
+// request's info and returns the server's endpoint, open and enabled, and the
+// EQ it is bound to, then accept_connected. *sep is the server's endpoint as
+// soon as it is open.
+template <class Wait, class OpenServer>
+void handshake(Wait wait, struct fid_pep* pep, struct fid_eq* peq, struct fid_ep* cep,
+               struct fid_eq* ceq, const void* dest, const std::vector<uint8_t>& cdata,
+               OpenServer open_server, const std::vector<uint8_t>& adata, struct fid_ep** sep) {
+    *sep = nullptr;
+    cm_rec req;
+    ASSERT_NO_FATAL_FAILURE(connect_request(wait, pep, peq, cep, dest, cdata, &req));
+    auto [ep, seq] = open_server(req.info);
+    *sep = ep;
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    ASSERT_NE(ep, nullptr);
+    ASSERT_NO_FATAL_FAILURE(accept_connected(wait, ep, seq, cep, ceq, adata));
 }
 
 // Waits up to `ms` for one completion on cq: 1 with e filled, -FI_EAVAIL
@@ -280,6 +296,41 @@ inline ssize_t cq_wait_one(struct fid_cq* cq, struct fi_cq_data_entry& e, int ms
         if (std::chrono::steady_clock::now() > end) return -FI_ETIMEDOUT;
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
+}
+
+// One message of `out` from one endpoint to the other over their
+// connection: the receiver's completion (on to_rxcq) carries the data, and
+// both completions their contexts.
+inline void message_flows(struct fid_domain* from_dom, struct fid_ep* from,
+                          struct fid_cq* from_txcq, struct fid_domain* to_dom, struct fid_ep* to,
+                          struct fid_cq* to_rxcq, const std::vector<uint8_t>& out,
+                          int ms = 20000) {
+    std::vector<uint8_t> in(out.size(), 0);
+    struct fid_mr *om = nullptr, *im = nullptr;
+    ASSERT_EQ(fi_mr_reg(from_dom, out.data(), out.size(), FI_SEND, 0, 0, 0, &om, nullptr), 0);
+    ASSERT_EQ(fi_mr_reg(to_dom, in.data(), in.size(), FI_RECV, 0, 0, 0, &im, nullptr), 0);
+    int rctx = 0, sctx = 0;
+    ASSERT_EQ(fi_recv(to, in.data(), in.size(), fi_mr_desc(im), 0, &rctx), 0);
+    ASSERT_EQ(fi_send(from, out.data(), out.size(), fi_mr_desc(om), 0, &sctx), 0);
+    struct fi_cq_data_entry e {};
+    EXPECT_EQ(cq_wait_one(from_txcq, e, ms), 1);
+    EXPECT_EQ(e.op_context, &sctx);
+    e = {};
+    EXPECT_EQ(cq_wait_one(to_rxcq, e, ms), 1);
+    EXPECT_EQ(e.op_context, &rctx);
+    EXPECT_EQ(in, out);
+    EXPECT_EQ(fi_close(&om->fid), 0);
+    EXPECT_EQ(fi_close(&im->fid), 0);
+}
+
+// An fi_msg of one buffer (iov and desc must outlive it).
+inline struct fi_msg one_buffer_msg(struct iovec& iov, void*& desc, void* context) {
+    struct fi_msg m {};
+    m.msg_iov = &iov;
+    m.desc = &desc;
+    m.iov_count = 1;
+    m.context = context;
+    return m;
 }
 
 // A link flap of veth0, the link under rxe0, as a cable pull would do it:
