@@ -58,10 +58,7 @@ uint64_t mono_ns() {
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-int link_set(const char* state) {
-    std::string cmd = std::string("ip link set ") + netdev0() + " " + state;
-    return std::system(cmd.c_str());
-}
+using rxetest::link_set;
 
 std::string next_port() { return rxetest::next_port(23000); }
 

@@ -29,13 +29,9 @@
 #include <vector>
 
 #include "../unit/common.h"
+#include "vm_link.h"
 
 namespace rxetest {
-
-inline const char* env_or(const char* name, const char* def) {
-    const char* v = std::getenv(name);
-    return v && *v ? v : def;
-}
 
 inline bool in_vm() { return std::getenv("EVD_VM_ADDR0") != nullptr; }
 
@@ -333,22 +329,10 @@ inline struct fi_msg one_buffer_msg(struct iovec& iov, void*& desc, void* contex
     return m;
 }
 
-// A link flap of veth0, the link under rxe0, as a cable pull would do it:
-// link_down() takes it down (rxe0 raises PORT_ERR; veth1 loses its carrier).
-// link_up() brings it back, restores the policy route the kernel flushed with
-// the link (setup-rxe.sh's table 100), and waits until the ports of rxe0 and
-// rxe1 are ACTIVE.
-// Both return 0 on success.
-inline int link_down() {
-    std::string cmd = std::string("ip link set ") + env_or("EVD_VM_NETDEV0", "veth0") + " down";
-    return std::system(cmd.c_str());
-}
+// link_up() brings veth0 back (link_set_up, vm_link.h) and waits until the
+// ports of rxe0 and rxe1 are ACTIVE; 0 on success.
 inline int link_up() {
-    std::string n0 = env_or("EVD_VM_NETDEV0", "veth0");
-    std::string cmd = "ip link set " + n0 + " up && ip route replace table 100 " +
-                      env_or("EVD_VM_ADDR1", "192.0.2.2") + " dev " + n0 + " src " +
-                      env_or("EVD_VM_ADDR0", "192.0.2.1");
-    int rc = std::system(cmd.c_str());
+    int rc = link_set_up();
     auto active = [](const char* var, const char* dflt) {
         std::string state = std::string("/sys/class/infiniband/") + env_or(var, dflt) +
                             "/ports/1/state";
