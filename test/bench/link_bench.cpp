@@ -29,15 +29,14 @@
 #include <string>
 #include <thread>
 
+#include "../integration/vm_link.h"
+
 namespace {
 
 using clk = std::chrono::steady_clock;
 
-const char* env_or(const char* n, const char* d) {
-    const char* v = std::getenv(n);
-    return v && *v ? v : d;
-}
-double secs(clk::time_point a, clk::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+using rxetest::env_or;
+using rxetest::secs;
 
 [[noreturn]] void die(const char* what, int ret) {
     std::printf("link_bench: %s: %s (%d)\n", what, fi_strerror(-ret), ret);
@@ -211,22 +210,9 @@ int main(int argc, char** argv) {
     if (wait_event(S.eq, C.eq, nullptr) != FI_CONNECTED) die("server not connected", -FI_EOTHER);
     if (wait_event(C.eq, nullptr, nullptr) != FI_CONNECTED) die("client not connected", -FI_EOTHER);
 
-    const std::string n0 = env_or("EVD_VM_NETDEV0", "veth0");
-    const std::string up_cmd = "ip link set " + n0 + " up && ip route replace table 100 " +
-                               env_or("EVD_VM_ADDR1", "192.0.2.2") + " dev " + n0 + " src " +
-                               env_or("EVD_VM_ADDR0", "192.0.2.1");
     clk::time_point t_down{}, t_up{};
     std::atomic<int> phase{0};
-    std::thread flapper([&] {
-        std::this_thread::sleep_for(std::chrono::seconds(2));
-        if (std::system(("ip link set " + n0 + " down").c_str())) std::printf("# link down failed\n");
-        t_down = clk::now();
-        phase.store(1);
-        std::this_thread::sleep_for(std::chrono::duration<double>(down_s));
-        if (std::system(up_cmd.c_str())) std::printf("# link up failed\n");
-        t_up = clk::now();
-        phase.store(2);
-    });
+    std::thread flapper = rxetest::start_flap(2, down_s, phase, t_down, t_up);
     // busy: the client pings whenever the last ping was answered; the server
     // echoes. idle: nothing until the link is back, then one round trip.
     bool c_send_out = false, s_send_out = false, c_waiting = false;

@@ -58,15 +58,9 @@ uint64_t mono_ns() {
     return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-int link_set(const char* state) {
-    std::string cmd = std::string("ip link set ") + netdev0() + " " + state;
-    return std::system(cmd.c_str());
-}
+using rxetest::link_set;
 
-std::string next_port() {
-    static int n = 0;
-    return std::to_string(23000 + (getpid() % 200) * 20 + (n++ % 20));
-}
+std::string next_port() { return rxetest::next_port(23000); }
 
 // rxe0 (EVD_VM_ADDR0) as a listener's source, or rxe1 (EVD_VM_ADDR1) as the
 // source of a client connecting to rxe0.
@@ -75,67 +69,25 @@ struct fi_info* get_info(bool server, const std::string& port, bool shared_rx = 
                   : rxetest::client_info(port, nullptr, shared_rx);
 }
 
-// fabric + domain + EQ bound to the domain (with `bind_flags`) + CQs.
-struct side {
-    struct fi_info* info = nullptr;
-    struct fid_fabric* fab = nullptr;
-    struct fid_domain* dom = nullptr;
-    struct fid_eq* eq = nullptr;
-    struct fid_cq* txcq = nullptr;
-    struct fid_cq* rxcq = nullptr;
+// fabric + domain + EQ bound to the domain (with `bind_flags`) + CQs, and
+// the domain's FI_EVD_ASYNC_OPS.
+struct side : rxetest::fabric_side {
     struct fi_evd_async_ops* ops = nullptr;
 
     bool open(struct fi_info* i, uint64_t bind_flags, size_t txcq_size = 64) {
-        info = i;
-        if (!info) return false;
-        int ret = fi_fabric(info->fabric_attr, &fab, nullptr);
-        EXPECT_EQ(ret, 0) << "fi_fabric " << fi_strerror(-ret);
-        if (ret) return false;
-        ret = fi_domain(fab, info, &dom, this);
-        EXPECT_EQ(ret, 0) << "fi_domain " << fi_strerror(-ret);
-        if (ret) return false;
-        struct fi_eq_attr ea = {};
-        ea.size = 1024;
-        ea.wait_obj = FI_WAIT_UNSPEC;
-        ret = fi_eq_open(fab, &ea, &eq, nullptr);
-        EXPECT_EQ(ret, 0) << "fi_eq_open " << fi_strerror(-ret);
-        if (ret) return false;
-        ret = fi_domain_bind(dom, &eq->fid, bind_flags);
-        EXPECT_EQ(ret, 0) << "fi_domain_bind " << fi_strerror(-ret);
-        if (ret) return false;
-        ret = fi_open_ops(&dom->fid, FI_EVD_ASYNC_OPS, 0, reinterpret_cast<void**>(&ops), nullptr);
-        EXPECT_EQ(ret, 0) << "fi_open_ops(FI_EVD_ASYNC_OPS) " << fi_strerror(-ret);
-        if (ret) return false;
-        struct fi_cq_attr ca = {};
-        ca.size = txcq_size;
-        ca.format = FI_CQ_FORMAT_CONTEXT;
-        ca.wait_obj = FI_WAIT_NONE;
-        ret = fi_cq_open(dom, &ca, &txcq, nullptr);
-        EXPECT_EQ(ret, 0) << "fi_cq_open " << fi_strerror(-ret);
-        if (ret) return false;
-        ca.size = 64;
-        ret = fi_cq_open(dom, &ca, &rxcq, nullptr);
-        EXPECT_EQ(ret, 0);
-        return ret == 0;
+        return fabric_side::open(i, txcq_size, this, [&] {
+            int ret = fi_domain_bind(dom, &eq->fid, bind_flags);
+            EXPECT_EQ(ret, 0) << "fi_domain_bind " << fi_strerror(-ret);
+            if (ret) return false;
+            ret = fi_open_ops(&dom->fid, FI_EVD_ASYNC_OPS, 0, reinterpret_cast<void**>(&ops),
+                              nullptr);
+            EXPECT_EQ(ret, 0) << "fi_open_ops(FI_EVD_ASYNC_OPS) " << fi_strerror(-ret);
+            return ret == 0;
+        });
     }
     void close() {
-        if (txcq) {
-            EXPECT_EQ(fi_close(&txcq->fid), 0);
-        }
-        if (rxcq) {
-            EXPECT_EQ(fi_close(&rxcq->fid), 0);
-        }
-        if (dom) {
-            EXPECT_EQ(fi_close(&dom->fid), 0);
-        }
-        if (eq) {
-            EXPECT_EQ(fi_close(&eq->fid), 0);
-        }
-        if (fab) {
-            EXPECT_EQ(fi_close(&fab->fid), 0);
-        }
-        fi_freeinfo(info);
-        *this = side{};
+        fabric_side::close();
+        ops = nullptr;
     }
     int port_state() const {
         struct fi_evd_port_state st = {};
@@ -446,46 +398,34 @@ struct pair_conn {
         EXPECT_EQ(fi_listen(pep), 0);
         EXPECT_EQ(fi_endpoint(cli.dom, cli.info, &cep, nullptr), 0);
         if (!cep) return false;
-        EXPECT_EQ(fi_ep_bind(cep, &cli.eq->fid, 0), 0);
-        EXPECT_EQ(fi_ep_bind(cep, &cli.txcq->fid, FI_TRANSMIT), 0);
-        EXPECT_EQ(fi_ep_bind(cep, &cli.rxcq->fid, FI_RECV), 0);
-        EXPECT_EQ(fi_enable(cep), 0);
-        EXPECT_EQ(fi_connect(cep, nullptr, nullptr, 0), 0);
-        rec req = wait_on(srv, cli);
-        if (req.rc <= 0 || req.event != FI_CONNREQ) {
-            ADD_FAILURE() << "no FI_CONNREQ: " << describe(req);
-            return false;
-        }
-        // fi_eq_cm_entry {fid, info, data[]} overlays fi_eq_entry {fid,
-        // context, data}: next_rec kept the info pointer in ent.context.
-        auto* info = static_cast<struct fi_info*>(req.ent.context);
-        if (server_srx) {
-            struct fi_rx_attr ra = {};
-            ra.size = 16;
-            ra.iov_limit = 1;
-            int ret = fi_srx_context(srv.dom, &ra, &srx, nullptr);
-            EXPECT_EQ(ret, 0) << "fi_srx_context " << fi_strerror(-ret);
-            if (ret) {
-                fi_freeinfo(info);
-                return false;
-            }
-        }
-        EXPECT_EQ(fi_endpoint(srv.dom, info, &sep, nullptr), 0);
-        fi_freeinfo(info);
-        if (!sep) return false;
-        EXPECT_EQ(fi_ep_bind(sep, &srv.eq->fid, 0), 0);
-        EXPECT_EQ(fi_ep_bind(sep, &srv.txcq->fid, FI_TRANSMIT), 0);
-        EXPECT_EQ(fi_ep_bind(sep, &srv.rxcq->fid, FI_RECV), 0);
-        if (srx) {
-            EXPECT_EQ(fi_ep_bind(sep, &srx->fid, 0), 0);
-        }
-        EXPECT_EQ(fi_enable(sep), 0);
-        EXPECT_EQ(fi_accept(sep, nullptr, 0), 0);
-        rec c = wait_on(cli, srv);
-        EXPECT_EQ(c.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(c);
-        rec s = wait_on(srv, cli);
-        EXPECT_EQ(s.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(s);
-        return c.event == FI_CONNECTED && s.event == FI_CONNECTED;
+        EXPECT_EQ(cli.setup_ep(cep), 0);
+        auto wait = [this](struct fid_eq* q) {
+            side& other = q == srv.eq ? cli : srv;
+            return rxetest::next_event(q, kWait, [&](struct fid_eq* except) {
+                rxetest::pump_eqs(other.fab, {other.eq}, except);
+            });
+        };
+        rxetest::handshake(wait, pep, srv.eq, cep, cli.eq, nullptr, {},
+                           [&](struct fi_info* info) {
+                               struct fid_ep* ep = nullptr;
+                               if (server_srx) {
+                                   struct fi_rx_attr ra = {};
+                                   ra.size = 16;
+                                   ra.iov_limit = 1;
+                                   int ret = fi_srx_context(srv.dom, &ra, &srx, nullptr);
+                                   EXPECT_EQ(ret, 0) << "fi_srx_context " << fi_strerror(-ret);
+                               }
+                               if (!server_srx || srx) {
+                                   EXPECT_EQ(fi_endpoint(srv.dom, info, &ep, nullptr), 0);
+                               }
+                               fi_freeinfo(info);
+                               if (ep) {
+                                   EXPECT_EQ(srv.setup_ep(ep, srx), 0);
+                               }
+                               return std::pair{ep, srv.eq};
+                           },
+                           {}, &sep);
+        return sep && !::testing::Test::HasFailure();
     }
     void close() {
         if (cep) {

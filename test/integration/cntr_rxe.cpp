@@ -34,13 +34,9 @@ namespace {
 using clk = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-struct side {
-    struct fi_info* info = nullptr;
-    struct fid_domain* dom = nullptr;
-    struct fid_eq* eq = nullptr;
-    struct fid_ep* ep = nullptr;
-    struct fid_cq* tx = nullptr;  // only when the test wants one
-    struct fid_cq* rx = nullptr;
+// One side of a connection (CQs only when the test wants them) with its
+// counters and the memory the test registered.
+struct side : rxetest::pair_side {
     struct fid_cntr* send = nullptr;
     struct fid_cntr* recv = nullptr;
     struct fid_cntr* read = nullptr;
@@ -61,14 +57,10 @@ protected:
     void TearDown() override {
         for (side* x : {&c, &s}) {
             for (auto* mr : x->mrs) EXPECT_EQ(fi_close(&mr->fid), 0);
-            if (x->ep) { EXPECT_EQ(fi_close(&x->ep->fid), 0); }
-            for (auto* k : {x->send, x->recv, x->read, x->write})
-                if (k) { EXPECT_EQ(fi_close(&k->fid), 0); }
-            if (x->tx) { EXPECT_EQ(fi_close(&x->tx->fid), 0); }
-            if (x->rx) { EXPECT_EQ(fi_close(&x->rx->fid), 0); }
-            if (x->eq) { EXPECT_EQ(fi_close(&x->eq->fid), 0); }
-            if (x->dom) { EXPECT_EQ(fi_close(&x->dom->fid), 0); }
-            if (x->info) fi_freeinfo(x->info);
+            close_side(*x, [](side& y) {
+                for (auto* k : {y.send, y.recv, y.read, y.write})
+                    if (k) { EXPECT_EQ(fi_close(&k->fid), 0); }
+            });
         }
         if (recv_set) { EXPECT_EQ(fi_close(&recv_set->fid), 0); }
         close_listener();
@@ -80,23 +72,9 @@ protected:
 
     void open_side(side& x, struct fi_info* info) {
         const bool cqs = &x == &c ? client_cqs : server_cqs;
-        x.info = info;
-        ASSERT_EQ(fi_domain(fab, info, &x.dom, nullptr), 0);
-        struct fi_eq_attr ea {};
-        ea.wait_obj = FI_WAIT_UNSPEC;
-        ASSERT_EQ(fi_eq_open(fab, &ea, &x.eq, nullptr), 0);
-        ASSERT_EQ(fi_endpoint(x.dom, info, &x.ep, nullptr), 0);
-        ASSERT_EQ(fi_ep_bind(x.ep, &x.eq->fid, 0), 0);
-        if (cqs) {
-            struct fi_cq_attr ca {};
-            ca.format = FI_CQ_FORMAT_DATA;
-            ca.wait_obj = cq_wait_obj;
-            ca.size = 256;
-            ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.tx, nullptr), 0);
-            ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.rx, nullptr), 0);
-            ASSERT_EQ(fi_ep_bind(x.ep, &x.tx->fid, FI_TRANSMIT | (&x == &c ? client_tx_flags : 0)), 0);
-            ASSERT_EQ(fi_ep_bind(x.ep, &x.rx->fid, FI_RECV), 0);
-        }
+        ASSERT_NO_FATAL_FAILURE(open_domain(x, info));
+        if (cqs) { ASSERT_NO_FATAL_FAILURE(open_cqs(x, cq_wait_obj, 256)); }
+        ASSERT_NO_FATAL_FAILURE(open_endpoint(x, &x == &c ? client_tx_flags : 0));
         struct fi_cntr_attr ka {};
         ka.events = FI_CNTR_EVENTS_COMP;
         ka.wait_obj = FI_WAIT_UNSPEC;
@@ -220,11 +198,7 @@ TEST_F(CntrRxe, SelectiveCompletionCountsEveryOpAndLosesNoCqEntry) {
     for (size_t i = 0; i < kMsgs; ++i) {
         struct iovec iov = {sb.data(), 8};
         void* d = fi_mr_desc(sm);
-        struct fi_msg m {};
-        m.msg_iov = &iov;
-        m.desc = &d;
-        m.iov_count = 1;
-        m.context = &sctx[i];
+        struct fi_msg m = rxetest::one_buffer_msg(iov, d, &sctx[i]);
         bool comp = i % 5 == 0;
         if (i % 3 == 2) {  // fi_inject never completes in the CQ
             ASSERT_EQ(retry([&] { return fi_inject(c.ep, sb.data(), 8, 0); }, c.send), 0) << i;

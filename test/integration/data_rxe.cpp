@@ -54,14 +54,8 @@ size_t check(const std::vector<uint8_t>& b, size_t n, unsigned seed) {
     return n;
 }
 
-// One side of a connection.
-struct side {
-    struct fi_info* info = nullptr;
-    struct fid_domain* dom = nullptr;
-    struct fid_eq* eq = nullptr;
-    struct fid_ep* ep = nullptr;
-    struct fid_cq* tx = nullptr;
-    struct fid_cq* rx = nullptr;
+// One side of a connection, with the server's shared receive context.
+struct side : rxetest::pair_side {
     struct fid_ep* srx = nullptr;
 };
 
@@ -81,36 +75,19 @@ protected:
     void sread_times_out_signals_and_completes();
 
     void TearDown() override {
-        for (side* x : {&c, &s}) {
-            if (x->ep) { EXPECT_EQ(fi_close(&x->ep->fid), 0); }
-            if (x->srx) { EXPECT_EQ(fi_close(&x->srx->fid), 0); }
-            if (x->tx) { EXPECT_EQ(fi_close(&x->tx->fid), 0); }
-            if (x->rx && x->rx != x->tx) { EXPECT_EQ(fi_close(&x->rx->fid), 0); }
-            if (x->eq) { EXPECT_EQ(fi_close(&x->eq->fid), 0); }
-            if (x->dom) { EXPECT_EQ(fi_close(&x->dom->fid), 0); }
-            if (x->info) fi_freeinfo(x->info);
-        }
+        for (side* x : {&c, &s})
+            close_side(*x, [](side& y) {
+                if (y.srx) { EXPECT_EQ(fi_close(&y.srx->fid), 0); }
+            });
         close_listener();
     }
 
     struct fi_info* pair_hints() { return base_hints(); }
 
     void open_side(side& x, struct fi_info* info) {
-        x.info = info;
-        ASSERT_EQ(fi_domain(fab, info, &x.dom, nullptr), 0);
-        struct fi_eq_attr ea {};
-        ea.wait_obj = FI_WAIT_UNSPEC;
-        ASSERT_EQ(fi_eq_open(fab, &ea, &x.eq, nullptr), 0);
-        struct fi_cq_attr ca {};
-        ca.format = FI_CQ_FORMAT_DATA;
-        ca.wait_obj = cq_wait;
-        ca.size = 1024;
-        ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.tx, nullptr), 0);
-        ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.rx, nullptr), 0);
-        ASSERT_EQ(fi_endpoint(x.dom, info, &x.ep, nullptr), 0);
-        ASSERT_EQ(fi_ep_bind(x.ep, &x.eq->fid, 0), 0);
-        ASSERT_EQ(fi_ep_bind(x.ep, &x.tx->fid, FI_TRANSMIT | (&x == &c ? tx_bind : 0)), 0);
-        ASSERT_EQ(fi_ep_bind(x.ep, &x.rx->fid, FI_RECV), 0);
+        ASSERT_NO_FATAL_FAILURE(open_domain(x, info));
+        ASSERT_NO_FATAL_FAILURE(open_cqs(x, cq_wait, 1024));
+        ASSERT_NO_FATAL_FAILURE(open_endpoint(x, &x == &c ? tx_bind : 0));
         if (&x == &s && server_srx) {
             struct fi_rx_attr ra {};
             ra.size = 256;
@@ -151,6 +128,19 @@ protected:
     }
 
     size_t inject_size() const { return c.info->tx_attr->inject_size; }
+
+    // Registers lb on the client and target on the server and posts an
+    // fi_write of len bytes (context ctx) to target with a wrong key.
+    void write_with_bad_key(std::vector<uint8_t>& lb, std::vector<uint8_t>& target, size_t len,
+                            int* ctx, struct fid_mr** lm, struct fid_mr** tm) {
+        *lm = reg(c, lb.data(), lb.size(), FI_WRITE);
+        *tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+        ASSERT_TRUE(*lm && *tm);
+        ASSERT_EQ(fi_write(c.ep, lb.data(), len, fi_mr_desc(*lm), 0,
+                           reinterpret_cast<uintptr_t>(target.data()), fi_mr_key(*tm) ^ 0x5a5a00,
+                           ctx),
+                  0);
+    }
 };
 
 constexpr size_t kSizes[] = {0, 1, 7, 64, 255, 4096, 4097, 65536, 1 << 20, 3 << 20, 8 << 20};
@@ -444,11 +434,7 @@ TEST_F(DataRxe, SelectiveCompletionReportsOnlyRequested) {
         }
         struct iovec iov = {sb.data(), 8};
         void* d = fi_mr_desc(sm);
-        struct fi_msg m {};
-        m.msg_iov = &iov;
-        m.desc = &d;
-        m.iov_count = 1;
-        m.context = &ctx[i];
+        struct fi_msg m = rxetest::one_buffer_msg(iov, d, &ctx[i]);
         bool comp = i % 7 == 0;
         ssize_t r;
         auto end = clk::now() + std::chrono::seconds(20);
@@ -502,12 +488,9 @@ TEST_F(DataRxe, SelectiveCompletionReportsOnlyRequested) {
 TEST_F(DataRxe, BadKeyIsReportedAndEndsTheEndpointOnce) {
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> lb(4096), target(4096);
-    struct fid_mr* lm = reg(c, lb.data(), lb.size(), FI_WRITE);
-    struct fid_mr* tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+    struct fid_mr *lm = nullptr, *tm = nullptr;
     int wctx;
-    ASSERT_EQ(fi_write(c.ep, lb.data(), 4096, fi_mr_desc(lm), 0,
-                       reinterpret_cast<uintptr_t>(target.data()), fi_mr_key(tm) ^ 0x5a5a00, &wctx),
-              0);
+    ASSERT_NO_FATAL_FAILURE(write_with_bad_key(lb, target, 4096, &wctx, &lm, &tm));
     struct fi_cq_data_entry e {};
     ASSERT_EQ(cq_one(c.tx, e), -FI_EAVAIL);
     EXPECT_EQ(fi_cq_read(c.tx, &e, 1), -FI_EAVAIL) << "stays available until readerr";
@@ -623,12 +606,9 @@ TEST_F(DataRxe, FailedInjectIsTheTerminalEventNeverAContextlessCqError) {
 TEST_F(DataRxe, CloseDropsTheEndpointsQueuedEvents) {
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> lb(64), target(64);
-    struct fid_mr* lm = reg(c, lb.data(), lb.size(), FI_WRITE);
-    struct fid_mr* tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+    struct fid_mr *lm = nullptr, *tm = nullptr;
     int wctx;
-    ASSERT_EQ(fi_write(c.ep, lb.data(), 8, fi_mr_desc(lm), 0,
-                       reinterpret_cast<uintptr_t>(target.data()), fi_mr_key(tm) ^ 0x5a5a00, &wctx),
-              0);
+    ASSERT_NO_FATAL_FAILURE(write_with_bad_key(lb, target, 8, &wctx, &lm, &tm));
     struct fi_cq_data_entry e {};
     ASSERT_EQ(cq_one(c.tx, e), -FI_EAVAIL);  // the terminal error is now queued on c.eq
     struct fi_cq_err_entry ce {};

@@ -27,7 +27,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -54,17 +53,10 @@ int blackhole_veth0(bool on) {
     return std::system(cmd.c_str());
 }
 
-struct side {
-    struct fi_info* info = nullptr;
-    struct fid_domain* dom = nullptr;
-    struct fid_eq* eq = nullptr;
-    struct fid_ep* ep = nullptr;
-    struct fid_cq* tx = nullptr;
-    struct fid_cq* rx = nullptr;
-};
+using side = rxetest::pair_side;
 
-class LinkRxe : public rxetest::PairFixture<LinkRxe, side> {
-    friend class rxetest::PairFixture<LinkRxe, side>;
+class LinkRxe : public rxetest::PairFixture<LinkRxe> {
+    friend class rxetest::PairFixture<LinkRxe>;
 
 protected:
     bool fail_fast = false;  // set on both domains before their endpoints open
@@ -81,56 +73,24 @@ protected:
         close_listener();
     }
 
-    static void close_side(side& x) {
-        if (x.ep) { EXPECT_EQ(fi_close(&x.ep->fid), 0); }
-        if (x.tx) { EXPECT_EQ(fi_close(&x.tx->fid), 0); }
-        if (x.rx) { EXPECT_EQ(fi_close(&x.rx->fid), 0); }
-        if (x.eq) { EXPECT_EQ(fi_close(&x.eq->fid), 0); }
-        if (x.dom) { EXPECT_EQ(fi_close(&x.dom->fid), 0); }
-        if (x.info) fi_freeinfo(x.info);
-        x = side{};
-    }
-
     struct fi_info* pair_hints() { return rxetest::rma_hints(64); }
 
     void open_side(side& x, struct fi_info* info) {
-        x.info = info;
-        ASSERT_EQ(fi_domain(fab, info, &x.dom, nullptr), 0);
+        ASSERT_NO_FATAL_FAILURE(open_domain(x, info));
         if (fail_fast) {
             int on = 1;
             ASSERT_EQ(fi_control(&x.dom->fid, FI_EVD_FAIL_FAST_SET, &on), 0);
         }
-        struct fi_eq_attr ea {};
-        ea.wait_obj = FI_WAIT_UNSPEC;
-        ASSERT_EQ(fi_eq_open(fab, &ea, &x.eq, nullptr), 0);
-        struct fi_cq_attr ca {};
-        ca.format = FI_CQ_FORMAT_DATA;
-        ca.wait_obj = FI_WAIT_FD;
-        ca.size = 256;
-        ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.tx, nullptr), 0);
-        ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.rx, nullptr), 0);
-        ASSERT_EQ(fi_endpoint(x.dom, info, &x.ep, &x), 0);
-        ASSERT_EQ(fi_ep_bind(x.ep, &x.eq->fid, 0), 0);
-        ASSERT_EQ(fi_ep_bind(x.ep, &x.tx->fid, FI_TRANSMIT), 0);
-        ASSERT_EQ(fi_ep_bind(x.ep, &x.rx->fid, FI_RECV), 0);
+        ASSERT_NO_FATAL_FAILURE(open_cqs(x, FI_WAIT_FD, 256));
+        ASSERT_NO_FATAL_FAILURE(open_endpoint(x, 0, &x));
         ASSERT_EQ(fi_enable(x.ep), 0);
     }
 
-    // Listens on rxe0; start_client() starts a connection from rxe1 to it
-    // (nobody accepts yet).
-    void listen() {
-        std::unique_ptr<struct fi_info, void (*)(struct fi_info*)> h(pair_hints(), fi_freeinfo);
-        ASSERT_NO_FATAL_FAILURE(rxetest::listen_on_rxe0(h.get(), &srv_info, &fab, &peq, &pep));
-    }
+    // Starts a connection from rxe1 to the listener (nobody accepts yet).
+    // getinfo is retried: right after a flap rxe1 may not resolve rxe0 yet.
     void start_client() {
-        ASSERT_NO_FATAL_FAILURE(open_client());
+        ASSERT_NO_FATAL_FAILURE(open_client(20));
         ASSERT_EQ(fi_connect(c.ep, c.info->dest_addr, nullptr, 0), 0);
-    }
-    void open_client() {
-        std::unique_ptr<struct fi_info, void (*)(struct fi_info*)> h(pair_hints(), fi_freeinfo);
-        struct fi_info* ci = rxetest::client_info_for(h.get(), pep, 20);
-        ASSERT_NE(ci, nullptr);
-        ASSERT_NO_FATAL_FAILURE(open_side(c, ci));
     }
 
     // Listens, starts a client and waits for its FI_CONNREQ at the listener.
@@ -161,17 +121,9 @@ protected:
     void new_pair_connects() {
         close_side(c);
         close_side(s);
-        ASSERT_NO_FATAL_FAILURE(start_client());
-        uint32_t ev = 0;
-        struct fi_eq_cm_entry ent {};
-        ASSERT_EQ(eq_wait(peq, ev, ent), 0) << "rxe0 no longer takes connection requests";
-        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNREQ));
-        ASSERT_NO_FATAL_FAILURE(open_side(s, ent.info));
-        ASSERT_EQ(fi_accept(s.ep, nullptr, 0), 0);
-        ASSERT_EQ(eq_wait(s.eq, ev, ent), 0);
-        EXPECT_EQ(ev, static_cast<uint32_t>(FI_CONNECTED));
-        ASSERT_EQ(eq_wait(c.eq, ev, ent), 0);
-        EXPECT_EQ(ev, static_cast<uint32_t>(FI_CONNECTED));
+        ASSERT_NO_FATAL_FAILURE(open_client(20));
+        ASSERT_NO_FATAL_FAILURE(handshake([](side&) {}))
+            << "rxe0 no longer takes connection requests";
         ASSERT_NO_FATAL_FAILURE(exchange(c, s, 3));
     }
 
@@ -216,22 +168,9 @@ protected:
 
     // One checked message from `from` to `to` over the connection.
     void exchange(side& from, side& to, unsigned seed) {
-        std::vector<uint8_t> out(4096), in(4096, 0);
+        std::vector<uint8_t> out(4096);
         for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>(i * 7 + seed);
-        struct fid_mr *om = nullptr, *im = nullptr;
-        ASSERT_EQ(fi_mr_reg(from.dom, out.data(), out.size(), FI_SEND, 0, 0, 0, &om, nullptr), 0);
-        ASSERT_EQ(fi_mr_reg(to.dom, in.data(), in.size(), FI_RECV, 0, 0, 0, &im, nullptr), 0);
-        int rctx = 0, sctx = 0;
-        ASSERT_EQ(fi_recv(to.ep, in.data(), in.size(), fi_mr_desc(im), 0, &rctx), 0);
-        ASSERT_EQ(fi_send(from.ep, out.data(), out.size(), fi_mr_desc(om), 0, &sctx), 0);
-        struct fi_cq_data_entry e {};
-        EXPECT_EQ(rxetest::cq_wait_one(to.rx, e, 20000), 1);
-        EXPECT_EQ(e.op_context, &rctx);
-        EXPECT_EQ(rxetest::cq_wait_one(from.tx, e, 20000), 1);
-        EXPECT_EQ(e.op_context, &sctx);
-        EXPECT_EQ(in, out);
-        fi_close(&om->fid);
-        fi_close(&im->fid);
+        rxetest::message_flows(from.dom, from.ep, from.tx, to.dom, to.ep, to.rx, out);
     }
 
     // A receive posted on the server, as every MSG application has one;

@@ -33,10 +33,7 @@ namespace {
 using rxetest::env_or;
 using rxetest::in_vm;
 
-std::string next_port() {
-    static int n = 0;
-    return std::to_string(21000 + (getpid() % 200) * 20 + (n++ % 20));
-}
+std::string next_port() { return rxetest::next_port(21000); }
 
 using rxetest::client_info;
 using rxetest::server_info;
@@ -57,119 +54,25 @@ void pump_others(struct fid_eq* except) {
     }
 }
 
-// fabric + domain + EQ + one CQ pair shared by the side's endpoints.
-struct side {
-    struct fi_info* info = nullptr;
-    struct fid_fabric* fab = nullptr;
-    struct fid_domain* dom = nullptr;
-    struct fid_eq* eq = nullptr;
-    struct fid_cq* txcq = nullptr;
-    struct fid_cq* rxcq = nullptr;
-
-    bool open(struct fi_info* i, size_t cq_size = 64) {
-        info = i;
-        if (!info) return false;
-        int ret = fi_fabric(info->fabric_attr, &fab, nullptr);
-        EXPECT_EQ(ret, 0) << "fi_fabric " << fi_strerror(-ret);
-        if (ret) return false;
-        ret = fi_domain(fab, info, &dom, nullptr);
-        EXPECT_EQ(ret, 0) << "fi_domain " << fi_strerror(-ret);
-        if (ret) return false;
-        struct fi_eq_attr ea = {};
-        ea.size = 1024;
-        ea.wait_obj = FI_WAIT_UNSPEC;
-        ret = fi_eq_open(fab, &ea, &eq, nullptr);
-        EXPECT_EQ(ret, 0) << "fi_eq_open " << fi_strerror(-ret);
-        if (ret) return false;
+// fabric + domain + EQ + one CQ pair shared by the side's endpoints; its EQ
+// is progressed (all_eqs) while the tests wait on another.
+struct side : rxetest::fabric_side {
+    bool open(struct fi_info* i) {
+        if (!fabric_side::open(i)) return false;
         all_eqs().emplace_back(fab, eq);
-        struct fi_cq_attr ca = {};
-        ca.size = cq_size;
-        ca.format = FI_CQ_FORMAT_CONTEXT;
-        ca.wait_obj = FI_WAIT_NONE;
-        ret = fi_cq_open(dom, &ca, &txcq, nullptr);
-        EXPECT_EQ(ret, 0) << "fi_cq_open " << fi_strerror(-ret);
-        if (ret) return false;
-        ret = fi_cq_open(dom, &ca, &rxcq, nullptr);
-        EXPECT_EQ(ret, 0);
-        return ret == 0;
+        return true;
     }
     void close() {
         std::erase_if(all_eqs(), [this](auto& p) { return p.second == eq; });
-        if (txcq) {
-            EXPECT_EQ(fi_close(&txcq->fid), 0);
-        }
-        if (rxcq) {
-            EXPECT_EQ(fi_close(&rxcq->fid), 0);
-        }
-        if (eq) {
-            EXPECT_EQ(fi_close(&eq->fid), 0);
-        }
-        if (dom) {
-            EXPECT_EQ(fi_close(&dom->fid), 0);
-        }
-        if (fab) {
-            EXPECT_EQ(fi_close(&fab->fid), 0);
-        }
-        fi_freeinfo(info);
-        *this = side{};
-    }
-    // Binds EQ and CQs and enables; returns 0 or the failing call's error.
-    int setup_ep(struct fid_ep* ep) const {
-        int ret = fi_ep_bind(ep, &eq->fid, 0);
-        if (!ret) ret = fi_ep_bind(ep, &txcq->fid, FI_TRANSMIT);
-        if (!ret) ret = fi_ep_bind(ep, &rxcq->fid, FI_RECV);
-        if (!ret) ret = fi_enable(ep);
-        return ret;
+        fabric_side::close();
     }
 };
 
-struct rec {
-    ssize_t rc = 0;  // > 0: event; -FI_EAVAIL: error (err); other < 0: nothing
-    uint32_t event = 0;
-    fid_t fid = nullptr;
-    struct fi_info* info = nullptr;
-    std::vector<uint8_t> data;
-    struct fi_eq_err_entry err = {};
-    std::vector<uint8_t> err_data;
-};
+using rec = rxetest::cm_rec;
+using rxetest::describe;
 
 rec next_event(struct fid_eq* eq, int timeout_ms) {
-    rec r;
-    alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 512];
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    for (;;) {
-        pump_others(eq);
-        r.rc = fi_eq_sread(eq, &r.event, buf, sizeof(buf), std::min(timeout_ms, 5), 0);
-        if (r.rc != -FI_EAGAIN || std::chrono::steady_clock::now() >= deadline) break;
-    }
-    if (r.rc == -FI_EAVAIL) {
-        uint8_t ebuf[512];
-        r.err.err_data = ebuf;
-        r.err.err_data_size = sizeof(ebuf);
-        ssize_t n = fi_eq_readerr(eq, &r.err, 0);
-        EXPECT_EQ(n, static_cast<ssize_t>(sizeof(r.err)));
-        r.fid = r.err.fid;
-        if (r.err.err_data_size)
-            r.err_data.assign(static_cast<uint8_t*>(r.err.err_data),
-                              static_cast<uint8_t*>(r.err.err_data) + r.err.err_data_size);
-        r.err.err_data = nullptr;
-        return r;
-    }
-    if (r.rc >= static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry))) {
-        auto* e = reinterpret_cast<struct fi_eq_cm_entry*>(buf);
-        r.fid = e->fid;
-        r.info = e->info;
-        r.data.assign(e->data, e->data + (r.rc - sizeof(*e)));
-    }
-    return r;
-}
-
-std::string describe(const rec& r) {
-    if (r.rc == -FI_EAVAIL)
-        return "error " + std::to_string(r.err.err) + " (" + fi_strerror(r.err.err) +
-               ") prov_errno " + std::to_string(r.err.prov_errno);
-    if (r.rc < 0) return "nothing: " + std::string(fi_strerror(static_cast<int>(-r.rc)));
-    return "event " + std::to_string(r.event) + " len " + std::to_string(r.rc);
+    return rxetest::next_event(eq, timeout_ms, pump_others);
 }
 
 std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
@@ -179,6 +82,26 @@ std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
 }
 
 constexpr int kWait = 20000;  // ms: TCG emulation is slow
+
+// The checked handshake (rxetest::handshake) of cep, a client endpoint of
+// cli, with the listener pep of srv; the server's endpoint, or nullptr.
+struct fid_ep* accept_on(side& srv, side& cli, struct fid_pep* pep, struct fid_ep* cep,
+                         const std::vector<uint8_t>& cdata, const std::vector<uint8_t>& adata) {
+    struct fid_ep* sep = nullptr;
+    rxetest::handshake([](struct fid_eq* q) { return next_event(q, kWait); }, pep, srv.eq, cep,
+                       cli.eq, nullptr, cdata,
+                       [&](struct fi_info* info) {
+                           struct fid_ep* ep = nullptr;
+                           EXPECT_EQ(fi_endpoint(srv.dom, info, &ep, nullptr), 0);
+                           fi_freeinfo(info);
+                           if (ep) {
+                               EXPECT_EQ(srv.setup_ep(ep), 0);
+                           }
+                           return std::pair{ep, srv.eq};
+                       },
+                       adata, &sep);
+    return sep;
+}
 
 // A listener and a client side on the two rxe devices.
 struct CmRxe : ::testing::Test {
@@ -217,37 +140,7 @@ struct CmRxe : ::testing::Test {
                                                       const std::vector<uint8_t>& adata) {
         struct fid_ep* cep = client_ep();
         if (!cep) return {};
-        EXPECT_EQ(fi_connect(cep, nullptr, cdata.data(), cdata.size()), 0);
-        rec req = next_event(srv.eq, kWait);
-        EXPECT_EQ(req.rc, static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry) + cdata.size()))
-            << describe(req);
-        if (req.rc <= 0) return {cep, nullptr};
-        EXPECT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ));
-        EXPECT_EQ(req.fid, &pep->fid);
-        EXPECT_EQ(req.data, cdata);
-        EXPECT_NE(req.info, nullptr);
-        if (!req.info) return {cep, nullptr};
-        EXPECT_NE(req.info->handle, nullptr);
-        EXPECT_STREQ(req.info->domain_attr->name, env_or("EVD_VM_DEV0", "rxe0"));
-        EXPECT_NE(req.info->src_addr, nullptr);
-        EXPECT_NE(req.info->dest_addr, nullptr);
-        struct fid_ep* sep = nullptr;
-        EXPECT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
-        fi_freeinfo(req.info);
-        if (!sep) return {cep, nullptr};
-        EXPECT_EQ(srv.setup_ep(sep), 0);
-        EXPECT_EQ(fi_accept(sep, adata.data(), adata.size()), 0);
-        rec c = next_event(cli.eq, kWait);
-        EXPECT_EQ(c.rc, static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry) + adata.size()))
-            << describe(c);
-        EXPECT_EQ(c.event, static_cast<uint32_t>(FI_CONNECTED));
-        EXPECT_EQ(c.fid, &cep->fid);
-        EXPECT_EQ(c.data, adata);
-        rec s = next_event(srv.eq, kWait);
-        EXPECT_EQ(s.rc, static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry))) << describe(s);
-        EXPECT_EQ(s.event, static_cast<uint32_t>(FI_CONNECTED));
-        EXPECT_EQ(s.fid, &sep->fid);
-        return {cep, sep};
+        return {cep, accept_on(srv, cli, pep, cep, cdata, adata)};
     }
 
     void expect_shutdown(struct fid_eq* eq, struct fid_ep* ep) {
@@ -457,56 +350,30 @@ rec request(CmRxe& t, struct fid_ep** cep) {
     *cep = t.client_ep();
     rec req;
     if (!*cep) return req;
-    EXPECT_EQ(fi_connect(*cep, nullptr, "hi", 2), 0);
-    req = next_event(t.srv.eq, kWait);
-    EXPECT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ)) << describe(req);
-    EXPECT_NE(req.info, nullptr);
-    if (req.info) {
-        EXPECT_NE(req.info->handle, nullptr);
-    }
+    rxetest::connect_request([](struct fid_eq* q) { return next_event(q, kWait); }, t.pep,
+                             t.srv.eq, *cep, nullptr, {'h', 'i'}, &req);
     return req;
 }
 
 // Accepts on sep and waits for FI_CONNECTED on both sides.
 void accept_and_wait(CmRxe& t, struct fid_ep* cep, struct fid_ep* sep) {
     ASSERT_EQ(t.srv.setup_ep(sep), 0);
-    ASSERT_EQ(fi_accept(sep, nullptr, 0), 0);
-    rec c = next_event(t.cli.eq, kWait);
-    EXPECT_EQ(c.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(c);
-    EXPECT_EQ(c.fid, &cep->fid);
-    rec s = next_event(t.srv.eq, kWait);
-    EXPECT_EQ(s.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(s);
-    EXPECT_EQ(s.fid, &sep->fid);
+    rxetest::accept_connected([](struct fid_eq* q) { return next_event(q, kWait); }, sep,
+                              t.srv.eq, cep, t.cli.eq, {});
 }
 
 // Waits for one completion on cq and checks its context.
 void expect_completion(struct fid_cq* cq, void* ctx) {
-    struct fi_cq_entry ce = {};
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kWait);
-    ssize_t n = -FI_EAGAIN;
-    while (n == -FI_EAGAIN && std::chrono::steady_clock::now() < deadline) {
-        n = fi_cq_read(cq, &ce, 1);
-        if (n == -FI_EAGAIN) usleep(1000);
-    }
+    struct fi_cq_data_entry ce = {};
+    ssize_t n = rxetest::cq_wait_one(cq, ce, kWait);
     EXPECT_EQ(n, 1) << fi_strerror(static_cast<int>(-n));
     EXPECT_EQ(ce.op_context, ctx);
 }
 
 // One message client -> server through the connection.
 void expect_message_flows(CmRxe& t, struct fid_ep* cep, struct fid_ep* sep) {
-    auto out = pattern(64, 0x3c);
-    std::vector<uint8_t> in(64, 0);
-    struct fid_mr *smr = nullptr, *rmr = nullptr;
-    ASSERT_EQ(fi_mr_reg(t.cli.dom, out.data(), out.size(), FI_SEND, 0, 0, 0, &smr, nullptr), 0);
-    ASSERT_EQ(fi_mr_reg(t.srv.dom, in.data(), in.size(), FI_RECV, 0, 0, 0, &rmr, nullptr), 0);
-    int rctx = 0, sctx = 0;
-    ASSERT_EQ(fi_recv(sep, in.data(), in.size(), fi_mr_desc(rmr), 0, &rctx), 0);
-    ASSERT_EQ(fi_send(cep, out.data(), out.size(), fi_mr_desc(smr), 0, &sctx), 0);
-    expect_completion(t.cli.txcq, &sctx);
-    expect_completion(t.srv.rxcq, &rctx);
-    EXPECT_EQ(in, out);
-    EXPECT_EQ(fi_close(&smr->fid), 0);
-    EXPECT_EQ(fi_close(&rmr->fid), 0);
+    rxetest::message_flows(t.cli.dom, cep, t.cli.txcq, t.srv.dom, sep, t.srv.rxcq,
+                           pattern(64, 0x3c), kWait);
 }
 }  // namespace
 
@@ -888,20 +755,11 @@ TEST(CmRxeHelper, RemovalVictim) {
         struct fid_ep* ep = nullptr;
         ASSERT_EQ(fi_endpoint(cli.dom, cli.info, &ep, nullptr), 0);
         ASSERT_EQ(cli.setup_ep(ep), 0);
-        ASSERT_EQ(fi_connect(ep, nullptr, nullptr, 0), 0);
         ceps.push_back(ep);
-        rec req = next_event(srv.eq, kWait);
-        ASSERT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ)) << describe(req);
-        struct fid_ep* sep = nullptr;
-        ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
-        fi_freeinfo(req.info);
-        ASSERT_EQ(srv.setup_ep(sep), 0);
-        ASSERT_EQ(fi_accept(sep, nullptr, 0), 0);
+        struct fid_ep* sep = accept_on(srv, cli, pep, ep, {}, {});
+        ASSERT_FALSE(::testing::Test::HasFatalFailure());
+        ASSERT_NE(sep, nullptr);
         seps.push_back(sep);
-        rec c = next_event(cli.eq, kWait);
-        ASSERT_EQ(c.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(c);
-        rec s = next_event(srv.eq, kWait);
-        ASSERT_EQ(s.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(s);
     }
     // Remove rxe1 in the background (it completes once this process lets go).
     std::string dev1 = env_or("EVD_VM_DEV1", "rxe1");

@@ -28,18 +28,14 @@
 #include <thread>
 #include <vector>
 
+#include "vm_link.h"
+
 namespace {
 
 using clk = std::chrono::steady_clock;
 
-const char* env_or(const char* n, const char* d) {
-    const char* v = std::getenv(n);
-    return v && *v ? v : d;
-}
-
-double secs(clk::time_point a, clk::time_point b) {
-    return std::chrono::duration<double>(b - a).count();
-}
+using rxetest::env_or;
+using rxetest::secs;
 
 constexpr size_t kMsg = 64;
 constexpr int kRecvs = 8;
@@ -205,25 +201,10 @@ int main(int argc, char** argv) {
         post_recv(B, i, st);
     }
 
-    const std::string n0 = env_or("EVD_VM_NETDEV0", "veth0");
-    const std::string up_cmd = "ip link set " + n0 + " up && ip route replace table 100 " +
-                               env_or("EVD_VM_ADDR1", "192.0.2.2") + " dev " + n0 + " src " +
-                               env_or("EVD_VM_ADDR0", "192.0.2.1");
     const auto t0 = clk::now();
     std::atomic<int> phase{0};  // 0 before, 1 link down, 2 link back
     clk::time_point t_down{}, t_up{};
-    std::thread flapper([&] {
-        std::this_thread::sleep_for(std::chrono::duration<double>(warm_s));
-        // exec under emulation takes most of a second: the link is down
-        // when the command returns
-        if (std::system(("ip link set " + n0 + " down").c_str())) std::printf("# link down failed\n");
-        t_down = clk::now();
-        phase.store(1);
-        std::this_thread::sleep_for(std::chrono::duration<double>(down_s));
-        if (std::system(up_cmd.c_str())) std::printf("# link up failed\n");
-        t_up = clk::now();
-        phase.store(2);
-    });
+    std::thread flapper = rxetest::start_flap(warm_s, down_s, phase, t_down, t_up);
 
     uint64_t seq = 0;
     bool waiting = false;

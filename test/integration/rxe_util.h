@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
+#include <unistd.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -19,18 +20,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "../unit/common.h"
+#include "vm_link.h"
 
 namespace rxetest {
-
-inline const char* env_or(const char* name, const char* def) {
-    const char* v = std::getenv(name);
-    return v && *v ? v : def;
-}
 
 inline bool in_vm() { return std::getenv("EVD_VM_ADDR0") != nullptr; }
 
@@ -149,27 +150,135 @@ inline void pump_eqs(struct fid_fabric* fab, std::initializer_list<struct fid_eq
     }
 }
 
+// One EQ record as the CM tests check it.
+struct cm_rec {
+    ssize_t rc = 0;  // > 0: event; -FI_EAVAIL: error (err); other < 0: nothing
+    uint32_t event = 0;
+    fid_t fid = nullptr;
+    struct fi_info* info = nullptr;
+    std::vector<uint8_t> data;
+    struct fi_eq_err_entry err = {};
+    std::vector<uint8_t> err_data;
+};
+
+// Waits up to `timeout_ms` for one record on eq; pump(eq) runs between the
+// short waits and progresses the other EQs (connection events advance when
+// their EQ is read).
+template <class Pump>
+cm_rec next_event(struct fid_eq* eq, int timeout_ms, Pump pump) {
+    cm_rec r;
+    alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 512];
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+        pump(eq);
+        r.rc = fi_eq_sread(eq, &r.event, buf, sizeof(buf), std::min(timeout_ms, 5), 0);
+        if (r.rc != -FI_EAGAIN || std::chrono::steady_clock::now() >= deadline) break;
+    }
+    if (r.rc == -FI_EAVAIL) {
+        uint8_t ebuf[512];
+        r.err.err_data = ebuf;
+        r.err.err_data_size = sizeof(ebuf);
+        ssize_t n = fi_eq_readerr(eq, &r.err, 0);
+        EXPECT_EQ(n, static_cast<ssize_t>(sizeof(r.err)));
+        r.fid = r.err.fid;
+        if (r.err.err_data_size)
+            r.err_data.assign(static_cast<uint8_t*>(r.err.err_data),
+                              static_cast<uint8_t*>(r.err.err_data) + r.err.err_data_size);
+        r.err.err_data = nullptr;
+        return r;
+    }
+    if (r.rc >= static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry))) {
+        auto* e = reinterpret_cast<struct fi_eq_cm_entry*>(buf);
+        r.fid = e->fid;
+        r.info = e->info;
+        r.data.assign(e->data, e->data + (r.rc - sizeof(*e)));
+    }
+    return r;
+}
+
+inline std::string describe(const cm_rec& r) {
+    if (r.rc == -FI_EAVAIL)
+        return "error " + std::to_string(r.err.err) + " (" + fi_strerror(r.err.err) +
+               ") prov_errno " + std::to_string(r.err.prov_errno);
+    if (r.rc < 0) return "nothing: " + std::string(fi_strerror(static_cast<int>(-r.rc)));
+    return "event " + std::to_string(r.event) + " len " + std::to_string(r.rc);
+}
+
 // Waits up to `ms` for one event on `eq`, pumping the other EQs in between;
 // 0 with event/ent filled, or a negative error (an error record is a test
 // failure and returns -err).
 inline int eq_wait(struct fid_fabric* fab, std::initializer_list<struct fid_eq*> eqs,
                    struct fid_eq* eq, uint32_t& event, struct fi_eq_cm_entry& ent, int ms) {
-    alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
-    auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    ssize_t r;
-    do {
-        pump_eqs(fab, eqs, eq);
-        r = fi_eq_sread(eq, &event, buf, sizeof buf, 50, 0);
-    } while (r == -FI_EAGAIN && std::chrono::steady_clock::now() < end);
-    if (r == -FI_EAVAIL) {
-        struct fi_eq_err_entry err {};
-        fi_eq_readerr(eq, &err, 0);
-        ADD_FAILURE() << "EQ error: " << fi_strerror(err.err) << " prov_errno " << err.prov_errno;
-        return -err.err;
+    cm_rec r = next_event(eq, ms, [&](struct fid_eq* except) { pump_eqs(fab, eqs, except); });
+    if (r.rc == -FI_EAVAIL) {
+        ADD_FAILURE() << "EQ error: " << fi_strerror(r.err.err) << " prov_errno "
+                      << r.err.prov_errno;
+        return -r.err.err;
     }
-    if (r < 0) return static_cast<int>(r);
-    std::memcpy(&ent, buf, sizeof ent);
+    if (r.rc < 0) return static_cast<int>(r.rc);
+    event = r.event;
+    ent = {};
+    ent.fid = r.fid;
+    ent.info = r.info;
     return 0;
+}
+
+// The two halves of the checked connection handshake through the CM.
+// connect_request: the client endpoint cep (open and enabled) connects to
+// `dest` (null: its info's) with cdata, and the request reaches the listener
+// pep on peq with that data; returns the request (the caller owns its info).
+// `wait` (struct fid_eq*) -> cm_rec reads the next record of an EQ.
+template <class Wait>
+void connect_request(Wait wait, struct fid_pep* pep, struct fid_eq* peq, struct fid_ep* cep,
+                     const void* dest, const std::vector<uint8_t>& cdata, cm_rec* req) {
+    ASSERT_EQ(fi_connect(cep, dest, cdata.data(), cdata.size()), 0);
+    *req = wait(peq);
+    ASSERT_EQ(req->rc, static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry) + cdata.size()))
+        << describe(*req);
+    EXPECT_EQ(req->event, static_cast<uint32_t>(FI_CONNREQ));
+    EXPECT_EQ(req->fid, &pep->fid);
+    EXPECT_EQ(req->data, cdata);
+    ASSERT_NE(req->info, nullptr);
+    EXPECT_NE(req->info->handle, nullptr);
+    EXPECT_STREQ(req->info->domain_attr->name, env_or("EVD_VM_DEV0", "rxe0"));
+    EXPECT_NE(req->info->src_addr, nullptr);
+    EXPECT_NE(req->info->dest_addr, nullptr);
+}
+// accept_connected: the server endpoint sep (open and enabled, its events on
+// seq) accepts with adata; both ends see FI_CONNECTED, the client (cep on
+// ceq) with adata.
+template <class Wait>
+void accept_connected(Wait wait, struct fid_ep* sep, struct fid_eq* seq, struct fid_ep* cep,
+                      struct fid_eq* ceq, const std::vector<uint8_t>& adata) {
+    ASSERT_EQ(fi_accept(sep, adata.data(), adata.size()), 0);
+    cm_rec c = wait(ceq);
+    ASSERT_EQ(c.rc, static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry) + adata.size()))
+        << describe(c);
+    EXPECT_EQ(c.event, static_cast<uint32_t>(FI_CONNECTED));
+    EXPECT_EQ(c.fid, &cep->fid);
+    EXPECT_EQ(c.data, adata);
+    cm_rec s = wait(seq);
+    ASSERT_EQ(s.rc, static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry))) << describe(s);
+    EXPECT_EQ(s.event, static_cast<uint32_t>(FI_CONNECTED));
+    EXPECT_EQ(s.fid, &sep->fid);
+}
+
+// The whole handshake: connect_request, then open_server(info) takes the
+// request's info and returns the server's endpoint, open and enabled, and the
+// EQ it is bound to, then accept_connected. *sep is the server's endpoint as
+// soon as it is open.
+template <class Wait, class OpenServer>
+void handshake(Wait wait, struct fid_pep* pep, struct fid_eq* peq, struct fid_ep* cep,
+               struct fid_eq* ceq, const void* dest, const std::vector<uint8_t>& cdata,
+               OpenServer open_server, const std::vector<uint8_t>& adata, struct fid_ep** sep) {
+    *sep = nullptr;
+    cm_rec req;
+    ASSERT_NO_FATAL_FAILURE(connect_request(wait, pep, peq, cep, dest, cdata, &req));
+    auto [ep, seq] = open_server(req.info);
+    *sep = ep;
+    ASSERT_FALSE(::testing::Test::HasFatalFailure());
+    ASSERT_NE(ep, nullptr);
+    ASSERT_NO_FATAL_FAILURE(accept_connected(wait, ep, seq, cep, ceq, adata));
 }
 
 // Waits up to `ms` for one completion on cq: 1 with e filled, -FI_EAVAIL
@@ -185,22 +294,45 @@ inline ssize_t cq_wait_one(struct fid_cq* cq, struct fi_cq_data_entry& e, int ms
     }
 }
 
-// A link flap of veth0, the link under rxe0, as a cable pull would do it:
-// link_down() takes it down (rxe0 raises PORT_ERR; veth1 loses its carrier).
-// link_up() brings it back, restores the policy route the kernel flushed with
-// the link (setup-rxe.sh's table 100), and waits until the ports of rxe0 and
-// rxe1 are ACTIVE.
-// Both return 0 on success.
-inline int link_down() {
-    std::string cmd = std::string("ip link set ") + env_or("EVD_VM_NETDEV0", "veth0") + " down";
-    return std::system(cmd.c_str());
+// One message of `out` from one endpoint to the other over their
+// connection: the receiver's completion (on to_rxcq) carries the data, and
+// both completions their contexts.
+inline void message_flows(struct fid_domain* from_dom, struct fid_ep* from,
+                          struct fid_cq* from_txcq, struct fid_domain* to_dom, struct fid_ep* to,
+                          struct fid_cq* to_rxcq, const std::vector<uint8_t>& out,
+                          int ms = 20000) {
+    std::vector<uint8_t> in(out.size(), 0);
+    struct fid_mr *om = nullptr, *im = nullptr;
+    ASSERT_EQ(fi_mr_reg(from_dom, out.data(), out.size(), FI_SEND, 0, 0, 0, &om, nullptr), 0);
+    ASSERT_EQ(fi_mr_reg(to_dom, in.data(), in.size(), FI_RECV, 0, 0, 0, &im, nullptr), 0);
+    int rctx = 0, sctx = 0;
+    ASSERT_EQ(fi_recv(to, in.data(), in.size(), fi_mr_desc(im), 0, &rctx), 0);
+    ASSERT_EQ(fi_send(from, out.data(), out.size(), fi_mr_desc(om), 0, &sctx), 0);
+    struct fi_cq_data_entry e {};
+    EXPECT_EQ(cq_wait_one(from_txcq, e, ms), 1);
+    EXPECT_EQ(e.op_context, &sctx);
+    e = {};
+    EXPECT_EQ(cq_wait_one(to_rxcq, e, ms), 1);
+    EXPECT_EQ(e.op_context, &rctx);
+    EXPECT_EQ(in, out);
+    EXPECT_EQ(fi_close(&om->fid), 0);
+    EXPECT_EQ(fi_close(&im->fid), 0);
 }
+
+// An fi_msg of one buffer (iov and desc must outlive it).
+inline struct fi_msg one_buffer_msg(struct iovec& iov, void*& desc, void* context) {
+    struct fi_msg m {};
+    m.msg_iov = &iov;
+    m.desc = &desc;
+    m.iov_count = 1;
+    m.context = context;
+    return m;
+}
+
+// link_up() brings veth0 back (link_set_up, vm_link.h) and waits until the
+// ports of rxe0 and rxe1 are ACTIVE; 0 on success.
 inline int link_up() {
-    std::string n0 = env_or("EVD_VM_NETDEV0", "veth0");
-    std::string cmd = "ip link set " + n0 + " up && ip route replace table 100 " +
-                      env_or("EVD_VM_ADDR1", "192.0.2.2") + " dev " + n0 + " src " +
-                      env_or("EVD_VM_ADDR0", "192.0.2.1");
-    int rc = std::system(cmd.c_str());
+    int rc = link_set_up();
     auto active = [](const char* var, const char* dflt) {
         std::string state = std::string("/sys/class/infiniband/") + env_or(var, dflt) +
                             "/ports/1/state";
@@ -265,12 +397,95 @@ inline bool readd_device(const std::string& dev, const std::string& netdev, int 
     return added && wait_device_ready(dev, secs);
 }
 
-// A connected pair for the data and counter suites: a listener on rxe0 and a
-// client on rxe1, each side with its own domain and EQ (Side has ep and eq).
+// One end of a connection that owns its fabric (the CM and async suites):
+// fabric, domain (context dom_ctx), an EQ 1024 deep and a transmit and a
+// receive CQ (FI_CQ_FORMAT_CONTEXT, no wait object) that its endpoints share.
+// before_cqs(), when given, runs once the EQ is open (bind it to the domain
+// there) and returns false on failure.
+struct fabric_side {
+    struct fi_info* info = nullptr;
+    struct fid_fabric* fab = nullptr;
+    struct fid_domain* dom = nullptr;
+    struct fid_eq* eq = nullptr;
+    struct fid_cq* txcq = nullptr;
+    struct fid_cq* rxcq = nullptr;
+
+    bool open(struct fi_info* i, size_t txcq_size = 64, void* dom_ctx = nullptr,
+              const std::function<bool()>& before_cqs = {}) {
+        info = i;
+        if (!info) return false;
+        int ret = fi_fabric(info->fabric_attr, &fab, nullptr);
+        EXPECT_EQ(ret, 0) << "fi_fabric " << fi_strerror(-ret);
+        if (ret) return false;
+        ret = fi_domain(fab, info, &dom, dom_ctx);
+        EXPECT_EQ(ret, 0) << "fi_domain " << fi_strerror(-ret);
+        if (ret) return false;
+        struct fi_eq_attr ea = {};
+        ea.size = 1024;
+        ea.wait_obj = FI_WAIT_UNSPEC;
+        ret = fi_eq_open(fab, &ea, &eq, nullptr);
+        EXPECT_EQ(ret, 0) << "fi_eq_open " << fi_strerror(-ret);
+        if (ret) return false;
+        if (before_cqs && !before_cqs()) return false;
+        struct fi_cq_attr ca = {};
+        ca.size = txcq_size;
+        ca.format = FI_CQ_FORMAT_CONTEXT;
+        ca.wait_obj = FI_WAIT_NONE;
+        ret = fi_cq_open(dom, &ca, &txcq, nullptr);
+        EXPECT_EQ(ret, 0) << "fi_cq_open " << fi_strerror(-ret);
+        if (ret) return false;
+        ca.size = 64;
+        ret = fi_cq_open(dom, &ca, &rxcq, nullptr);
+        EXPECT_EQ(ret, 0);
+        return ret == 0;
+    }
+    // Closes what open opened (the domain before the EQ it may be bound to).
+    void close() {
+        if (txcq) { EXPECT_EQ(fi_close(&txcq->fid), 0); }
+        if (rxcq) { EXPECT_EQ(fi_close(&rxcq->fid), 0); }
+        if (dom) { EXPECT_EQ(fi_close(&dom->fid), 0); }
+        if (eq) { EXPECT_EQ(fi_close(&eq->fid), 0); }
+        if (fab) { EXPECT_EQ(fi_close(&fab->fid), 0); }
+        fi_freeinfo(info);
+        *this = fabric_side{};
+    }
+    // Binds ep to the EQ, the CQs and srx (if any) and enables it; 0 or the
+    // failing call's error.
+    int setup_ep(struct fid_ep* ep, struct fid_ep* srx = nullptr) const {
+        int ret = fi_ep_bind(ep, &eq->fid, 0);
+        if (!ret) ret = fi_ep_bind(ep, &txcq->fid, FI_TRANSMIT);
+        if (!ret) ret = fi_ep_bind(ep, &rxcq->fid, FI_RECV);
+        if (!ret && srx) ret = fi_ep_bind(ep, &srx->fid, 0);
+        if (!ret) ret = fi_enable(ep);
+        return ret;
+    }
+};
+
+// A port for a test's listener: base + 20 per process (by pid) + a counter.
+inline std::string next_port(int base) {
+    static int n = 0;
+    return std::to_string(base + (getpid() % 200) * 20 + (n++ % 20));
+}
+
+// One end of a PairFixture connection: its own domain and EQ on the pair's
+// fabric, a transmit and a receive CQ (where the suite opens them) and the
+// endpoint. A suite whose ends carry more derives from it.
+struct pair_side {
+    struct fi_info* info = nullptr;
+    struct fid_domain* dom = nullptr;
+    struct fid_eq* eq = nullptr;
+    struct fid_ep* ep = nullptr;
+    struct fid_cq* tx = nullptr;
+    struct fid_cq* rx = nullptr;
+};
+
+// A connected pair for the data, counter and link suites: a listener on rxe0
+// and a client on rxe1, each side (a pair_side) with its own domain and EQ.
 // Derived provides pair_hints() and open_side(Side&, fi_info*), which opens,
-// binds and enables one side's endpoint; its TearDown closes the sides, then
-// calls close_listener().
-template <class Derived, class Side>
+// binds and enables one side's endpoint (open_domain, open_cqs and
+// open_endpoint do the common part); its TearDown closes the sides
+// (close_side), then calls close_listener().
+template <class Derived, class Side = pair_side>
 class PairFixture : public ::testing::Test {
 protected:
     struct fid_fabric* fab = nullptr;
@@ -289,38 +504,103 @@ protected:
         if (peq) { EXPECT_EQ(fi_close(&peq->fid), 0); }
         if (srv_info) fi_freeinfo(srv_info);
         if (fab) { EXPECT_EQ(fi_close(&fab->fid), 0); }
+        fab = nullptr;
+        peq = nullptr;
+        pep = nullptr;
+        srv_info = nullptr;
+    }
+
+    // x takes info and opens its domain and EQ on the pair's fabric.
+    void open_domain(Side& x, struct fi_info* info) {
+        x.info = info;
+        ASSERT_EQ(fi_domain(fab, info, &x.dom, nullptr), 0);
+        struct fi_eq_attr ea {};
+        ea.wait_obj = FI_WAIT_UNSPEC;
+        ASSERT_EQ(fi_eq_open(fab, &ea, &x.eq, nullptr), 0);
+    }
+    // x's transmit and receive CQs (FI_CQ_FORMAT_DATA).
+    static void open_cqs(Side& x, enum fi_wait_obj wait_obj, size_t size) {
+        struct fi_cq_attr ca {};
+        ca.format = FI_CQ_FORMAT_DATA;
+        ca.wait_obj = wait_obj;
+        ca.size = size;
+        ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.tx, nullptr), 0);
+        ASSERT_EQ(fi_cq_open(x.dom, &ca, &x.rx, nullptr), 0);
+    }
+    // x's endpoint (context ctx) bound to its EQ and to the CQs it has
+    // (the transmit one with FI_TRANSMIT | tx_flags); not yet enabled.
+    static void open_endpoint(Side& x, uint64_t tx_flags = 0, void* ctx = nullptr) {
+        ASSERT_EQ(fi_endpoint(x.dom, x.info, &x.ep, ctx), 0);
+        ASSERT_EQ(fi_ep_bind(x.ep, &x.eq->fid, 0), 0);
+        if (x.tx) { ASSERT_EQ(fi_ep_bind(x.ep, &x.tx->fid, FI_TRANSMIT | tx_flags), 0); }
+        if (x.rx) { ASSERT_EQ(fi_ep_bind(x.ep, &x.rx->fid, FI_RECV), 0); }
+    }
+    // Closes x: its endpoint, then what close_bound(x) closes (objects that
+    // were bound to the endpoint), the CQs, EQ and domain; x is empty after.
+    template <class F>
+    static void close_side(Side& x, F close_bound) {
+        if (x.ep) { EXPECT_EQ(fi_close(&x.ep->fid), 0); }
+        x.ep = nullptr;
+        close_bound(x);
+        if (x.tx) { EXPECT_EQ(fi_close(&x.tx->fid), 0); }
+        if (x.rx && x.rx != x.tx) { EXPECT_EQ(fi_close(&x.rx->fid), 0); }
+        if (x.eq) { EXPECT_EQ(fi_close(&x.eq->fid), 0); }
+        if (x.dom) { EXPECT_EQ(fi_close(&x.dom->fid), 0); }
+        if (x.info) fi_freeinfo(x.info);
+        x = Side{};
+    }
+    static void close_side(Side& x) {
+        close_side(x, [](Side&) {});
     }
 
     // Waits for one event on eq, progressing the pair's other EQs.
     int eq_wait(struct fid_eq* eq, uint32_t& event, struct fi_eq_cm_entry& ent, int ms = 20000) {
         return rxetest::eq_wait(fab, {peq, s.eq, c.eq}, eq, event, ent, ms);
     }
+    cm_rec next_event(struct fid_eq* eq, int ms = 20000) {
+        return rxetest::next_event(eq, ms, [this](struct fid_eq* except) {
+            pump_eqs(fab, {peq, s.eq, c.eq}, except);
+        });
+    }
 
-    // Listens on rxe0 and connects from rxe1. before_connect(side) runs on
-    // each side once its endpoint is enabled, before fi_connect / fi_accept
-    // (post receives there).
-    template <class F>
-    void connect(F before_connect) {
-        Derived& d = static_cast<Derived&>(*this);
-        struct fi_info* h = d.pair_hints();
-        ASSERT_NO_FATAL_FAILURE(listen_on_rxe0(h, &srv_info, &fab, &peq, &pep));
-        struct fi_info* ci = client_info_for(h, pep);
+    // Listens on rxe0 (the pair's fabric, peq and pep).
+    void listen() {
+        struct fi_info* h = static_cast<Derived&>(*this).pair_hints();
+        listen_on_rxe0(h, &srv_info, &fab, &peq, &pep);
+        fi_freeinfo(h);
+    }
+    // Opens the client side c on rxe1 for the listener, getinfo retried
+    // `tries` times (see client_info_for).
+    void open_client(int tries = 1) {
+        struct fi_info* h = static_cast<Derived&>(*this).pair_hints();
+        struct fi_info* ci = client_info_for(h, pep, tries);
         fi_freeinfo(h);
         ASSERT_NE(ci, nullptr);
-        ASSERT_NO_FATAL_FAILURE(d.open_side(c, ci));
+        ASSERT_NO_FATAL_FAILURE(static_cast<Derived&>(*this).open_side(c, ci));
+    }
+    // Connects the open client c to the listener and accepts on a new server
+    // side s (handshake). before_connect(side) runs on each side once its
+    // endpoint is enabled, before fi_connect / fi_accept (post receives there).
+    template <class F>
+    void handshake(F before_connect) {
         ASSERT_NO_FATAL_FAILURE(before_connect(c));
-        ASSERT_EQ(fi_connect(c.ep, ci->dest_addr, nullptr, 0), 0);
-        uint32_t ev = 0;
-        struct fi_eq_cm_entry ent {};
-        ASSERT_EQ(eq_wait(peq, ev, ent), 0);
-        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNREQ));
-        ASSERT_NO_FATAL_FAILURE(d.open_side(s, ent.info));
-        ASSERT_NO_FATAL_FAILURE(before_connect(s));
-        ASSERT_EQ(fi_accept(s.ep, nullptr, 0), 0);
-        ASSERT_EQ(eq_wait(s.eq, ev, ent), 0);
-        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNECTED));
-        ASSERT_EQ(eq_wait(c.eq, ev, ent), 0);
-        ASSERT_EQ(ev, static_cast<uint32_t>(FI_CONNECTED));
+        struct fid_ep* sep = nullptr;
+        rxetest::handshake([this](struct fid_eq* q) { return next_event(q); }, pep, peq, c.ep,
+                           c.eq, c.info->dest_addr, {},
+                           [&](struct fi_info* info) {
+                               static_cast<Derived&>(*this).open_side(s, info);
+                               if (!::testing::Test::HasFatalFailure()) before_connect(s);
+                               return std::pair{s.ep, s.eq};
+                           },
+                           {}, &sep);
+    }
+
+    // Listens on rxe0 and connects from rxe1; before_connect as in handshake.
+    template <class F>
+    void connect(F before_connect) {
+        ASSERT_NO_FATAL_FAILURE(listen());
+        ASSERT_NO_FATAL_FAILURE(open_client());
+        ASSERT_NO_FATAL_FAILURE(handshake(before_connect));
     }
     void connect() {
         connect([](Side&) {});

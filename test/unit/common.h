@@ -7,6 +7,8 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <thread>
 
@@ -24,6 +26,14 @@ bool wait_until(Pred done, std::chrono::milliseconds limit) {
     }
     return true;
 }
+
+// The calling thread's kernel id (for thread_sleeping).
+pid_t current_tid();
+
+// Thread tid of this process is asleep in the kernel (state S: blocked in
+// poll, epoll_wait, select, a futex, ...). Lets a test post only once another
+// thread really blocks, where evd has no counter of its own for it.
+bool thread_sleeping(pid_t tid);
 
 // Points libfabric at the freshly built plugin (EVD_PROVIDER_DIR) and selects
 // evd. Idempotent; called by every fixture before the first fi_* call.

@@ -379,7 +379,7 @@ TEST_F(EqConformance, SreadHonoursTheWholeTimeout) {
 TEST_F(EqConformance, SreadDoesNotRestartItsTimeoutAfterWakeups) {
     struct fid_eq* q = open(8, FI_WAIT_FD);
     std::atomic<bool> stop{false};
-    std::thread thief([&] {
+    std::thread thief([&] {  // polls until the reader is done (stop)
         uint32_t ev;
         struct fi_eq_entry e {};
         while (!stop) {
@@ -389,6 +389,7 @@ TEST_F(EqConformance, SreadDoesNotRestartItsTimeoutAfterWakeups) {
     });
     std::thread writer([&] {
         for (int i = 0; i < 6 && !stop; i++) {
+            // the point of the test: wakeups spread over the reader's 300 ms
             std::this_thread::sleep_for(std::chrono::milliseconds(40));
             (void)write_entry(q, FI_NOTIFY, q, i);
         }
@@ -412,16 +413,34 @@ TEST_F(EqConformance, SreadDoesNotRestartItsTimeoutAfterWakeups) {
     }
 }
 
+// Whether a thread is blocked in fi_eq_sread / wait_n on q (depth().waiters).
+bool has_waiter(struct fi_evd_eq_ops* ops, struct fid_eq* q) {
+    struct fi_evd_eq_depth d {};
+    EXPECT_EQ(ops->depth(q, &d), 0);
+    return d.waiters > 0;
+}
+
 TEST_F(EqConformance, SreadNegativeTimeoutIsInfinite) {
     struct fid_eq* q = open(8, FI_WAIT_UNSPEC);
+    auto* ops = ext(q);
+    std::atomic<bool> done{false};
     std::thread t([&] {
+        EXPECT_TRUE(wait_until([&] { return has_waiter(ops, q); }, std::chrono::milliseconds(5000)))
+            << "fi_eq_sread never blocked";
+        // the point of the test: the reader stays blocked while nothing comes
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
         (void)write_entry(q, FI_NOTIFY, q, 77);
+        if (!wait_until([&] { return done.load(); }, std::chrono::milliseconds(5000))) {
+            ADD_FAILURE() << "fi_eq_sread did not return for the event";
+            (void)wait_until([&] { return ops->wake(q) > 0 || done; },
+                             std::chrono::milliseconds(5000));
+        }
     });
     uint32_t ev;
     struct fi_eq_entry e {};
     auto t0 = Clock::now();
     EXPECT_EQ(fi_eq_sread(q, &ev, &e, sizeof e, -1, 0), (ssize_t)sizeof e);
+    done = true;
     EXPECT_EQ(e.data, 77u);
     EXPECT_GE(ms_since(t0), 90.0);
     t.join();
@@ -431,9 +450,10 @@ TEST_F(EqConformance, SreadReturnsWhenSignalled) {
     struct fid_eq* q = open(8, FI_WAIT_FD);
     auto* ops = ext(q);
     std::thread t([&] {
-        struct fi_evd_eq_depth d {};
-        while (ops->wake(q) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        (void)d;
+        EXPECT_TRUE(wait_until([&] { return has_waiter(ops, q); }, std::chrono::milliseconds(5000)))
+            << "fi_eq_sread never blocked";
+        EXPECT_TRUE(wait_until([&] { return ops->wake(q) > 0; }, std::chrono::milliseconds(5000)))
+            << "wake found nobody to wake";
     });
     uint32_t ev;
     struct fi_eq_entry e {};
@@ -627,13 +647,10 @@ TEST_F(EqConformance, CloseWakesABlockedSreadWhichReturnsCanceled) {
         in = true;
         r = fi_eq_sread(q, &ev, &e, sizeof e, -1, 0);
     });
-    // wait until the thread really blocks
-    struct fi_evd_eq_depth d {};
-    while (!in) std::this_thread::yield();
-    do {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        ASSERT_EQ(ops->depth(q, &d), 0);
-    } while (d.waiters == 0);
+    // wait until the thread really blocks (close it all the same if it
+    // never does, so that the test fails instead of hanging)
+    EXPECT_TRUE(wait_until([&] { return in && has_waiter(ops, q); }, std::chrono::milliseconds(5000)))
+        << "fi_eq_sread never blocked";
     EXPECT_EQ(close_eq(q), 0);
     t.join();
     EXPECT_EQ(r.load(), -FI_ECANCELED);

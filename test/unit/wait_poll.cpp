@@ -58,13 +58,18 @@ TEST_F(WaitPoll, EqFdWorksWithSelectPollAndEpoll) {
     int fd;
     ASSERT_EQ(fi_control(&q->fid, FI_GETWAIT, &fd), 0);
     struct fid* f = &q->fid;
+    const pid_t me = current_tid();
     for (auto waiter : {select_readable, poll_readable, epoll_readable}) {
         ASSERT_EQ(fi_trywait(fab, &f, 1), 0);
         EXPECT_EQ(waiter(fd, 0), 0);
+        std::atomic<bool> waiting{false};
         std::thread t([&] {
-            std::this_thread::sleep_for(20ms);
+            // post once this thread sleeps in the waiter: the fd must wake it
+            EXPECT_TRUE(wait_until([&] { return waiting && thread_sleeping(me); }, 5000ms))
+                << "the waiter never blocked";
             ASSERT_GT(write_entry(q, FI_NOTIFY, q, 1), 0);
         });
+        waiting = true;
         EXPECT_EQ(waiter(fd, 5000), 1);
         t.join();
         EXPECT_EQ(fi_trywait(fab, &f, 1), -FI_EAGAIN);
@@ -106,11 +111,23 @@ TEST_F(WaitPoll, WaitSetOfEveryKindWakesForAnyMember) {
         auto t0 = Clock::now();
         EXPECT_EQ(fi_wait(ws, 50), -FI_ETIMEDOUT) << w;
         EXPECT_GE(ms_since(t0), 49.0);
+        std::atomic<bool> waiting{false};
+        const pid_t me = current_tid();
         std::thread t([&] {
-            std::this_thread::sleep_for(30ms);
+            if (w == FI_WAIT_YIELD) {
+                // a yield set spins and never sleeps: nothing tells that
+                // fi_wait is running, so post a while after it was called
+                EXPECT_TRUE(wait_until([&] { return waiting.load(); }, 5000ms));
+                std::this_thread::sleep_for(30ms);
+            } else {
+                // post once this thread sleeps in fi_wait: b must wake it
+                EXPECT_TRUE(wait_until([&] { return waiting && thread_sleeping(me); }, 5000ms))
+                    << "fi_wait never blocked, wait object " << w;
+            }
             ASSERT_GT(write_entry(b, FI_NOTIFY, b, 1), 0);
         });
         t0 = Clock::now();
+        waiting = true;
         EXPECT_EQ(fi_wait(ws, 5000), 0) << w;
         EXPECT_LT(ms_since(t0), 4000.0);
         t.join();
