@@ -134,11 +134,13 @@ TEST_F(EqExt, WakeReleasesBlockedWaitersOnly) {
         struct fi_eq_entry e2 {};
         r_waitn = ops->wait_n(q, 2, -1, &ev2, &e2, sizeof e2, nullptr, 0);
     });
-    struct fi_evd_eq_depth d {};
-    do {
-        std::this_thread::sleep_for(2ms);
-        ASSERT_EQ(ops->depth(q, &d), 0);
-    } while (d.waiters < 2);
+    ASSERT_TRUE(evdtest::wait_until(
+        [&] {
+            struct fi_evd_eq_depth d {};
+            return ops->depth(q, &d) == 0 && d.waiters >= 2;
+        },
+        std::chrono::milliseconds(10000)))
+        << "the two waiters never blocked";
     EXPECT_EQ(ops->wake(q), 2);
     a.join();
     b.join();

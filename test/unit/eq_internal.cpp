@@ -11,6 +11,9 @@
 #include <chrono>
 #include <thread>
 
+#include <rdma/fi_ext_evd.h>
+
+#include "common.h"
 #include "eq.h"
 #include "internal_fabric.h"
 #include "fabric.h"
@@ -170,8 +173,16 @@ TEST_F(EqInternal, SreadWakesForASourceAddedWhileBlocked) {
     fake_source s;
     s.q = evd::eq_from_fid(q);
     std::thread t([&] {
-        std::this_thread::sleep_for(50ms);
+        // the source is added once the reader sleeps without it
+        ASSERT_TRUE(evdtest::wait_until(
+            [&] {
+                struct fi_evd_eq_depth d {};
+                return fi_control(&q->fid, FI_EVD_EQ_GETDEPTH, &d) == 0 && d.waiters == 1;
+            },
+            std::chrono::milliseconds(10000)));
         ASSERT_EQ(evd::eq_add_source(s.q, &s.src), 0);
+        // and fires once the woken reader is back asleep (on the epoll fd now);
+        // firing at once would pass even if the reader never saw the source
         std::this_thread::sleep_for(50ms);
         s.fire();
     });
