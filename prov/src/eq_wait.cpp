@@ -15,6 +15,7 @@
 #include <ctime>
 #include <mutex>
 
+#include "deadline.h"
 #include "eq_state.h"
 
 namespace evd {
@@ -90,39 +91,6 @@ void eq_signal(eq* q, wake_plan w) noexcept {
 }
 
 namespace {
-
-struct deadline {
-    bool infinite;
-    struct timespec end;
-    explicit deadline(int timeout_ms) : infinite(timeout_ms < 0), end{} {
-        if (infinite) return;
-        clock_gettime(CLOCK_MONOTONIC, &end);
-        end.tv_sec += timeout_ms / 1000;
-        end.tv_nsec += static_cast<long>(timeout_ms % 1000) * 1000000L;
-        if (end.tv_nsec >= 1000000000L) {
-            end.tv_sec++;
-            end.tv_nsec -= 1000000000L;
-        }
-    }
-    // false when expired; else *left is the time left
-    bool left(struct timespec* out) const {
-        if (infinite) return true;
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long long ns = (end.tv_sec - now.tv_sec) * 1000000000LL + (end.tv_nsec - now.tv_nsec);
-        if (ns <= 0) return false;
-        out->tv_sec = ns / 1000000000LL;
-        out->tv_nsec = ns % 1000000000LL;
-        return true;
-    }
-};
-
-// A timeout for epoll_wait (ms), rounded up so that a wait never ends early.
-int ceil_ms(const struct timespec& t) {
-    long long ms = static_cast<long long>(t.tv_sec) * 1000 + (t.tv_nsec + 999999) / 1000000;
-    return ms > INT_MAX ? INT_MAX : static_cast<int>(ms);
-}
-
 
 // Whether a waiter for `threshold` events has something to read (mu held).
 bool ready_for(eq* q, size_t threshold) {

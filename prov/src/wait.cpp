@@ -28,6 +28,7 @@
 
 #include "domain.h"
 #include "eq.h"
+#include "deadline.h"
 #include "fabric.h"
 #include "owners.h"
 
@@ -67,34 +68,12 @@ int members_trywait(wait_set* ws) {
     return 0;
 }
 
-struct timespec abs_deadline(int timeout_ms) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_sec += timeout_ms / 1000;
-    t.tv_nsec += static_cast<long>(timeout_ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    return t;
-}
-
-bool time_left(const struct timespec& end, struct timespec* left) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    long long ns = (end.tv_sec - now.tv_sec) * 1000000000LL + (end.tv_nsec - now.tv_nsec);
-    if (ns <= 0) return false;
-    left->tv_sec = ns / 1000000000LL;
-    left->tv_nsec = ns % 1000000000LL;
-    return true;
-}
-
 int ws_wait(struct fid_wait* f, int timeout) {
     return guard([&] {
         wait_set* ws = wait_set_from_fid(f);
         if (!ws) return -FI_EINVAL;
-        const bool infinite = timeout < 0;
-        const struct timespec end = infinite ? timespec{} : abs_deadline(timeout);
+        const deadline dl(timeout);
+        const bool infinite = dl.infinite;
         for (;;) {
             uint64_t seq = 0;
             if (ws->has_mc) {
@@ -104,7 +83,7 @@ int ws_wait(struct fid_wait* f, int timeout) {
             }
             if (members_trywait(ws) == -FI_EAGAIN) return 0;
             struct timespec left {};
-            if (!infinite && !time_left(end, &left)) return -FI_ETIMEDOUT;
+            if (!dl.left(&left)) return -FI_ETIMEDOUT;
             if (fd_based(ws->wobj)) {
                 struct pollfd p = {ws->epfd.fd, POLLIN, 0};
                 (void)::ppoll(&p, 1, infinite ? nullptr : &left, nullptr);
@@ -112,7 +91,7 @@ int ws_wait(struct fid_wait* f, int timeout) {
                 pthread_mutex_lock(&ws->mc_mu);
                 while (ws->seq == seq) {
                     int rc = infinite ? pthread_cond_wait(&ws->mc_cond, &ws->mc_mu)
-                                      : pthread_cond_timedwait(&ws->mc_cond, &ws->mc_mu, &end);
+                                      : pthread_cond_timedwait(&ws->mc_cond, &ws->mc_mu, &dl.end);
                     if (rc == ETIMEDOUT) break;
                 }
                 pthread_mutex_unlock(&ws->mc_mu);
