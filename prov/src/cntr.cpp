@@ -294,18 +294,12 @@ int cntr_control(struct fid* f, int command, void* arg) {
         if (!c) return -FI_EINVAL;
         switch (command) {
         case FI_GETWAIT:
-            if (!arg) return -FI_EINVAL;
-            if (c->wait_fd.fd < 0) {
-                EVD_WARN(FI_LOG_CNTR, "FI_GETWAIT: the counter has no wait object (FI_WAIT_NONE)\n");
-                return -FI_ENODATA;
-            }
-            c->fd_exported.store(true);
-            *static_cast<int*>(arg) = c->wait_fd.fd;
-            return 0;
-        case FI_GETWAITOBJ:
-            if (!arg) return -FI_EINVAL;
-            *static_cast<enum fi_wait_obj*>(arg) = c->wait_obj;
-            return 0;
+        case FI_GETWAITOBJ: {
+            int rc = control_wait_fd(command, arg, c->wait_fd.fd, c->wait_obj, FI_LOG_CNTR,
+                                     "counter");
+            if (rc == 0 && command == FI_GETWAIT) c->fd_exported.store(true);
+            return rc;
+        }
         case kCtrlTrywait:
             return do_trywait(c);
         default:

@@ -528,17 +528,8 @@ int cq_control(struct fid* f, int command, void* arg) {
         if (!c) return -FI_EINVAL;
         switch (command) {
         case FI_GETWAIT:
-            if (!arg) return -FI_EINVAL;
-            if (c->wait_fd.fd < 0) {
-                EVD_WARN(FI_LOG_CQ, "FI_GETWAIT: the CQ has no wait object (FI_WAIT_NONE)\n");
-                return -FI_ENODATA;
-            }
-            *static_cast<int*>(arg) = c->wait_fd.fd;
-            return 0;
         case FI_GETWAITOBJ:
-            if (!arg) return -FI_EINVAL;
-            *static_cast<enum fi_wait_obj*>(arg) = c->wait_obj;
-            return 0;
+            return control_wait_fd(command, arg, c->wait_fd.fd, c->wait_obj, FI_LOG_CQ, "CQ");
         case kCtrlTrywait:
             return cq_trywait(c);
         default:

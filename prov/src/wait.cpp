@@ -295,6 +295,21 @@ int wait_open(struct fid_fabric* ff, struct fi_wait_attr* attr, struct fid_wait*
     });
 }
 
+int control_wait_fd(int command, void* arg, int fd, enum fi_wait_obj obj,
+                    enum fi_log_subsys sub, const char* what) {
+    if (!arg) return -FI_EINVAL;
+    if (command == FI_GETWAITOBJ) {
+        *static_cast<enum fi_wait_obj*>(arg) = obj;
+        return 0;
+    }
+    if (fd < 0) {
+        EVD_WARN(sub, "FI_GETWAIT: the %s has no wait object (FI_WAIT_NONE)\n", what);
+        return -FI_ENODATA;
+    }
+    *static_cast<int*>(arg) = fd;
+    return 0;
+}
+
 int trywait(struct fid_fabric* ff, struct fid** fids, int count) {
     return guard([&] {
         if (!from_fid<fabric>(ff) || count < 0 || (count && !fids)) return -FI_EINVAL;

@@ -49,6 +49,12 @@ void wait_set_del(wait_set* ws, wait_member* m);
 // Wakes fi_wait on a MUTEX_COND / YIELD set (FD sets are woken by member fds).
 void wait_set_signal(wait_set* ws) noexcept;
 
+// FI_GETWAIT (the object's wait fd, -1 when it has none) and FI_GETWAITOBJ
+// for a CQ or counter; `what` names it in the warning. Other commands are
+// the caller's.
+int control_wait_fd(int command, void* arg, int fd, enum fi_wait_obj obj,
+                    enum fi_log_subsys sub, const char* what);
+
 // 0 / -FI_EAGAIN for any fid (EQ, wait set, or kCtrlTrywait), -FI_EINVAL else.
 int fid_trywait(struct fid* f);
 
