@@ -297,58 +297,56 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
 }
 
 // Returns "" when the device satisfies the hints' limits, else the reason.
+// What a device can do, against the sizes the hints ask for: one row per
+// hint, the device's limit beside it. A row whose hint struct is absent
+// asks for nothing (0).
+struct device_limit {
+    const char* hint;
+    uint64_t (*want)(const fi_info& h);
+    uint64_t (*have)(const dev_desc& d);
+};
+
+// clang-format off
+const device_limit kDeviceLimits[] = {
+    {"hints->domain_attr->cq_cnt",         [](const fi_info& h) -> uint64_t { return h.domain_attr ? h.domain_attr->cq_cnt : 0; },         [](const dev_desc& d) -> uint64_t { return d.max_cq; }},
+    {"hints->domain_attr->ep_cnt",         [](const fi_info& h) -> uint64_t { return h.domain_attr ? h.domain_attr->ep_cnt : 0; },         [](const dev_desc& d) -> uint64_t { return d.max_qp; }},
+    {"hints->domain_attr->tx_ctx_cnt",     [](const fi_info& h) -> uint64_t { return h.domain_attr ? h.domain_attr->tx_ctx_cnt : 0; },     [](const dev_desc& d) -> uint64_t { return d.max_qp; }},
+    {"hints->domain_attr->rx_ctx_cnt",     [](const fi_info& h) -> uint64_t { return h.domain_attr ? h.domain_attr->rx_ctx_cnt : 0; },     [](const dev_desc& d) -> uint64_t { return d.max_qp; }},
+    {"hints->domain_attr->max_ep_srx_ctx", [](const fi_info& h) -> uint64_t { return h.domain_attr ? h.domain_attr->max_ep_srx_ctx : 0; }, [](const dev_desc& d) -> uint64_t { return d.max_srq; }},
+    {"hints->domain_attr->mr_cnt",         [](const fi_info& h) -> uint64_t { return h.domain_attr ? h.domain_attr->mr_cnt : 0; },         [](const dev_desc& d) -> uint64_t { return d.max_mr; }},
+    // counters are software objects; an endpoint counting without a CQ uses
+    // a verbs CQ of its own: bounded by the device's CQs (fi_evd(7))
+    {"hints->domain_attr->cntr_cnt",       [](const fi_info& h) -> uint64_t { return h.domain_attr ? h.domain_attr->cntr_cnt : 0; },       [](const dev_desc& d) -> uint64_t { return d.max_cq; }},
+    {"hints->ep_attr->max_msg_size",       [](const fi_info& h) -> uint64_t { return h.ep_attr ? h.ep_attr->max_msg_size : 0; },          [](const dev_desc& d) -> uint64_t { return d.max_msg_sz; }},
+    {"hints->ep_attr->max_order_raw_size", [](const fi_info& h) -> uint64_t { return h.ep_attr ? h.ep_attr->max_order_raw_size : 0; },    [](const dev_desc& d) -> uint64_t { return d.max_msg_sz; }},
+    {"hints->ep_attr->max_order_waw_size", [](const fi_info& h) -> uint64_t { return h.ep_attr ? h.ep_attr->max_order_waw_size : 0; },    [](const dev_desc& d) -> uint64_t { return d.max_msg_sz; }},
+    {"hints->tx_attr->size",               [](const fi_info& h) -> uint64_t { return h.tx_attr ? h.tx_attr->size : 0; },                  [](const dev_desc& d) -> uint64_t { return d.max_qp_wr; }},
+    {"hints->tx_attr->iov_limit",          [](const fi_info& h) -> uint64_t { return h.tx_attr ? h.tx_attr->iov_limit : 0; },             [](const dev_desc& d) -> uint64_t { return d.max_sge; }},
+    {"hints->tx_attr->inject_size",        [](const fi_info& h) -> uint64_t { return h.tx_attr ? h.tx_attr->inject_size : 0; },           [](const dev_desc& d) -> uint64_t { return d.max_inline; }},
+    {"hints->rx_attr->size",               [](const fi_info& h) -> uint64_t { return h.rx_attr ? h.rx_attr->size : 0; },                  [](const dev_desc& d) -> uint64_t { return d.max_qp_wr; }},
+    {"hints->rx_attr->iov_limit",          [](const fi_info& h) -> uint64_t { return h.rx_attr ? h.rx_attr->iov_limit : 0; },             [](const dev_desc& d) -> uint64_t { return d.max_sge; }},
+};
+// clang-format on
+
 std::string device_mismatch(const dev_desc& d, const fi_info* h) {
-    char buf[256];
-    auto over = [&](const char* what, size_t want, size_t have) {
-        std::snprintf(buf, sizeof(buf), "%s %zu exceeds the device's %zu", what, want, have);
-        return std::string(buf);
-    };
     if (d.port_state != IBV_PORT_ACTIVE) return "no active port";
     if (!h) return "";
-    if (h->domain_attr) {
-        const fi_domain_attr* a = h->domain_attr;
-        if (a->name && strcasecmp(a->name, d.name.c_str()) != 0)
-            return "hints->domain_attr->name is '" + std::string(a->name) + "'";
-        if (a->cq_cnt > d.max_cq) return over("hints->domain_attr->cq_cnt", a->cq_cnt, d.max_cq);
-        if (a->ep_cnt > d.max_qp) return over("hints->domain_attr->ep_cnt", a->ep_cnt, d.max_qp);
-        if (a->tx_ctx_cnt > d.max_qp)
-            return over("hints->domain_attr->tx_ctx_cnt", a->tx_ctx_cnt, d.max_qp);
-        if (a->rx_ctx_cnt > d.max_qp)
-            return over("hints->domain_attr->rx_ctx_cnt", a->rx_ctx_cnt, d.max_qp);
-        if (a->max_ep_srx_ctx > d.max_srq)
-            return over("hints->domain_attr->max_ep_srx_ctx", a->max_ep_srx_ctx, d.max_srq);
-        if (a->mr_cnt > d.max_mr) return over("hints->domain_attr->mr_cnt", a->mr_cnt, d.max_mr);
-        // counters are software objects; an endpoint counting without a CQ
-        // uses a verbs CQ of its own: bounded by the device's CQs (fi_evd(7))
-        if (a->cntr_cnt > d.max_cq)
-            return over("hints->domain_attr->cntr_cnt", a->cntr_cnt, d.max_cq);
-    }
+    if (h->domain_attr && h->domain_attr->name &&
+        strcasecmp(h->domain_attr->name, d.name.c_str()) != 0)
+        return "hints->domain_attr->name is '" + std::string(h->domain_attr->name) + "'";
     if (h->fabric_attr && h->fabric_attr->name && fabric_name(d) != h->fabric_attr->name)
-        return "hints->fabric_attr->name is '" + std::string(h->fabric_attr->name) + "', device is on '" +
-               fabric_name(d) + "'";
-    if (h->ep_attr) {
-        const fi_ep_attr* e = h->ep_attr;
-        if (e->max_msg_size > d.max_msg_sz)
-            return over("hints->ep_attr->max_msg_size", e->max_msg_size, d.max_msg_sz);
-        if (e->max_order_raw_size > d.max_msg_sz)
-            return over("hints->ep_attr->max_order_raw_size", e->max_order_raw_size, d.max_msg_sz);
-        if (e->max_order_waw_size > d.max_msg_sz)
-            return over("hints->ep_attr->max_order_waw_size", e->max_order_waw_size, d.max_msg_sz);
-        if (e->rx_ctx_cnt == FI_SHARED_CONTEXT && !d.max_srq)
-            return "hints->ep_attr->rx_ctx_cnt is FI_SHARED_CONTEXT but the device has no SRQ";
+        return "hints->fabric_attr->name is '" + std::string(h->fabric_attr->name) +
+               "', device is on '" + fabric_name(d) + "'";
+    for (const device_limit& l : kDeviceLimits) {
+        const uint64_t want = l.want(*h), have = l.have(d);
+        if (want <= have) continue;
+        char buf[256];
+        std::snprintf(buf, sizeof(buf), "%s %llu exceeds the device's %llu", l.hint,
+                      static_cast<unsigned long long>(want), static_cast<unsigned long long>(have));
+        return buf;
     }
-    if (h->tx_attr) {
-        const fi_tx_attr* t = h->tx_attr;
-        if (t->size > d.max_qp_wr) return over("hints->tx_attr->size", t->size, d.max_qp_wr);
-        if (t->iov_limit > d.max_sge) return over("hints->tx_attr->iov_limit", t->iov_limit, d.max_sge);
-        if (t->inject_size > d.max_inline)
-            return over("hints->tx_attr->inject_size", t->inject_size, d.max_inline);
-    }
-    if (h->rx_attr) {
-        const fi_rx_attr* r = h->rx_attr;
-        if (r->size > d.max_qp_wr) return over("hints->rx_attr->size", r->size, d.max_qp_wr);
-        if (r->iov_limit > d.max_sge) return over("hints->rx_attr->iov_limit", r->iov_limit, d.max_sge);
-    }
+    if (h->ep_attr && h->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT && !d.max_srq)
+        return "hints->ep_attr->rx_ctx_cnt is FI_SHARED_CONTEXT but the device has no SRQ";
     return "";
 }
 
