@@ -513,6 +513,79 @@ int check_static_hints(uint32_t version, const struct fi_info* hints) {
     });
 }
 
+namespace {
+
+// The fi_info list fi_getinfo answers, built device by device; what was
+// skipped, and why, is kept for the warning when nothing matched.
+struct info_list {
+    uint32_t version;
+    const wants& w;
+    const struct fi_info* hints;
+    uint32_t want_fmt;
+    info_ptr head;
+    fi_info* tail = nullptr;
+    std::string why_not;
+
+    void append(info_ptr fi) {
+        fi_info* raw = fi.release();
+        if (tail) tail->next = raw; else head.reset(raw);
+        tail = raw;
+    }
+    void skip(const dev_desc& d, const std::string& reason) {
+        EVD_INFO(FI_LOG_CORE, "fi_getinfo: skipping %s: %s\n", d.name.c_str(), reason.c_str());
+        if (!why_not.empty()) why_not += "; ";
+        why_not += d.name + ": " + reason;
+    }
+    // One fi_info per address of the device (as verbs does), the service
+    // port applied when one was given. Returns how many.
+    size_t add_ip(const dev_desc& d, const addr_query& q, const sockaddr_any* dest) {
+        size_t n = 0;
+        for (const sockaddr_any& a : d.addrs) {
+            if (!family_fits(want_fmt, a.family())) continue;
+            if (dest && dest->family() != a.family()) continue;
+            sockaddr_any src = a;
+            set_port(src, q.src_port_only ? get_port(q.src) : 0);
+            append(make_info(d, version, w, hints, src, dest));
+            ++n;
+        }
+        return n;
+    }
+    // An IB port is addressable without IP (AF_IB) when asked for, or when
+    // the device has no IP address at all. Returns how many (0 or 1).
+    size_t add_ib(const dev_desc& d, const sockaddr_any* dest) {
+        if (d.link_layer != IBV_LINK_LAYER_INFINIBAND || dest) return 0;
+        if (want_fmt != FI_SOCKADDR_IB && !(d.addrs.empty() && family_fits(want_fmt, AF_IB)))
+            return 0;
+        sockaddr_any sib;
+        sockaddr_ib s{};
+        s.sib_family = AF_IB;
+        s.sib_pkey = htons(d.pkey);
+        std::memcpy(&s.sib_addr, d.gid, sizeof(d.gid));
+        s.sib_scope_id = d.port_num;
+        sib.set(reinterpret_cast<const sockaddr*>(&s), sizeof(s));
+        append(make_info(d, version, w, hints, sib, nullptr));
+        return 1;
+    }
+    void add_device(const dev_desc& d, const addr_query& q) {
+        if (!q.any_device && d.name != q.device) return skip(d, "the address belongs to " + q.device);
+        std::string reason = device_mismatch(d, hints);
+        if (!reason.empty()) return skip(d, reason);
+        const sockaddr_any* dest = q.dest.len ? &q.dest : nullptr;
+        if (q.src.len && !q.src_port_only) {
+            if (!family_fits(want_fmt, q.src.family()))
+                return skip(d, "source address family does not fit hints->addr_format");
+            return append(make_info(d, version, w, hints, q.src, dest));
+        }
+        size_t n = add_ip(d, q, dest);  // IP addresses first, then AF_IB
+        n += add_ib(d, dest);
+        if (n == 0)
+            skip(d, d.addrs.empty() ? std::string("no IP address on its network interface")
+                                    : std::string("no address of the family hints->addr_format asks for"));
+    }
+};
+
+}  // namespace
+
 int build_infos(const std::vector<dev_desc>& devs, uint32_t version, const addr_query& q,
                 const struct fi_info* hints, struct fi_info** out) {
     return guard([&]() -> int {
@@ -520,77 +593,15 @@ int build_infos(const std::vector<dev_desc>& devs, uint32_t version, const addr_
         *out = nullptr;
         wants w;
         if (int rc = static_check(version, hints, &w)) return rc;
-        const uint32_t want_fmt = hints ? hints->addr_format : static_cast<uint32_t>(FI_FORMAT_UNSPEC);
-
-        info_ptr head;
-        fi_info* tail = nullptr;
-        auto append = [&](info_ptr fi) {
-            fi_info* raw = fi.release();
-            if (tail) tail->next = raw; else head.reset(raw);
-            tail = raw;
-        };
-        std::string why_not;  // summary for the final warning when nothing matched
-        auto skip = [&](const dev_desc& d, const std::string& reason) {
-            EVD_INFO(FI_LOG_CORE, "fi_getinfo: skipping %s: %s\n", d.name.c_str(), reason.c_str());
-            if (!why_not.empty()) why_not += "; ";
-            why_not += d.name + ": " + reason;
-        };
-
-        for (const dev_desc& d : devs) {
-            if (!q.any_device && d.name != q.device) {
-                skip(d, "the address belongs to " + q.device);
-                continue;
-            }
-            std::string reason = device_mismatch(d, hints);
-            if (!reason.empty()) {
-                skip(d, reason);
-                continue;
-            }
-            const sockaddr_any* dest = q.dest.len ? &q.dest : nullptr;
-            if (q.src.len && !q.src_port_only) {
-                if (!family_fits(want_fmt, q.src.family())) {
-                    skip(d, "source address family does not fit hints->addr_format");
-                    continue;
-                }
-                append(make_info(d, version, w, hints, q.src, dest));
-                continue;
-            }
-            // One fi_info per address of the device (as verbs does), the
-            // service port applied when one was given.
-            size_t n = 0;
-            for (const sockaddr_any& a : d.addrs) {
-                if (!family_fits(want_fmt, a.family())) continue;
-                if (dest && dest->family() != a.family()) continue;
-                sockaddr_any src = a;
-                set_port(src, q.src_port_only ? get_port(q.src) : 0);
-                append(make_info(d, version, w, hints, src, dest));
-                ++n;
-            }
-            // An IB port is addressable without IP (AF_IB) when asked for,
-            // or when the device has no IP address at all.
-            bool ib_link = d.link_layer == IBV_LINK_LAYER_INFINIBAND;
-            if (ib_link && !dest &&
-                (want_fmt == FI_SOCKADDR_IB || (d.addrs.empty() && family_fits(want_fmt, AF_IB)))) {
-                sockaddr_any sib;
-                sockaddr_ib s{};
-                s.sib_family = AF_IB;
-                s.sib_pkey = htons(d.pkey);
-                std::memcpy(&s.sib_addr, d.gid, sizeof(d.gid));
-                s.sib_scope_id = d.port_num;
-                sib.set(reinterpret_cast<const sockaddr*>(&s), sizeof(s));
-                append(make_info(d, version, w, hints, sib, nullptr));
-                ++n;
-            }
-            if (!n)
-                skip(d, d.addrs.empty() ? std::string("no IP address on its network interface")
-                                        : std::string("no address of the family hints->addr_format asks for"));
-        }
-        if (!head) {
+        info_list list{version, w, hints,
+                       hints ? hints->addr_format : static_cast<uint32_t>(FI_FORMAT_UNSPEC)};
+        for (const dev_desc& d : devs) list.add_device(d, q);
+        if (!list.head) {
             if (!devs.empty())
-                EVD_WARN(FI_LOG_CORE, "fi_getinfo: no device matches: %s\n", why_not.c_str());
+                EVD_WARN(FI_LOG_CORE, "fi_getinfo: no device matches: %s\n", list.why_not.c_str());
             return -FI_ENODATA;
         }
-        *out = head.release();
+        *out = list.head.release();
         return 0;
     });
 }
