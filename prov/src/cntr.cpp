@@ -380,6 +380,62 @@ void cntr_del_source(cntr* c, cq* q) {
     }
 }
 
+namespace {
+
+// fi_cntr_attr.wait_obj -> the counter's wait object (and its wait set).
+int take_wait_obj(cntr* c, const struct fi_cntr_attr& a) {
+    switch (a.wait_obj) {
+    case FI_WAIT_NONE:
+        c->wait_obj = FI_WAIT_NONE;
+        return 0;
+    case FI_WAIT_UNSPEC:
+    case FI_WAIT_FD:
+        c->wait_obj = FI_WAIT_FD;
+        return 0;
+    case FI_WAIT_SET:
+        // the counter's own wait fd (as for FI_WAIT_FD) joins an FD set
+        if (int r = member_wait_set(a.wait_set, FI_LOG_CNTR, "fi_cntr_open", "a counter",
+                                    &c->wset))
+            return r;
+        c->wait_obj = FI_WAIT_SET;
+        return 0;
+    default:
+        EVD_WARN(FI_LOG_CNTR, "fi_cntr_open: wait object %d not supported (NONE, UNSPEC, "
+                              "FD, FD wait sets)\n", a.wait_obj);
+        return -FI_ENOSYS;
+    }
+}
+
+// The wait fd: an epoll fd holding the eventfd every change signals.
+int open_wait_fds(cntr* c) {
+    c->signal_fd.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (c->signal_fd.fd < 0) return -errno;
+    c->wait_fd.reset(epoll_create1(EPOLL_CLOEXEC));
+    if (c->wait_fd.fd < 0) return -errno;
+    struct epoll_event ev {};
+    ev.events = EPOLLIN;
+    ev.data.fd = c->signal_fd.fd;
+    if (epoll_ctl(c->wait_fd.fd, EPOLL_CTL_ADD, c->signal_fd.fd, &ev)) return -errno;
+    return 0;
+}
+
+int join_wait_set(cntr* c) {
+    // fi_wait sleeps on the wait fd: every change must reach it
+    c->fd_exported.store(true);
+    c->wmember.fid = &c->fid.fid;
+    c->wmember.fd = c->wait_fd.fd;
+    c->wmember.trywait = [](wait_member* m) {
+        return do_trywait(from_fid<cntr>(reinterpret_cast<struct fid_cntr*>(m->fid)));
+    };
+    if (int r = wait_set_add(c->wset, &c->wmember)) {
+        c->wset = nullptr;
+        return r;
+    }
+    return 0;
+}
+
+}  // namespace
+
 int cntr_open(struct fid_domain* dom_fid, struct fi_cntr_attr* attr, struct fid_cntr** out,
               void* context) {
     return guard([&] {
@@ -403,51 +459,13 @@ int cntr_open(struct fid_domain* dom_fid, struct fi_cntr_attr* attr, struct fid_
             return -FI_EINVAL;
         }
         auto c = std::make_unique<cntr>();
-        switch (a.wait_obj) {
-        case FI_WAIT_NONE:
-            c->wait_obj = FI_WAIT_NONE;
-            break;
-        case FI_WAIT_UNSPEC:
-        case FI_WAIT_FD:
-            c->wait_obj = FI_WAIT_FD;
-            break;
-        case FI_WAIT_SET:
-            // the counter's own wait fd (as for FI_WAIT_FD) joins an FD set
-            if (int r = member_wait_set(a.wait_set, FI_LOG_CNTR, "fi_cntr_open", "a counter",
-                                        &c->wset))
-                return r;
-            c->wait_obj = FI_WAIT_SET;
-            break;
-        default:
-            EVD_WARN(FI_LOG_CNTR, "fi_cntr_open: wait object %d not supported (NONE, UNSPEC, "
-                                  "FD, FD wait sets)\n", a.wait_obj);
-            return -FI_ENOSYS;
-        }
+        if (int r = take_wait_obj(c.get(), a)) return r;
         c->sources.reserve(4);
         c->wfds.reserve(8);
-        if (c->wait_obj != FI_WAIT_NONE) {
-            c->signal_fd.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-            if (c->signal_fd.fd < 0) return -errno;
-            c->wait_fd.fd = epoll_create1(EPOLL_CLOEXEC);
-            if (c->wait_fd.fd < 0) return -errno;
-            struct epoll_event ev {};
-            ev.events = EPOLLIN;
-            ev.data.fd = c->signal_fd.fd;
-            if (epoll_ctl(c->wait_fd.fd, EPOLL_CTL_ADD, c->signal_fd.fd, &ev)) return -errno;
-        }
-        if (c->wset) {
-            // fi_wait sleeps on the wait fd: every change must reach it
-            c->fd_exported.store(true);
-            c->wmember.fid = &c->fid.fid;
-            c->wmember.fd = c->wait_fd.fd;
-            c->wmember.trywait = [](wait_member* m) {
-                return do_trywait(from_fid<cntr>(reinterpret_cast<struct fid_cntr*>(m->fid)));
-            };
-            if (int r = wait_set_add(c->wset, &c->wmember)) {
-                c->wset = nullptr;
-                return r;
-            }
-        }
+        if (c->wait_obj != FI_WAIT_NONE)
+            if (int r = open_wait_fds(c.get())) return r;
+        if (c->wset)
+            if (int r = join_wait_set(c.get())) return r;
         c->dom = dom;
         c->fid.fid.fclass = FI_CLASS_CNTR;
         c->fid.fid.context = context;
