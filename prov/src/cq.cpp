@@ -825,6 +825,57 @@ int open_wait_fds(cq* c, struct ibv_context* verbs) {
 
 }  // namespace
 
+namespace {
+
+int check_cond_flags(const struct fi_cq_attr* attr) {
+    if (attr->wait_cond != FI_CQ_COND_NONE && attr->wait_cond != FI_CQ_COND_THRESHOLD) {
+        EVD_WARN(FI_LOG_CQ, "fi_cq_open: wait_cond %d not supported\n", attr->wait_cond);
+        return -FI_ENOSYS;
+    }
+    if (attr->flags & ~static_cast<uint64_t>(FI_AFFINITY)) {
+        EVD_WARN(FI_LOG_CQ, "fi_cq_open: unsupported flags 0x%llx\n",
+                 static_cast<unsigned long long>(attr->flags));
+        return -FI_EBADFLAGS;
+    }
+    return 0;
+}
+
+// The ibv_cq: attr's size (or FI_EVD_CQ_SIZE) within the device's max_cqe,
+// on the completion vector FI_AFFINITY names when the device has it.
+int create_ibcq(cq* c, domain* dom, const struct fi_cq_attr& attr) {
+    struct ibv_context* verbs = dom->dev->verbs;
+    size_t max_cqe = static_cast<size_t>(dom->dev->attr.orig_attr.max_cqe);
+    size_t size = attr.size ? attr.size : get_params().cq_size;
+    if (max_cqe && size > max_cqe) {
+        EVD_INFO(FI_LOG_CQ, "fi_cq_open: size %zu clamped to the device's %zu\n", size, max_cqe);
+        size = max_cqe;
+    }
+    int vector = 0;
+    if ((attr.flags & FI_AFFINITY) && attr.signaling_vector >= 0 &&
+        attr.signaling_vector < verbs->num_comp_vectors)
+        vector = attr.signaling_vector;
+    c->ibcq.reset(ibv_create_cq(verbs, static_cast<int>(size), c, c->chan.get(), vector));
+    if (!c->ibcq) {
+        int e = errno;
+        EVD_WARN(FI_LOG_CQ, "ibv_create_cq(%zu entries): %s\n", size, strerror(e));
+        return fi_err(e);
+    }
+    return 0;
+}
+
+int join_wait_set(cq* c) {
+    c->wmember.fid = &c->fid.fid;
+    c->wmember.fd = c->wait_fd.fd;
+    c->wmember.trywait = [](wait_member* m) { return cq_trywait(cq_from_fid(m->fid)); };
+    if (int r = wait_set_add(c->wset, &c->wmember)) {
+        c->wset = nullptr;
+        return r;
+    }
+    return 0;
+}
+
+}  // namespace
+
 int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq** out,
             void* context) {
     return guard([&] {
@@ -836,34 +887,10 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
         auto c = std::make_unique<cq>();
         if (int r = take_format(c.get(), attr)) return r;
         if (int r = take_wait_obj(c.get(), attr)) return r;
-        if (attr->wait_cond != FI_CQ_COND_NONE && attr->wait_cond != FI_CQ_COND_THRESHOLD) {
-            EVD_WARN(FI_LOG_CQ, "fi_cq_open: wait_cond %d not supported\n", attr->wait_cond);
-            return -FI_ENOSYS;
-        }
-        if (attr->flags & ~static_cast<uint64_t>(FI_AFFINITY)) {
-            EVD_WARN(FI_LOG_CQ, "fi_cq_open: unsupported flags 0x%llx\n",
-                     static_cast<unsigned long long>(attr->flags));
-            return -FI_EBADFLAGS;
-        }
+        if (int r = check_cond_flags(attr)) return r;
         struct ibv_context* verbs = dom->dev->verbs;
-        size_t max_cqe = static_cast<size_t>(dom->dev->attr.orig_attr.max_cqe);
-        size_t size = attr->size ? attr->size : get_params().cq_size;
-        if (max_cqe && size > max_cqe) {
-            EVD_INFO(FI_LOG_CQ, "fi_cq_open: size %zu clamped to the device's %zu\n", size, max_cqe);
-            size = max_cqe;
-        }
-        int vector = 0;
-        if ((attr->flags & FI_AFFINITY) && attr->signaling_vector >= 0 &&
-            attr->signaling_vector < verbs->num_comp_vectors)
-            vector = attr->signaling_vector;
-
         if (int r = open_wait_fds(c.get(), verbs)) return r;
-        c->ibcq.reset(ibv_create_cq(verbs, static_cast<int>(size), c.get(), c->chan.get(), vector));
-        if (!c->ibcq) {
-            int e = errno;
-            EVD_WARN(FI_LOG_CQ, "ibv_create_cq(%zu entries): %s\n", size, strerror(e));
-            return fi_err(e);
-        }
+        if (int r = create_ibcq(c.get(), dom, *attr)) return r;
         c->ring_cap = static_cast<size_t>(c->ibcq->cqe) + kBatch;
         c->ring.reset(new (std::nothrow) struct ibv_wc[c->ring_cap]);
         if (!c->ring) return -FI_ENOMEM;
@@ -877,17 +904,8 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
         attr->size = static_cast<size_t>(c->ibcq->cqe);
         devctx_register(dom->dev, &devctx::cqs, c->ibcq.get(), cq_target(c.get()));
         undo_on_exit registered([&] { devctx_unregister(dom->dev, &devctx::cqs, c->ibcq.get()); });
-        if (c->wset) {
-            c->wmember.fid = &c->fid.fid;
-            c->wmember.fd = c->wait_fd.fd;
-            c->wmember.trywait = [](wait_member* m) {
-                return cq_trywait(cq_from_fid(m->fid));
-            };
-            if (int r = wait_set_add(c->wset, &c->wmember)) {
-                c->wset = nullptr;
-                return r;
-            }
-        }
+        if (c->wset)
+            if (int r = join_wait_set(c.get())) return r;
         registered.dismiss();
         dom->refs.get();
         *out = &c.release()->fid;
