@@ -599,6 +599,47 @@ int adopt_connreq(ep* e, connreq* r, domain* d) {
 }
 }  // namespace
 
+namespace {
+
+// info->handle of fi_endpoint: a pending FI_CONNREQ handle (*r), a passive
+// endpoint whose address the new endpoint takes (*from_pep), or none.
+int take_handle(const struct fi_info* info, connreq** r, pep** from_pep) {
+    if (!info->handle) return 0;
+    if (info->handle->fclass == FI_CLASS_PEP) {
+        *from_pep = from_fid<pep>(reinterpret_cast<struct fid_pep*>(info->handle));
+        return *from_pep ? 0 : -FI_EINVAL;
+    }
+    if (info->handle->fclass != FI_CLASS_CONNREQ) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: info->handle is not an FI_CONNREQ handle\n");
+        return -FI_EINVAL;
+    }
+    *r = reinterpret_cast<connreq*>(info->handle);
+    if ((*r)->st.load() != static_cast<int>(connreq_state::pending)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: connection request %p was already answered (%s)\n",
+                 static_cast<void*>(*r), connreq_state_name((*r)->st.load()));
+        return -FI_EINVAL;
+    }
+    return 0;
+}
+
+// The active endpoint takes the passive endpoint's address, port included.
+int take_pep_address(pep* p, struct fi_info* dup, bool* keep_src_port) {
+    std::lock_guard plk(p->mu);
+    auto* sa = static_cast<const struct sockaddr*>(p->info->src_addr);
+    size_t n = cm_addrlen(sa);
+    if (!n) return 0;
+    void* a = std::malloc(n);
+    if (!a) return -FI_ENOMEM;
+    std::memcpy(a, sa, n);
+    std::free(dup->src_addr);
+    dup->src_addr = a;
+    dup->src_addrlen = n;
+    *keep_src_port = true;
+    return 0;
+}
+
+}  // namespace
+
 int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** out,
             void* context) {
     return guard([&] {
@@ -614,40 +655,13 @@ int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** ou
         }
         connreq* r = nullptr;
         pep* from_pep = nullptr;
-        if (info->handle && info->handle->fclass == FI_CLASS_PEP) {
-            from_pep = from_fid<pep>(reinterpret_cast<struct fid_pep*>(info->handle));
-            if (!from_pep) return -FI_EINVAL;
-        } else if (info->handle) {
-            if (info->handle->fclass != FI_CLASS_CONNREQ) {
-                EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: info->handle is not an FI_CONNREQ handle\n");
-                return -FI_EINVAL;
-            }
-            r = reinterpret_cast<connreq*>(info->handle);
-            if (r->st.load() != static_cast<int>(connreq_state::pending)) {
-                EVD_WARN(FI_LOG_EP_CTRL,
-                         "fi_endpoint: connection request %p was already answered (%s)\n",
-                         static_cast<void*>(r), connreq_state_name(r->st.load()));
-                return -FI_EINVAL;
-            }
-        }
+        if (int ret = take_handle(info, &r, &from_pep)) return ret;
         info_ptr dup(fi_dupinfo(info));
         if (!dup) return -FI_ENOMEM;
         dup->handle = nullptr;
         bool keep_src_port = false;
-        if (from_pep) {
-            // the active endpoint takes the passive endpoint's address (port included)
-            std::lock_guard plk(from_pep->mu);
-            auto* sa = static_cast<const struct sockaddr*>(from_pep->info->src_addr);
-            if (size_t n = cm_addrlen(sa)) {
-                void* a = std::malloc(n);
-                if (!a) return -FI_ENOMEM;
-                std::memcpy(a, sa, n);
-                std::free(dup->src_addr);
-                dup->src_addr = a;
-                dup->src_addrlen = n;
-                keep_src_port = true;
-            }
-        }
+        if (from_pep)
+            if (int ret = take_pep_address(from_pep, dup.get(), &keep_src_port)) return ret;
         auto e = std::make_unique<ep>();
         e->info = dup.get();  // e owns it once it is handed out
         e->keep_src_port = keep_src_port;
