@@ -177,6 +177,30 @@ domain* domain_from_fid(struct fid_domain* f) {
     return d;
 }
 
+namespace {
+
+int check_domain_info(const struct fi_info* info) {
+    if (!info->domain_attr || !info->domain_attr->name) {
+        EVD_WARN(FI_LOG_DOMAIN, "fi_domain: info->domain_attr->name must name the device\n");
+        return -FI_EINVAL;
+    }
+    if (info->ep_attr && info->ep_attr->type != FI_EP_UNSPEC && info->ep_attr->type != FI_EP_MSG) {
+        EVD_WARN(FI_LOG_DOMAIN, "fi_domain: info->ep_attr->type must be FI_EP_MSG\n");
+        return -FI_EINVAL;
+    }
+    return 0;
+}
+
+// The domain's port (the device's first active one) and its state now.
+void take_port(domain* dom, devctx* dev) {
+    dom->port_num = first_active_port(dev);
+    std::lock_guard<std::mutex> lk(dev->port_mu);
+    if (dom->port_num <= dev->ports.size())
+        dom->port_state.store(dev->ports[dom->port_num - 1].state);
+}
+
+}  // namespace
+
 int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_domain** out,
                 void* context) {
     return guard([&]() -> int {
@@ -186,14 +210,7 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
                      !fab ? "fabric" : !info ? "info" : "domain");
             return -FI_EINVAL;
         }
-        if (!info->domain_attr || !info->domain_attr->name) {
-            EVD_WARN(FI_LOG_DOMAIN, "fi_domain: info->domain_attr->name must name the device\n");
-            return -FI_EINVAL;
-        }
-        if (info->ep_attr && info->ep_attr->type != FI_EP_UNSPEC && info->ep_attr->type != FI_EP_MSG) {
-            EVD_WARN(FI_LOG_DOMAIN, "fi_domain: info->ep_attr->type must be FI_EP_MSG\n");
-            return -FI_EINVAL;
-        }
+        if (int r = check_domain_info(info)) return r;
         devctx* dev = devctx_by_name(info->domain_attr->name);
         if (!dev) {
             EVD_WARN(FI_LOG_DOMAIN, "fi_domain: no RDMA device named '%s'\n",
@@ -225,12 +242,7 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
         // the domains already open (or to nobody): dispatch them now so the
         // new domain never receives stale port events (async.cpp).
         devctx_poll_async(dev);
-        dom->port_num = first_active_port(dev);
-        {
-            std::lock_guard<std::mutex> lk(dev->port_mu);
-            if (dom->port_num <= dev->ports.size())
-                dom->port_state.store(dev->ports[dom->port_num - 1].state);
-        }
+        take_port(dom.get(), dev);
         {
             std::lock_guard<std::mutex> lk(dev->reg_mu);
             dev->domains.push_back(dom.get());  // may throw: nothing to undo yet

@@ -153,6 +153,42 @@ void srx_bind_unref(struct fid* f) {
     if (srx* s = srx_of(f)) s->refs.put();
 }
 
+namespace {
+
+// The SRQ's depth and SGE count: attr's (else the domain's rx_attr, else
+// 256 and 1), trimmed to the device's SRQ limits.
+void srq_limits(domain* dom, const struct fi_rx_attr* attr, size_t* size_out, size_t* sge_out) {
+    const auto& da = dom->dev->attr.orig_attr;
+    size_t size = (attr && attr->size) ? attr->size
+                  : (dom->info && dom->info->rx_attr && dom->info->rx_attr->size)
+                      ? dom->info->rx_attr->size
+                      : 256;
+    size_t sge = (attr && attr->iov_limit) ? attr->iov_limit : 1;
+    // fi_getinfo's rx_attr describes a QP's receive queue (max_qp_wr,
+    // max_sge); an SRQ may offer less (rxe: 27 SGEs on an SRQ, 32 on a
+    // QP). Callers pass that rx_attr here (fabtests do), so a request
+    // beyond the SRQ's limits is trimmed to them, and the values granted
+    // are written back to *attr, as fi_endpoint(3) lets a provider do
+    // for context attributes. Posts check the granted iov_limit.
+    size_t max_wr = da.max_srq_wr > 0 ? static_cast<size_t>(da.max_srq_wr) : size;
+    size_t max_sge = std::min<size_t>(kMaxIov, da.max_srq_sge > 0 ? static_cast<size_t>(da.max_srq_sge)
+                                                                  : kMaxIov);
+    if (size > max_wr) {
+        EVD_INFO(FI_LOG_EP_CTRL, "fi_srx_context: size %zu trimmed to the device's SRQ depth %zu\n",
+                 size, max_wr);
+        size = max_wr;
+    }
+    if (sge > max_sge) {
+        EVD_INFO(FI_LOG_EP_CTRL, "fi_srx_context: iov_limit %zu trimmed to the SRQ's %zu\n", sge,
+                 max_sge);
+        sge = max_sge;
+    }
+    *size_out = size;
+    *sge_out = sge;
+}
+
+}  // namespace
+
 int srx_open(struct fid_domain* dom_fid, struct fi_rx_attr* attr, struct fid_ep** out,
              void* context) {
     return guard([&] {
@@ -161,31 +197,8 @@ int srx_open(struct fid_domain* dom_fid, struct fi_rx_attr* attr, struct fid_ep*
             EVD_WARN(FI_LOG_EP_CTRL, "fi_srx_context: invalid domain or NULL rx_ep\n");
             return -FI_EINVAL;
         }
-        const auto& da = dom->dev->attr.orig_attr;
-        size_t size = (attr && attr->size) ? attr->size
-                      : (dom->info && dom->info->rx_attr && dom->info->rx_attr->size)
-                          ? dom->info->rx_attr->size
-                          : 256;
-        size_t sge = (attr && attr->iov_limit) ? attr->iov_limit : 1;
-        // fi_getinfo's rx_attr describes a QP's receive queue (max_qp_wr,
-        // max_sge); an SRQ may offer less (rxe: 27 SGEs on an SRQ, 32 on a
-        // QP). Callers pass that rx_attr here (fabtests do), so a request
-        // beyond the SRQ's limits is trimmed to them, and the values granted
-        // are written back to *attr, as fi_endpoint(3) lets a provider do
-        // for context attributes. Posts check the granted iov_limit.
-        size_t max_wr = da.max_srq_wr > 0 ? static_cast<size_t>(da.max_srq_wr) : size;
-        size_t max_sge = std::min<size_t>(kMaxIov, da.max_srq_sge > 0 ? static_cast<size_t>(da.max_srq_sge)
-                                                                      : kMaxIov);
-        if (size > max_wr) {
-            EVD_INFO(FI_LOG_EP_CTRL, "fi_srx_context: size %zu trimmed to the device's SRQ depth %zu\n",
-                     size, max_wr);
-            size = max_wr;
-        }
-        if (sge > max_sge) {
-            EVD_INFO(FI_LOG_EP_CTRL, "fi_srx_context: iov_limit %zu trimmed to the SRQ's %zu\n", sge,
-                     max_sge);
-            sge = max_sge;
-        }
+        size_t size = 0, sge = 0;
+        srq_limits(dom, attr, &size, &sge);
         auto s = std::make_unique<srx>();
         struct ibv_srq_init_attr ia {};
         ia.srq_context = s.get();
