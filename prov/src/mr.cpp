@@ -69,14 +69,10 @@ struct fi_ops mr_fi_ops = {
     .ops_set = nullptr,
 };
 
-int do_reg(struct fid* dfid, const struct iovec* iov, size_t count, uint64_t access,
-           uint64_t flags, struct fid_mr** out, void* context, enum fi_hmem_iface iface) {
-    if (!dfid || dfid->fclass != FI_CLASS_DOMAIN || !out) {
-        EVD_WARN(FI_LOG_MR, "fi_mr_reg: invalid domain or NULL mr\n");
-        return -FI_EINVAL;
-    }
-    domain* dom = domain_from_fid(reinterpret_cast<struct fid_domain*>(dfid));
-    if (!dom) return -FI_EINVAL;
+// What fi_mr_reg/regv/regattr may ask of evd: one host-memory range, the
+// access bits it knows, no flags but libfabric's layer hints.
+int check_reg(const struct iovec* iov, size_t count, uint64_t access, uint64_t flags,
+              enum fi_hmem_iface iface) {
     if (count > 1) {
         EVD_WARN(FI_LOG_MR, "fi_mr_regv: %zu iovs; evd registers one contiguous range (mr_iov_limit 1)\n",
                  count);
@@ -107,6 +103,18 @@ int do_reg(struct fid* dfid, const struct iovec* iov, size_t count, uint64_t acc
                  static_cast<unsigned long long>(flags));
         return -FI_EBADFLAGS;
     }
+    return 0;
+}
+
+int do_reg(struct fid* dfid, const struct iovec* iov, size_t count, uint64_t access,
+           uint64_t flags, struct fid_mr** out, void* context, enum fi_hmem_iface iface) {
+    if (!dfid || dfid->fclass != FI_CLASS_DOMAIN || !out) {
+        EVD_WARN(FI_LOG_MR, "fi_mr_reg: invalid domain or NULL mr\n");
+        return -FI_EINVAL;
+    }
+    domain* dom = domain_from_fid(reinterpret_cast<struct fid_domain*>(dfid));
+    if (!dom) return -FI_EINVAL;
+    if (int r = check_reg(iov, count, access, flags, iface)) return r;
     void* addr = count ? iov->iov_base : nullptr;
     size_t len = count ? iov->iov_len : 0;
     if (len && !addr) {
