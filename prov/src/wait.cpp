@@ -19,6 +19,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -47,7 +48,9 @@ struct wait_set {
     bool has_mc = false;
     pthread_mutex_t mc_mu = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t mc_cond = PTHREAD_COND_INITIALIZER;
-    uint64_t seq = 0;  // guarded by mc_mu
+    // Bumped by wait_set_signal, under mc_mu except when fi_trywait runs on
+    // the thread that may hold it (see there).
+    std::atomic<uint64_t> seq{0};
     ~wait_set() {
         if (has_mc) {
             pthread_cond_destroy(&mc_cond);
@@ -59,6 +62,16 @@ struct wait_set {
 namespace {
 
 bool fd_based(enum fi_wait_obj w) { return w == FI_WAIT_FD || w == FI_WAIT_POLLFD; }
+
+// fi_trywait calls running on this thread: the application may hold a
+// MUTEX_COND set's mutex meanwhile (wait_set_signal).
+thread_local int tl_trywait_depth = 0;
+struct trywait_scope {
+    trywait_scope() { ++tl_trywait_depth; }
+    ~trywait_scope() { --tl_trywait_depth; }
+    trywait_scope(const trywait_scope&) = delete;
+    trywait_scope& operator=(const trywait_scope&) = delete;
+};
 
 // -FI_EAGAIN when some member has something pending; 0 when all are armed.
 int members_trywait(wait_set* ws) {
@@ -78,7 +91,7 @@ int ws_wait(struct fid_wait* f, int timeout) {
             uint64_t seq = 0;
             if (ws->has_mc) {
                 pthread_mutex_lock(&ws->mc_mu);
-                seq = ws->seq;
+                seq = ws->seq.load();
                 pthread_mutex_unlock(&ws->mc_mu);
             }
             if (members_trywait(ws) == -FI_EAGAIN) return 0;
@@ -89,7 +102,7 @@ int ws_wait(struct fid_wait* f, int timeout) {
                 (void)::ppoll(&p, 1, infinite ? nullptr : &left, nullptr);
             } else if (ws->has_mc) {
                 pthread_mutex_lock(&ws->mc_mu);
-                while (ws->seq == seq) {
+                while (ws->seq.load() == seq) {
                     int rc = infinite ? pthread_cond_wait(&ws->mc_cond, &ws->mc_mu)
                                       : pthread_cond_timedwait(&ws->mc_cond, &ws->mc_mu, &dl.end);
                     if (rc == ETIMEDOUT) break;
@@ -218,10 +231,15 @@ void wait_set_del(wait_set* ws, wait_member* m) {
 
 void wait_set_signal(wait_set* ws) noexcept {
     if (!ws || !ws->has_mc) return;
-    pthread_mutex_lock(&ws->mc_mu);
-    ws->seq++;
+    // fi_trywait runs source progress, which may land here, on a thread
+    // that may hold this very mutex: fi_poll(3)'s pattern is to lock it,
+    // call fi_trywait and wait on the condition. Locking it again would
+    // deadlock; when it is taken, signal without it.
+    const bool locked = tl_trywait_depth > 0 ? pthread_mutex_trylock(&ws->mc_mu) == 0
+                                             : pthread_mutex_lock(&ws->mc_mu) == 0;
+    ws->seq.fetch_add(1);
     pthread_cond_broadcast(&ws->mc_cond);
-    pthread_mutex_unlock(&ws->mc_mu);
+    if (locked) pthread_mutex_unlock(&ws->mc_mu);
 }
 
 int fid_trywait(struct fid* f) {
@@ -313,6 +331,7 @@ int control_wait_fd(int command, void* arg, int fd, enum fi_wait_obj obj,
 int trywait(struct fid_fabric* ff, struct fid** fids, int count) {
     return guard([&] {
         if (!from_fid<fabric>(ff) || count < 0 || (count && !fids)) return -FI_EINVAL;
+        trywait_scope scope;
         for (int i = 0; i < count; i++) {
             int rc = fid_trywait(fids[i]);
             if (rc) return rc;

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <thread>
 
@@ -263,6 +265,56 @@ TEST_F(EqInternal, TrywaitRunsSourceProgress) {
     EXPECT_EQ(s.calls.load(), 1);
     evd::eq_remove_source(s.q, &s.src);
     EXPECT_EQ(fi_close(&q->fid), 0);
+}
+
+// fi_poll(3)'s pattern for a MUTEX_COND wait set: lock the set's mutex,
+// fi_trywait, and wait on the condition when it answers 0. The trywait runs
+// the EQ's source progress, whose post signals the set: that signal must
+// not take the mutex this thread holds. Asked through the EQ and through
+// the set; a deadlock fails the whole binary within 10 s (nothing could
+// clean up after a thread stuck inside evd).
+TEST_F(EqInternal, TrywaitWithTheWaitSetMutexHeldDoesNotDeadlock) {
+    struct fi_wait_attr wa {};
+    wa.wait_obj = FI_WAIT_MUTEX_COND;
+    struct fid_wait* ws = nullptr;
+    ASSERT_EQ(evd::wait_open(fab, &wa, &ws), 0);
+    struct fi_mutex_cond mc {};
+    ASSERT_EQ(fi_control(&ws->fid, FI_GETWAIT, &mc), 0);
+    for (bool through_set : {false, true}) {
+        SCOPED_TRACE(through_set ? "fi_trywait(wait set)" : "fi_trywait(EQ)");
+        struct fi_eq_attr a {};
+        a.size = 8;
+        a.wait_obj = FI_WAIT_SET;
+        a.wait_set = ws;
+        struct fid_eq* q = nullptr;
+        ASSERT_EQ(evd::eq_open(fab, &a, &q, nullptr), 0);
+        fake_source s;
+        s.q = evd::eq_from_fid(q);
+        ASSERT_EQ(evd::eq_add_source(s.q, &s.src), 0);
+        struct fid* f = through_set ? &ws->fid : &q->fid;
+        EXPECT_EQ(evd::trywait(fab, &f, 1), 0);  // armed: the next post signals the set
+        s.fire();
+        std::atomic<int> rc{1};
+        std::thread t([&] {
+            pthread_mutex_lock(mc.mutex);
+            int r = evd::trywait(fab, &f, 1);
+            pthread_mutex_unlock(mc.mutex);
+            rc = r;
+        });
+        if (!evdtest::wait_until([&] { return rc.load() != 1; }, std::chrono::milliseconds(10000))) {
+            ADD_FAILURE() << "fi_trywait deadlocked on the wait set's mutex";
+            std::fflush(nullptr);
+            std::_Exit(1);
+        }
+        t.join();
+        EXPECT_EQ(rc.load(), -FI_EAGAIN);  // the event the source posted is there
+        uint32_t ev;
+        struct fi_eq_cm_entry out {};
+        EXPECT_EQ(fi_eq_read(q, &ev, &out, sizeof out, 0), (ssize_t)sizeof out);
+        evd::eq_remove_source(s.q, &s.src);
+        EXPECT_EQ(fi_close(&q->fid), 0);
+    }
+    EXPECT_EQ(fi_close(&ws->fid), 0);
 }
 
 TEST_F(EqInternal, ProviderEventsLargerThanInlineUseThePool) {
