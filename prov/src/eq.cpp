@@ -432,7 +432,7 @@ int depth_impl(eq* q, struct fi_evd_eq_depth* d) {
     d->reserve = q->cap - q->ucap;
     d->lost = q->lost;
     d->overrun = q->overrun;
-    d->waiters = static_cast<size_t>(q->waiters);
+    d->waiters = static_cast<size_t>(q->waiters.load());
     long p = eq_ready_err_locked(q);
     if (q->count && p < 0) {
         eq_slot& s = q->at(0);
@@ -454,7 +454,7 @@ int wake_impl(eq* q) {
     wake_plan sig;
     {
         std::lock_guard<qlock> lk(q->mu);
-        n = q->waiters;
+        n = q->waiters.load();
         q->wake_gen++;
         if (n > 0) sig = eq_kick_locked(q);
     }
@@ -571,10 +571,10 @@ int eq_close(struct fid* f) {
                 eq_signal(q, sig);
                 lk.lock();
             }
-            while (q->waiters > 0) {  // they were kicked: leaving takes microseconds
+            // They were kicked: wait for the last one to leave.
+            for (int n = q->waiters.load(); n > 0; n = q->waiters.load()) {
                 lk.unlock();
-                struct timespec pause = {0, 50000};
-                nanosleep(&pause, nullptr);
+                q->waiters.wait(n);
                 lk.lock();
             }
             if (q->sources)

@@ -38,6 +38,7 @@ void eq_run_ready(eq* q, const struct epoll_event* evs, int n) {
         src->progress(src);
         tl_running = prev;
         src->busy.store(0, std::memory_order_release);
+        src->busy.notify_all();  // eq_remove_source may wait for it
     }
 }
 
@@ -94,7 +95,9 @@ void eq_remove_source(eq* q, eq_source* src) {
     }
     // Linked sources are claimed under mu; once unlinked only a running
     // callback can remain: wait for it.
-    while (src->busy.load(std::memory_order_acquire)) sched_yield();
+    for (int b = src->busy.load(std::memory_order_acquire); b;
+         b = src->busy.load(std::memory_order_acquire))
+        src->busy.wait(b, std::memory_order_acquire);
 }
 
 }  // namespace evd

@@ -54,7 +54,9 @@ struct eq {
     bool overrun = false;
     uint64_t lost = 0;
     bool armed = true;
-    int waiters = 0;
+    // Threads in sread/wait_n; changed under mu, waited on by fi_close
+    // (std::atomic wait, woken by the last one to leave a closing EQ).
+    std::atomic<int> waiters{0};
     uint64_t wake_gen = 0;
     bool closing = false;
     eq_source* sources = nullptr;

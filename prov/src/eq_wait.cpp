@@ -182,7 +182,7 @@ ssize_t eq_wait_for(eq* q, size_t threshold, int timeout, uint32_t* event, void*
         progressed = sleep_once(q, lk, dl, left);
     }
     if (nmore) *nmore = q->count;
-    q->waiters--;
+    if (--q->waiters == 0 && q->closing) q->waiters.notify_all();  // fi_close waits for it
     return r;
 }
 

@@ -317,6 +317,45 @@ TEST_F(EqInternal, TrywaitWithTheWaitSetMutexHeldDoesNotDeadlock) {
     EXPECT_EQ(fi_close(&ws->fid), 0);
 }
 
+// eq_remove_source waits for a callback that is running; it must sleep,
+// not spin: while a callback takes 300 ms, the remover uses far less CPU.
+TEST_F(EqInternal, RemovingASourceWaitsForItsCallbackWithoutSpinning) {
+    struct fid_eq* q = open(8, FI_WAIT_FD);
+    evd::eq* e = evd::eq_from_fid(q);
+    struct slow {
+        evd::eq_source src;
+        std::atomic<bool> entered{false};
+    } sl;
+    sl.src.fd = eventfd(1, EFD_NONBLOCK | EFD_CLOEXEC);  // readable at once
+    sl.src.arg = &sl;
+    sl.src.progress = [](evd::eq_source* s) {
+        auto* self = static_cast<slow*>(s->arg);
+        uint64_t n;
+        (void)!::read(s->fd, &n, sizeof n);
+        self->entered = true;
+        std::this_thread::sleep_for(300ms);
+    };
+    ASSERT_EQ(evd::eq_add_source(e, &sl.src), 0);
+    std::thread reader([&] {
+        uint32_t ev;
+        struct fi_eq_cm_entry out {};
+        (void)fi_eq_read(q, &ev, &out, sizeof out, 0);  // runs the slow callback
+    });
+    ASSERT_TRUE(evdtest::wait_until([&] { return sl.entered.load(); }, 10000ms));
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    auto t0 = std::chrono::steady_clock::now();
+    evd::eq_remove_source(e, &sl.src);
+    auto waited = std::chrono::steady_clock::now() - t0;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+    reader.join();
+    const double cpu_ms = (c1.tv_sec - c0.tv_sec) * 1e3 + (c1.tv_nsec - c0.tv_nsec) / 1e6;
+    EXPECT_GE(waited, 100ms) << "eq_remove_source returned while the callback ran";
+    EXPECT_LT(cpu_ms, 50.0) << "eq_remove_source spun for the callback";
+    ::close(sl.src.fd);
+    EXPECT_EQ(fi_close(&q->fid), 0);
+}
+
 TEST_F(EqInternal, ProviderEventsLargerThanInlineUseThePool) {
     struct fid_eq* q = open(8);
     evd::eq* e = evd::eq_from_fid(q);
