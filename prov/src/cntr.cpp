@@ -51,7 +51,7 @@ struct source {
 
 struct cntr {
     static constexpr kind kTag = kind::cntr;
-    struct fid_cntr fid;  // first member
+    struct fid_cntr fid{{0, nullptr, &unopened_fi_ops}};  // first member
     kind tag = kTag;
     refcount refs;        // endpoints bound
     domain* dom = nullptr;
@@ -486,7 +486,7 @@ struct fi_ops cntr_fi_ops = {
     .bind = op_no_bind,
     .control = cntr_control,
     .ops_open = op_no_ops_open,
-    .tostr = nullptr,
+    .tostr = fid_tostr,
     .ops_set = nullptr,
 };
 

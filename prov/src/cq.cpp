@@ -51,7 +51,7 @@ constexpr size_t kBatch = 32;  // ibv_wc polled per ibv_poll_cq call (stack arra
 
 struct cq {
     static constexpr kind kTag = kind::cq;
-    struct fid_cq fid;  // first member
+    struct fid_cq fid{{0, nullptr, &unopened_fi_ops}};  // first member
     kind tag = kTag;
     refcount refs;      // endpoints bound
     domain* dom = nullptr;
@@ -922,7 +922,7 @@ struct fi_ops cq_fi_ops = {
     .bind = op_no_bind,
     .control = cq_control,
     .ops_open = op_no_ops_open,
-    .tostr = nullptr,
+    .tostr = fid_tostr,
     .ops_set = nullptr,
 };
 

@@ -265,7 +265,7 @@ struct fi_ops domain_fi_ops = {
     .bind = domain_bind,
     .control = domain_control,
     .ops_open = async_domain_ops_open,  // FI_EVD_ASYNC_OPS (async.cpp)
-    .tostr = nullptr,
+    .tostr = fid_tostr,
     .ops_set = nullptr,
 };
 

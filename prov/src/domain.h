@@ -18,7 +18,7 @@ struct eq;
 
 struct domain {
     static constexpr kind kTag = kind::domain;
-    struct fid_domain fid;  // first member
+    struct fid_domain fid{{0, nullptr, &unopened_fi_ops}};  // first member
     kind tag = kTag;
     refcount refs;          // EPs, CQs, MRs, ... opened on it
     fabric* fab = nullptr;

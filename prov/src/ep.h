@@ -63,7 +63,7 @@ enum class ep_state : int {
 
 struct pep {
     static constexpr kind kTag = kind::pep;
-    struct fid_pep fid;  // first member
+    struct fid_pep fid{{0, nullptr, &unopened_fi_ops}};  // first member
     kind tag = kTag;
     cm_owner owner{cm_owner_kind::pep};
     struct fabric* fab = nullptr;
@@ -95,7 +95,7 @@ struct pep {
 enum class connreq_state : int { pending = 0, adopted, rejected, ended };
 
 struct connreq {
-    struct fid fid;  // fclass FI_CLASS_CONNREQ; first member
+    struct fid fid{0, nullptr, &unopened_fi_ops};  // fclass FI_CLASS_CONNREQ; first member
     cm_owner owner{cm_owner_kind::connreq};
     cm_id_ptr id;
     cm_chan* chan = nullptr;
@@ -118,7 +118,7 @@ const char* connreq_state_name(int st);
 
 struct ep {
     static constexpr kind kTag = kind::ep;
-    struct fid_ep fid;  // first member
+    struct fid_ep fid{{0, nullptr, &unopened_fi_ops}};  // first member
     kind tag = kTag;
     cm_owner owner{cm_owner_kind::ep};
     refcount refs;

@@ -609,8 +609,8 @@ int take_handle(const struct fi_info* info, connreq** r, pep** from_pep) {
         *from_pep = from_fid<pep>(reinterpret_cast<struct fid_pep*>(info->handle));
         return *from_pep ? 0 : -FI_EINVAL;
     }
-    if (info->handle->fclass != FI_CLASS_CONNREQ) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: info->handle is not an FI_CONNREQ handle\n");
+    if (info->handle->fclass != FI_CLASS_CONNREQ || !fid_is_evd(info->handle)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: info->handle is not evd's FI_CONNREQ handle\n");
         return -FI_EINVAL;
     }
     *r = reinterpret_cast<connreq*>(info->handle);
@@ -691,7 +691,7 @@ struct fi_ops ep_fi_ops = {
     .bind = ep_bind,
     .control = ep_control,
     .ops_open = op_no_ops_open,
-    .tostr = nullptr,
+    .tostr = fid_tostr,
     .ops_set = nullptr,
 };
 

@@ -778,7 +778,7 @@ struct fi_ops eq_fi_ops = {
     .bind = op_no_bind,
     .control = eq_control,
     .ops_open = eq_ops_open,
-    .tostr = nullptr,
+    .tostr = fid_tostr,
     .ops_set = nullptr,
 };
 

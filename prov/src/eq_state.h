@@ -33,7 +33,7 @@ struct eq_slot {
 
 struct eq {
     static constexpr kind kTag = kind::eq;
-    struct fid_eq fid;  // first member
+    struct fid_eq fid{{0, nullptr, &unopened_fi_ops}};  // first member
     kind tag = kTag;
     fabric* fab = nullptr;
     uint32_t api = 0;

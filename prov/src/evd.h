@@ -81,11 +81,24 @@ enum class kind : uint32_t {
     cntr,
 };
 
+// How a fid handed in by the application is recognised as evd's before
+// anything beyond its struct fid is read: every fi_ops table of an evd
+// object has .tostr = fid_tostr, and an object carries unopened_fi_ops
+// (the same mark) from its construction until its open sets the real
+// table. A foreign fid's own fi_ops is read only as far as its size says.
+int fid_tostr(const struct fid* fid, char* buf, size_t len);
+extern struct fi_ops unopened_fi_ops;
+inline bool fid_is_evd(const struct fid* f) noexcept {
+    return f && f->ops && f->ops->size >= offsetof(struct fi_ops, tostr) + sizeof f->ops->tostr &&
+           f->ops->tostr == &fid_tostr;
+}
+
 // Every evd object starts with this so a fid can be validated before use.
-// T must be standard-layout with its fid_* member first and a `kind tag` member.
+// T must be standard-layout with its fid_* member first and a `kind tag`
+// member; the tag is read only once the fid is known to be evd's.
 template <class T, class Fid>
 inline T* from_fid(Fid* f) noexcept {
-    if (!f) return nullptr;
+    if (!fid_is_evd(reinterpret_cast<const struct fid*>(f))) return nullptr;
     T* obj = reinterpret_cast<T*>(f);
     if (obj->tag != T::kTag) return nullptr;
     return obj;

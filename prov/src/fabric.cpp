@@ -59,7 +59,7 @@ struct fi_ops fabric_fi_ops = {
     .bind = op_no_bind,
     .control = op_no_control,
     .ops_open = op_no_ops_open,
-    .tostr = nullptr,
+    .tostr = fid_tostr,
     .ops_set = nullptr,
 };
 

@@ -11,7 +11,7 @@ namespace evd {
 
 struct fabric {
     static constexpr kind kTag = kind::fabric;
-    struct fid_fabric fid;  // first member
+    struct fid_fabric fid{{0, nullptr, &unopened_fi_ops}};  // first member
     kind tag = kTag;
     refcount refs;          // domains, EQs, wait sets opened on it
     std::string name;

@@ -65,7 +65,7 @@ struct fi_ops mr_fi_ops = {
     .bind = op_no_bind,
     .control = mr_control,
     .ops_open = op_no_ops_open,
-    .tostr = nullptr,
+    .tostr = fid_tostr,
     .ops_set = nullptr,
 };
 

@@ -18,7 +18,7 @@ struct domain;
 
 struct mr {
     static constexpr kind kTag = kind::mr;
-    struct fid_mr fid;  // first member; fid.mem_desc == this
+    struct fid_mr fid{{0, nullptr, &unopened_fi_ops}};  // first member; fid.mem_desc == this
     kind tag = kTag;
     uint32_t lkey = 0;  // copy of ibmr->lkey for the post paths
     domain* dom = nullptr;

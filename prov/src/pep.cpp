@@ -221,7 +221,7 @@ int pep_listen(struct fid_pep* pf) {
 int pep_reject(struct fid_pep* pf, fid_t handle, const void* param, size_t paramlen) {
     return guard([&] {
         pep* p = pep_of(&pf->fid);
-        if (!p || !handle || handle->fclass != FI_CLASS_CONNREQ) {
+        if (!p || !fid_is_evd(handle) || handle->fclass != FI_CLASS_CONNREQ) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_reject: not a connection request handle\n");
             return -FI_EINVAL;
         }
@@ -494,7 +494,7 @@ struct fi_ops connreq_fi_ops = {
     .bind = op_no_bind,
     .control = op_no_control,
     .ops_open = op_no_ops_open,
-    .tostr = nullptr,
+    .tostr = fid_tostr,
     .ops_set = nullptr,
 };
 
@@ -504,7 +504,7 @@ struct fi_ops pep_fi_ops = {
     .bind = pep_bind,
     .control = pep_control,
     .ops_open = op_no_ops_open,
-    .tostr = nullptr,
+    .tostr = fid_tostr,
     .ops_set = nullptr,
 };
 

@@ -16,7 +16,7 @@ namespace evd {
 
 struct poll_set {
     static constexpr kind kTag = kind::poll;
-    struct fid_poll fid;  // first member
+    struct fid_poll fid{{0, nullptr, &unopened_fi_ops}};  // first member
     kind tag = kTag;
     domain* dom = nullptr;
     std::mutex mu;
@@ -138,7 +138,7 @@ struct fi_ops ps_fi_ops = {
     .bind = op_no_bind,
     .control = op_no_control,
     .ops_open = op_no_ops_open,
-    .tostr = nullptr,
+    .tostr = fid_tostr,
     .ops_set = nullptr,
 };
 

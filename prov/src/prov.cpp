@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 // Provider entry: fi_prov_ini, tunables, cleanup.
 #include <cctype>
+#include <cstdio>
 
 #include "evd.h"
 #include "fabric.h"
@@ -116,6 +117,26 @@ void cleanup() noexcept { info_cleanup(); }
 const params& get_params() { return g_params; }
 
 int op_no_control(struct fid*, int, void*) { return -FI_ENOSYS; }
+
+int fid_tostr(const struct fid* fid, char* buf, size_t len) {
+    if (!buf || !len) return -FI_EINVAL;
+    return std::snprintf(buf, len, "evd fid %p (class %zu)", static_cast<const void*>(fid),
+                         fid ? fid->fclass : 0);
+}
+
+namespace {
+int unopened_close(struct fid*) { return -FI_EINVAL; }
+}  // namespace
+
+struct fi_ops unopened_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = unopened_close,
+    .bind = op_no_bind,
+    .control = op_no_control,
+    .ops_open = op_no_ops_open,
+    .tostr = fid_tostr,
+    .ops_set = nullptr,
+};
 int op_no_bind(struct fid*, struct fid*, uint64_t) { return -FI_ENOSYS; }
 int op_no_ops_open(struct fid*, const char*, uint64_t, void**, void*) { return -FI_ENOSYS; }
 

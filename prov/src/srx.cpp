@@ -20,7 +20,7 @@ namespace evd {
 
 struct srx {
     static constexpr kind kTag = kind::srx;
-    struct fid_ep fid;  // first member
+    struct fid_ep fid{{0, nullptr, &unopened_fi_ops}};  // first member
     kind tag = kTag;
     refcount refs;      // endpoints bound
     domain* dom = nullptr;
@@ -242,7 +242,7 @@ struct fi_ops srx_fi_ops = {
     .bind = op_no_bind,
     .control = srx_control,
     .ops_open = op_no_ops_open,
-    .tostr = nullptr,
+    .tostr = fid_tostr,
     .ops_set = nullptr,
 };
 

@@ -37,7 +37,7 @@ namespace evd {
 
 struct wait_set {
     static constexpr kind kTag = kind::wait;
-    struct fid_wait fid;  // first member
+    struct fid_wait fid{{0, nullptr, &unopened_fi_ops}};  // first member
     kind tag = kTag;
     fabric* fab = nullptr;
     refcount refs;  // members
@@ -349,7 +349,7 @@ struct fi_ops ws_fi_ops = {
     .bind = op_no_bind,
     .control = ws_control,
     .ops_open = op_no_ops_open,
-    .tostr = nullptr,
+    .tostr = fid_tostr,
     .ops_set = nullptr,
 };
 

@@ -8,6 +8,8 @@
 #include <poll.h>
 
 #include <atomic>
+#include <cstddef>
+#include <memory>
 #include <chrono>
 #include <thread>
 
@@ -30,12 +32,23 @@ using namespace std::chrono;
 // Threads blocked in fi_cntr_wait on the counter behind f.
 int waiting(struct fid_cntr* f) { return evd::cntr_waiters(evd::cntr_from_fid(&f->fid)); }
 
-// A foreign object with the fid first and room behind it: evd reads its tag
-// (where an evd object keeps it) before trusting it.
+// Another provider's ops tables: an older, shorter fi_ops that ends before
+// tostr (evd must not read past its size), and a full one whose tostr is
+// its own.
+int foreign_tostr(const struct fid*, char*, size_t) { return 0; }
+struct fi_ops short_foreign_ops = {.size = offsetof(struct fi_ops, tostr)};
+struct fi_ops full_foreign_ops = {.size = sizeof(struct fi_ops), .tostr = foreign_tostr};
+
+// A foreign object: exactly a libfabric fid on the heap, nothing behind it.
+// evd must refuse it without reading past it (where an evd object keeps
+// its tag); under ASan any such read fails the test.
 template <class Fid>
 struct foreign {
-    Fid f{};
-    uint8_t pad[512] = {};
+    std::unique_ptr<Fid> p = std::make_unique<Fid>();
+    Fid& f = *p;
+    explicit foreign(bool short_table = false) {
+        reinterpret_cast<struct fid&>(f).ops = short_table ? &short_foreign_ops : &full_foreign_ops;
+    }
 };
 
 class Cntr : public ::testing::Test {
@@ -106,9 +119,11 @@ TEST_F(Cntr, AttrValidation) {
     a = {};
     EXPECT_EQ(evd::cntr_open(nullptr, &a, &c, nullptr), -FI_EINVAL);
     EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, nullptr, nullptr), -FI_EINVAL);
-    foreign<struct fid_domain> not_evd;
-    not_evd.f.fid.fclass = FI_CLASS_DOMAIN;
-    EXPECT_EQ(evd::cntr_open(&not_evd.f, &a, &c, nullptr), -FI_EINVAL);
+    for (bool short_table : {false, true}) {
+        foreign<struct fid_domain> not_evd(short_table);
+        not_evd.f.fid.fclass = FI_CLASS_DOMAIN;
+        EXPECT_EQ(evd::cntr_open(&not_evd.f, &a, &c, nullptr), -FI_EINVAL);
+    }
     EXPECT_EQ(dom_.refs.n.load(), 0);
 }
 
