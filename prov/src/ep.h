@@ -140,6 +140,7 @@ struct ep {
     std::atomic<uint64_t> suppressed{0};  // later terminal causes, dropped
     bool enabled = false;
     bool disconnect_sent = false;         // rdma_disconnect already called (under mu)
+    bool migrating = false;               // fi_ep_bind(EQ) moves the id, mu released (under mu)
     // rdma_cm's view of the connection (under mu, set by ep_cm_event): it was
     // established, and rdma_cm has since reported it over (DISCONNECTED, an
     // error, device removal). fi_close lingers while established and not over.

@@ -160,13 +160,36 @@ int ep_close(struct fid* f) {
     });
 }
 
-int bind_eq(ep* e, struct fid* bfid, uint64_t flags) {
+// Moves e's id to chan (an id adopted from a connection request still
+// lives on the listener's channel). rdma_migrate_id waits until every
+// event already read from the old channel for the id is acknowledged, and
+// that channel's dispatcher acknowledges only after ep_cm_event, which
+// takes e->mu: so e->mu (held by the caller, lk) is released meanwhile.
+int migrate_id(ep* e, cm_chan* chan, std::unique_lock<std::mutex>& lk) {
+    struct rdma_cm_id* id = e->id.get();
+    e->migrating = true;  // a concurrent fi_ep_bind(EQ) is refused meanwhile
+    lk.unlock();
+    int rc = rdma_migrate_id(id, chan->ch.get());
+    int m = errno;
+    lk.lock();
+    e->migrating = false;
+    if (rc) {
+        EVD_WARN(FI_LOG_EP_CTRL, "rdma_migrate_id: %s\n", strerror(m));
+        return fi_err(m);
+    }
+    cm_chan* old = e->chan;
+    e->chan = chan;
+    cm_chan_put(old);
+    return 0;
+}
+
+int bind_eq(ep* e, struct fid* bfid, uint64_t flags, std::unique_lock<std::mutex>& lk) {
     eq* q = eq_from_fid(bfid);
     if (!q) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: not an evd EQ\n");
         return -FI_EINVAL;
     }
-    if (e->eq_bound.load()) {
+    if (e->eq_bound.load() || e->migrating) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: an EQ is already bound\n");
         return -FI_EINVAL;
     }
@@ -175,15 +198,10 @@ int bind_eq(ep* e, struct fid* bfid, uint64_t flags) {
     if (!chan) return err;
     if (e->id && e->chan != chan) {
         // adopted from a connection request on the listener's EQ: move it
-        if (rdma_migrate_id(e->id.get(), chan->ch.get())) {
-            int m = errno;
-            EVD_WARN(FI_LOG_EP_CTRL, "rdma_migrate_id: %s\n", strerror(m));
+        if (int rc = migrate_id(e, chan, lk)) {
             cm_chan_put(chan);
-            return fi_err(m);
+            return rc;
         }
-        cm_chan* old = e->chan;
-        e->chan = chan;
-        cm_chan_put(old);
     } else if (e->id) {
         cm_chan_put(chan);  // already on this channel (holds its ref)
     } else {
@@ -243,14 +261,14 @@ int ep_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
     return guard([&] {
         ep* e = ep_from_fid(f);
         if (!e || !bfid) return -FI_EINVAL;
-        std::lock_guard lk(e->mu);
+        std::unique_lock lk(e->mu);
         if (e->enabled && bfid->fclass != FI_CLASS_CNTR) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: endpoint already enabled\n");
             return -FI_EOPBADSTATE;
         }
         switch (bfid->fclass) {
             case FI_CLASS_EQ:
-                return bind_eq(e, bfid, flags);
+                return bind_eq(e, bfid, flags, lk);
             case FI_CLASS_CQ:
                 return bind_cq(e, bfid, flags);
             case FI_CLASS_SRX_CTX:

@@ -16,12 +16,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../unit/common.h"
@@ -460,6 +463,65 @@ TEST_F(CmRxe, FreeinfoOfUnansweredRequestIsRejectedAtPepClose) {
 }
 
 // The adopting ep may outlive the pep: the handle's ref keeps what it needs.
+// An adopted endpoint's id lives on the listener's channel until it is
+// bound to its own EQ: fi_ep_bind moves it (rdma_migrate_id), which waits
+// until every event already read for it on the old channel is
+// acknowledged. Here the peer gives up (closes its endpoint) so that an
+// event for the adopted id is pending on the listener's EQ, and one thread
+// reads that EQ while another binds the endpoint to a second EQ, at
+// staggered offsets. Holding the endpoint's lock across the move deadlocked
+// the two (the reader's dispatch waits for that lock before it acknowledges);
+// a hang fails the whole binary within 20 s.
+TEST_F(CmRxe, BindingAnAdoptedEndpointWhileItsRequestEndsDoesNotHang) {
+    struct fi_eq_attr ea = {};
+    ea.size = 64;
+    ea.wait_obj = FI_WAIT_UNSPEC;
+    int binds_ok = 0;
+    for (int i = 0; i < 12; i++) {
+        SCOPED_TRACE("round " + std::to_string(i));
+        struct fid_ep* cep = nullptr;
+        rec req = request(*this, &cep);
+        ASSERT_NE(req.info, nullptr);
+        struct fid_ep* sep = nullptr;
+        ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+        fi_freeinfo(req.info);
+        ASSERT_EQ(fi_close(&cep->fid), 0);  // the peer gives up: its REJ reaches sep's id
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let it arrive (not read)
+        struct fid_eq* eq2 = nullptr;
+        ASSERT_EQ(fi_eq_open(srv.fab, &ea, &eq2, nullptr), 0);
+        std::atomic<int> done{0};
+        std::atomic<int> bind_rc{1};
+        std::thread reader([&] {
+            std::this_thread::sleep_for(std::chrono::microseconds(100 * i));  // sweep the window
+            uint32_t ev;
+            alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+            (void)fi_eq_sread(srv.eq, &ev, buf, sizeof buf, 200, 0);
+            done++;
+        });
+        std::thread binder([&] {
+            bind_rc = fi_ep_bind(sep, &eq2->fid, 0);
+            done++;
+        });
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (done.load() < 2 && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        if (done.load() < 2) {
+            ADD_FAILURE() << "fi_ep_bind and the listener EQ's reader hung";
+            std::fflush(nullptr);
+            std::_Exit(1);
+        }
+        reader.join();
+        binder.join();
+        if (bind_rc.load() == 0) binds_ok++;
+        // whatever the listener EQ still holds for sep (its error record) goes
+        for (int k = 0; k < 10 && next_event(srv.eq, 50).rc != -FI_EAGAIN; k++) {
+        }
+        EXPECT_EQ(fi_close(&sep->fid), 0);
+        EXPECT_EQ(fi_close(&eq2->fid), 0);
+    }
+    EXPECT_GT(binds_ok, 0) << "fi_ep_bind never moved an adopted endpoint";
+}
+
 TEST_F(CmRxe, AdoptedEndpointOutlivesItsListener) {
     struct fid_ep* cep = nullptr;
     rec req = request(*this, &cep);
