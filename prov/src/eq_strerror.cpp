@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 // The texts of fi_eq_strerror (eq.h, eq_error_text): one sentence per class
 // of prov_errno an evd EQ record can carry (fi_ext_evd.h, FI_EVD_PERR_*).
+#include <climits>
 #include <cstdio>
 #include <cstring>
 
@@ -33,8 +34,9 @@ const char* eq_error_text(int prov_errno, const void* err_data, char* buf, size_
     } else if (prov_errno == 0) {
         snprintf(out, outlen, "evd: no provider-specific detail (see err for the reason)");
     } else if (prov_errno < 0) {
+        // -INT_MIN does not exist: no errno is that large anyway
         snprintf(out, outlen, "evd: rdma-core reported status %d: %s", prov_errno,
-                 strerror(-prov_errno));
+                 prov_errno == INT_MIN ? "unknown" : strerror(-prov_errno));
     } else {
         snprintf(out, outlen,
                  "evd: provider status %d (an IB CM reject reason for rejected connections, "

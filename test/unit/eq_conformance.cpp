@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <climits>
 #include <string>
 #include <thread>
 #include <vector>
@@ -603,6 +604,12 @@ TEST_F(EqConformance, StrerrorDecodesEvdCodes) {
     EXPECT_NE(std::string(s).find("-110"), std::string::npos) << s;
     s = fi_eq_strerror(q, 0, nullptr, buf, 10);  // truncated, terminated
     EXPECT_LT(strlen(s), 10u);
+    // any int: INT_MIN has no negation (found by test/fuzz/eq.cpp; UBSan)
+    for (int code : {INT_MIN, INT_MIN + 1, INT_MAX, -1, 1}) {
+        s = fi_eq_strerror(q, code, nullptr, buf, sizeof buf);
+        ASSERT_NE(s, nullptr);
+        EXPECT_GT(strlen(s), 0u) << code;
+    }
 }
 
 // ---------------------------------------------------------------- fi_close
