@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The project's test command: installs what is missing, builds evd three ways
-# (plain, ASan+UBSan, TSan), runs the unit tests of each, then the integration
-# tests on Soft-RoCE inside the project's VM. Its last line is
+# (plain, ASan+UBSan, TSan), runs the unit tests of each, fuzzes the parsers
+# of untrusted bytes (clang, libFuzzer), then the integration tests on
+# Soft-RoCE inside the project's VM. Its last line is
 # "N passed, N failed" (what CI reads). Exit status 0 only when nothing failed.
 #
 #   bash test/run-all.sh            everything
 #   EVD_SKIP_VM=1 bash test/run-all.sh      no VM tier (quick local loop; CI never sets it)
 #   EVD_SKIP_SAN=1 bash test/run-all.sh     no sanitizer builds (quick local loop)
+#   EVD_SKIP_FUZZ=1 / EVD_FUZZ_SECONDS=N     no fuzzing / N seconds per fuzz target
 #   EVD_SKIP_ALT=1 bash test/run-all.sh     no pass in the other Debian release's userland (quick
 #                                           local loop; EVD_SKIP_D13=1 is the old name)
 set -u
@@ -93,6 +95,12 @@ if [ -z "${EVD_SKIP_SAN:-}" ]; then
     step unit-api-tsan 900 "$top/build-tsan/evd_unit_api" --gtest_filter='*Thread*'
     step unit-internal-tsan 900 "$top/build-tsan/evd_unit_internal" --gtest_filter='*Thread*'
     unset TSAN_OPTIONS UBSAN_OPTIONS
+fi
+
+# ------------------------------------------------------------ fuzzing
+# libFuzzer over every parser of untrusted bytes (test/fuzz), a minute each.
+if [ -z "${EVD_SKIP_FUZZ:-}" ]; then
+    step fuzz 1800 bash "$top/test/fuzz/run.sh" "${EVD_FUZZ_SECONDS:-60}"
 fi
 
 # ------------------------------------------------------------ VM tier (rxe)

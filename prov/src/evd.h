@@ -105,11 +105,28 @@ inline T* from_fid(Fid* f) noexcept {
 }
 
 // ------------------------------------------------------------------ entry guard
+// Where an entry point is: std::source_location, or (clang 14 with
+// libstdc++ 12, which the fuzz build uses, lacks it) the same from the
+// compiler's builtins.
+#if defined(__cpp_lib_source_location)
+using code_location = std::source_location;
+#else
+struct code_location {
+    const char* fn = "";
+    static constexpr code_location current(const char* f = __builtin_FUNCTION()) noexcept {
+        code_location l;
+        l.fn = f;
+        return l;
+    }
+    constexpr const char* function_name() const noexcept { return fn; }
+};
+#endif
+
 // Runs an entry point body; an exception never crosses into libfabric. What
 // was caught is logged with the entry point's name, then returned as an
 // error code: -FI_ENOMEM for an allocation failure, -FI_EOTHER otherwise.
 template <class F>
-inline auto guard(F&& f, std::source_location at = std::source_location::current()) noexcept
+inline auto guard(F&& f, code_location at = code_location::current()) noexcept
     -> decltype(f()) {
     try {
         return f();
