@@ -16,16 +16,9 @@
 
 #include "cm.h"
 
-namespace {
+#include "check.h"
 
-// A broken invariant: say which, then abort (libFuzzer keeps the input).
-#define check(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            std::abort();                                                        \
-        }                                                                        \
-    } while (0)
+namespace {
 
 void check_unpack(const uint8_t* data, size_t size) {
     const uint8_t* user = nullptr;

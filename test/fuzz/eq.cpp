@@ -22,16 +22,9 @@
 #include "eq.h"
 #include "fabric.h"
 
-namespace {
+#include "check.h"
 
-// A broken invariant: say which, then abort (libFuzzer keeps the input).
-#define check(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            std::abort();                                                        \
-        }                                                                        \
-    } while (0)
+namespace {
 
 struct fid_fabric* fabric() {
     static struct fid_fabric* fab = [] {

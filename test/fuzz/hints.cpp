@@ -20,45 +20,11 @@
 #include <vector>
 
 #include "info.h"
+#include "../unit/fake_devices.h"
+
+#include "check.h"
 
 namespace {
-
-// A broken invariant: say which, then abort (libFuzzer keeps the input).
-#define check(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            std::abort();                                                        \
-        }                                                                        \
-    } while (0)
-
-std::vector<evd::dev_desc> devices() {
-    evd::dev_desc roce;
-    roce.name = "roce0";
-    roce.transport = IBV_TRANSPORT_IB;
-    roce.link_layer = IBV_LINK_LAYER_ETHERNET;
-    roce.port_state = IBV_PORT_ACTIVE;
-    roce.max_qp = roce.max_cq = roce.max_mr = 1000;
-    roce.max_qp_wr = 4096;
-    roce.max_sge = 8;
-    roce.max_srq = 16;
-    roce.max_msg_sz = 1u << 30;
-    roce.max_inline = 64;
-    sockaddr_in s4{};
-    s4.sin_family = AF_INET;
-    inet_pton(AF_INET, "192.0.2.1", &s4.sin_addr);
-    sockaddr_in6 s6{};
-    s6.sin6_family = AF_INET6;
-    inet_pton(AF_INET6, "2001:db8::1", &s6.sin6_addr);
-    roce.addrs.resize(2);
-    roce.addrs[0].set(reinterpret_cast<sockaddr*>(&s4), sizeof s4);
-    roce.addrs[1].set(reinterpret_cast<sockaddr*>(&s6), sizeof s6);
-    evd::dev_desc ib = roce;
-    ib.name = "ib0";
-    ib.link_layer = IBV_LINK_LAYER_INFINIBAND;
-    ib.addrs.clear();
-    return {roce, ib};
-}
 
 // A heap copy of exactly n input bytes (nullptr for none), freed by fi_freeinfo.
 void* exact(FuzzedDataProvider& in, size_t* n) {
@@ -148,7 +114,7 @@ void fill(FuzzedDataProvider& in, struct fi_info* h) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    static const std::vector<evd::dev_desc> devs = devices();
+    static const std::vector<evd::dev_desc> devs = evdtest::fake_devices();
     FuzzedDataProvider in(data, size);
     const uint32_t versions[] = {FI_VERSION(1, 4), FI_VERSION(1, 5), FI_VERSION(1, 17),
                                  FI_VERSION(1, 21), FI_VERSION(2, 0), FI_VERSION(2, 1)};

@@ -358,6 +358,18 @@ rec request(CmRxe& t, struct fid_ep** cep) {
     return req;
 }
 
+// A request of a new client endpoint (*cep), adopted by fi_endpoint on the
+// server's domain and not answered yet: the server's endpoint, or nullptr.
+struct fid_ep* adopted(CmRxe& t, struct fid_ep** cep) {
+    rec req = request(t, cep);
+    EXPECT_NE(req.info, nullptr);
+    if (!req.info) return nullptr;
+    struct fid_ep* sep = nullptr;
+    EXPECT_EQ(fi_endpoint(t.srv.dom, req.info, &sep, nullptr), 0);
+    fi_freeinfo(req.info);
+    return sep;
+}
+
 // Accepts on sep and waits for FI_CONNECTED on both sides.
 void accept_and_wait(CmRxe& t, struct fid_ep* cep, struct fid_ep* sep) {
     ASSERT_EQ(t.srv.setup_ep(sep), 0);
@@ -480,11 +492,8 @@ TEST_F(CmRxe, BindingAnAdoptedEndpointWhileItsRequestEndsDoesNotHang) {
     for (int i = 0; i < 12; i++) {
         SCOPED_TRACE("round " + std::to_string(i));
         struct fid_ep* cep = nullptr;
-        rec req = request(*this, &cep);
-        ASSERT_NE(req.info, nullptr);
-        struct fid_ep* sep = nullptr;
-        ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
-        fi_freeinfo(req.info);
+        struct fid_ep* sep = adopted(*this, &cep);
+        ASSERT_NE(sep, nullptr);
         ASSERT_EQ(fi_close(&cep->fid), 0);  // the peer gives up: its REJ reaches sep's id
         std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let it arrive (not read)
         struct fid_eq* eq2 = nullptr;
@@ -524,11 +533,8 @@ TEST_F(CmRxe, BindingAnAdoptedEndpointWhileItsRequestEndsDoesNotHang) {
 
 TEST_F(CmRxe, AdoptedEndpointOutlivesItsListener) {
     struct fid_ep* cep = nullptr;
-    rec req = request(*this, &cep);
-    ASSERT_NE(req.info, nullptr);
-    struct fid_ep* sep = nullptr;
-    ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
-    fi_freeinfo(req.info);
+    struct fid_ep* sep = adopted(*this, &cep);
+    ASSERT_NE(sep, nullptr);
     ASSERT_EQ(fi_close(&pep->fid), 0);  // the adopted request is not rejected
     pep = nullptr;
     accept_and_wait(*this, cep, sep);

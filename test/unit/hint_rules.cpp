@@ -20,41 +20,12 @@
 #include "api.h"
 #include "hint_rules.h"
 #include "info.h"
+#include "fake_devices.h"
 
 namespace {
 
 using evd::hint_cmp;
 using evd::hint_rule;
-
-// A RoCE device (IPv4 and IPv6 addresses, SRQs) and an InfiniBand one
-// (AF_IB only): between them every addr_format evd accepts has an answer.
-std::vector<evd::dev_desc> devices() {
-    evd::dev_desc roce;
-    roce.name = "roce0";
-    roce.transport = IBV_TRANSPORT_IB;
-    roce.link_layer = IBV_LINK_LAYER_ETHERNET;
-    roce.port_state = IBV_PORT_ACTIVE;
-    roce.max_qp = roce.max_cq = roce.max_mr = 1000;
-    roce.max_qp_wr = 4096;
-    roce.max_sge = 8;
-    roce.max_srq = 16;
-    roce.max_msg_sz = 1u << 30;
-    roce.max_inline = 64;
-    sockaddr_in s4{};
-    s4.sin_family = AF_INET;
-    inet_pton(AF_INET, "192.0.2.1", &s4.sin_addr);
-    sockaddr_in6 s6{};
-    s6.sin6_family = AF_INET6;
-    inet_pton(AF_INET6, "2001:db8::1", &s6.sin6_addr);
-    roce.addrs.resize(2);
-    roce.addrs[0].set(reinterpret_cast<sockaddr*>(&s4), sizeof s4);
-    roce.addrs[1].set(reinterpret_cast<sockaddr*>(&s6), sizeof s6);
-    evd::dev_desc ib = roce;
-    ib.name = "ib0";
-    ib.link_layer = IBV_LINK_LAYER_INFINIBAND;
-    ib.addrs.clear();
-    return {roce, ib};
-}
 
 // Hints every row accepts: fi_allocinfo() plus the registration modes evd
 // needs and FI_RX_CQ_DATA (so cq_data_size may be asked for).
@@ -130,7 +101,7 @@ std::string row_name(const hint_rule& r) {
 
 int answer(const fi_info* h, uint32_t ver) {
     fi_info* out = nullptr;
-    int rc = evd::build_infos(devices(), ver, {}, h, &out);
+    int rc = evd::build_infos(evdtest::fake_devices(), ver, {}, h, &out);
     EXPECT_EQ(rc != 0, out == nullptr);
     fi_freeinfo(out);
     return rc;
