@@ -518,10 +518,10 @@ int op_port_state(struct fid_domain* f, struct fi_evd_port_state* st) {
         if (dom->dev) copy_name(st->device, dom->dev->name.c_str());
         st->port_num = dom->port_num;
         int s = dom->port_state.load(std::memory_order_acquire);
-        if (s == IBV_PORT_NOP && dom->dev && dom->dev->verbs) {
+        if (s == IBV_PORT_NOP && dom->dev && dom->dev->ctx) {
             // No port event seen yet and the domain did not record the state.
             struct ibv_port_attr pa {};
-            if (ibv_query_port(dom->dev->verbs, dom->port_num, &pa) == 0) {
+            if (ibv_query_port(dom->dev->ctx.get(), dom->port_num, &pa) == 0) {
                 int expected = IBV_PORT_NOP;
                 dom->port_state.compare_exchange_strong(expected, pa.state);
                 s = dom->port_state.load(std::memory_order_acquire);

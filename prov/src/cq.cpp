@@ -843,7 +843,7 @@ int check_cond_flags(const struct fi_cq_attr* attr) {
 // The ibv_cq: attr's size (or FI_EVD_CQ_SIZE) within the device's max_cqe,
 // on the completion vector FI_AFFINITY names when the device has it.
 int create_ibcq(cq* c, domain* dom, const struct fi_cq_attr& attr) {
-    struct ibv_context* verbs = dom->dev->verbs;
+    struct ibv_context* verbs = dom->dev->ctx.get();
     size_t max_cqe = static_cast<size_t>(dom->dev->attr.orig_attr.max_cqe);
     size_t size = attr.size ? attr.size : get_params().cq_size;
     if (max_cqe && size > max_cqe) {
@@ -888,7 +888,7 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
         if (int r = take_format(c.get(), attr)) return r;
         if (int r = take_wait_obj(c.get(), attr)) return r;
         if (int r = check_cond_flags(attr)) return r;
-        struct ibv_context* verbs = dom->dev->verbs;
+        struct ibv_context* verbs = dom->dev->ctx.get();
         if (int r = open_wait_fds(c.get(), verbs)) return r;
         if (int r = create_ibcq(c.get(), dom, *attr)) return r;
         c->ring_cap = static_cast<size_t>(c->ibcq->cqe) + kBatch;

@@ -3,8 +3,8 @@
 //
 // How endpoints use them (ep_msg.cpp):
 //  * fi_ep_bind(ep, cq_fid, flags): resolve with cq_from_fid(); the ibv_cq to
-//    hand to rdma_create_qp() is cq_ibv(). Hold cq_bind_ref() while bound.
-//  * After rdma_create_qp() succeeded, call cq_attach_qp() on each bound CQ so
+//    hand to ibv_create_qp() is cq_ibv(). Hold cq_bind_ref() while bound.
+//  * After ibv_create_qp() succeeded, call cq_attach_qp() on each bound CQ so
 //    that a fatal completion error read from that CQ can be turned into the
 //    endpoint's terminal event (ep_terminal_error()); call cq_detach_qp()
 //    before the QP is destroyed. Do NOT hold the endpoint's own lock while

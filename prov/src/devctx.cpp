@@ -1,14 +1,20 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// Device contexts: the process-wide table of librdmacm's ibv_contexts, one
-// owner each, and the single serialized reader of each context's async fd.
+// Device contexts: the process-wide table of RDMA devices (named by
+// librdmacm's ibv_contexts), evd's own context on each, and the single
+// serialized reader of that context's async fd.
 //
-// Why one reader: the async fd of a context is shared by every domain of the
-// process on that device. Two threads calling ibv_get_async_event on it at
-// once each get some of the events (and a blocking read can hang a thread
-// that lost the race; libfabric issues #10913, #12181). Here the fd is made
-// non-blocking once, readers try_lock read_mu and leave when another thread
-// is already draining, and every event read is dispatched to its owner
-// (async.cpp) before it is acknowledged.
+// Why a context of its own: librdmacm opens one context per device for the
+// whole process, and anyone may read its async fd (an application's own
+// async thread, another provider). Two readers of one async fd each get some
+// of the events, and a reader that finds the fd switched to non-blocking
+// under it fails. evd's objects live on the context it opened, so the kernel
+// delivers their events there, port and device events reach every context of
+// the device, and librdmacm's contexts stay exactly as their users left them.
+//
+// Why one reader: evd's context is shared by every domain of the process on
+// that device. Here its fd is made non-blocking once, readers try_lock read_mu
+// and leave when another thread is already draining, and every event read is
+// dispatched to its owner (async.cpp) before it is acknowledged.
 #include "config.h"
 #include "devctx.h"
 
@@ -61,16 +67,22 @@ std::unique_ptr<devctx> make_devctx(struct ibv_context* verbs) {
     auto d = std::make_unique<devctx>();
     d->verbs = verbs;
     d->name = ibv_get_device_name(verbs->device);
-    if (ibv_query_device_ex(verbs, nullptr, &d->attr)) {
+    d->ctx.reset(ibv_open_device(verbs->device));
+    if (!d->ctx) {
+        EVD_WARN(FI_LOG_DOMAIN, "%s: ibv_open_device failed: %s; device not used\n",
+                 d->name.c_str(), strerror(errno));
+        return nullptr;
+    }
+    if (ibv_query_device_ex(d->ctx.get(), nullptr, &d->attr)) {
         d->attr = {};
-        if (ibv_query_device(verbs, &d->attr.orig_attr)) {
+        if (ibv_query_device(d->ctx.get(), &d->attr.orig_attr)) {
             EVD_WARN(FI_LOG_DOMAIN, "ibv_query_device(%s) failed: %d\n", d->name.c_str(), errno);
             return nullptr;
         }
     }
     d->ports.resize(d->attr.orig_attr.phys_port_cnt);
     for (size_t p = 0; p < d->ports.size(); ++p)
-        if (ibv_query_port(verbs, static_cast<uint8_t>(p + 1), &d->ports[p])) d->ports[p] = {};
+        if (ibv_query_port(d->ctx.get(), static_cast<uint8_t>(p + 1), &d->ports[p])) d->ports[p] = {};
     return d;
 }
 
@@ -99,10 +111,12 @@ void collect_locked() {
         bool ref = false;
         for (auto& g : gens) ref = ref || in_gen(g, d.get());
         if (ref) continue;
-        // users == 0 here (a used device keeps its list), so nothing reads verbs.
+        // users == 0 here (a used device keeps its list), so nothing reads
+        // verbs or ctx: no object of evd is left on the context.
         d->dead.store(true);
         d->released = true;
         d->verbs = nullptr;
+        d->ctx.reset();
         EVD_INFO(FI_LOG_DOMAIN, "%s: device gone, context released\n", d->name.c_str());
     }
 }
@@ -175,7 +189,7 @@ void source_progress(eq_source* src) { devctx_poll_async(static_cast<devctx*>(sr
 
 void set_nonblock(devctx* d) {
     std::call_once(d->nonblock_once, [d] {
-        int fd = d->verbs->async_fd;
+        int fd = d->ctx->async_fd;  // evd's own context: its flags are evd's
         int fl = fcntl(fd, F_GETFL);
         if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
             EVD_WARN(FI_LOG_DOMAIN, "%s: cannot make the async fd non-blocking: %d\n",
@@ -189,7 +203,7 @@ void note_port_event(devctx* d, const struct ibv_async_event& ev) {
     int port = ev.element.port_num;
     if (port < 1) return;
     struct ibv_port_attr pa {};
-    if (ibv_query_port(d->verbs, static_cast<uint8_t>(port), &pa) != 0) return;
+    if (ibv_query_port(d->ctx.get(), static_cast<uint8_t>(port), &pa) != 0) return;
     std::lock_guard<std::mutex> lk(d->port_mu);
     if (static_cast<size_t>(port) <= d->ports.size()) d->ports[port - 1] = pa;
 }
@@ -279,27 +293,27 @@ std::vector<struct ibv_port_attr> devctx_refresh_ports(devctx* d) {
     std::lock_guard<std::mutex> lk(d->port_mu);
     for (size_t p = 0; p < d->ports.size(); ++p) {
         struct ibv_port_attr pa {};
-        if (ibv_query_port(d->verbs, static_cast<uint8_t>(p + 1), &pa) == 0) d->ports[p] = pa;
+        if (ibv_query_port(d->ctx.get(), static_cast<uint8_t>(p + 1), &pa) == 0) d->ports[p] = pa;
     }
     return d->ports;
 }
 
 uint32_t devctx_max_inline(devctx* d) {
     std::call_once(d->inline_once, [d] {
-        d->max_inline = probe_max_inline(d->verbs);
+        d->max_inline = probe_max_inline(d->ctx.get());
         EVD_INFO(FI_LOG_DOMAIN, "%s: max_inline_data %u\n", d->name.c_str(), d->max_inline);
     });
     return d->max_inline;
 }
 
 void devctx_poll_async(devctx* d) {
-    if (!d || !d->verbs) return;  // released: only reachable after every user left
+    if (!d || !d->ctx) return;  // released: only reachable after every user left
     set_nonblock(d);
     std::unique_lock<std::mutex> lk(d->read_mu, std::try_to_lock);
     if (!lk.owns_lock()) return;  // another thread is draining this fd
     for (;;) {
         struct ibv_async_event ev;
-        if (ibv_get_async_event(d->verbs, &ev)) {
+        if (ibv_get_async_event(d->ctx.get(), &ev)) {
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
                 EVD_WARN(FI_LOG_DOMAIN, "%s: ibv_get_async_event: %d\n", d->name.c_str(), errno);
             break;
@@ -344,7 +358,7 @@ int devctx_attach_eq(devctx* d, eq* q) {
         a.q = q;
         a.count = 1;
         a.src = std::make_unique<eq_source>();
-        a.src->fd = d->verbs->async_fd;
+        a.src->fd = d->ctx->async_fd;
         a.src->progress = source_progress;
         a.src->arg = d;
         d->attached.reserve(d->attached.size() + 1);  // no throw after eq_add_source

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// Device contexts: one owner per ibv_context that librdmacm opened, shared by
-// every domain of the process on that device. The owner reads the context's
+// Device contexts: one per RDMA device of the process, shared by every domain
+// on that device. librdmacm's ibv_context of the device names it (rdma_cm ids
+// carry it) and is only ever queried; evd creates its PDs, CQs, QPs, SRQs and
+// MRs on a context it opens itself (ibv_open_device), reads that context's
 // async fd (one reader, serialized) and dispatches each event through
-// async.cpp's translation table to the object registered for it.
+// async.cpp's translation table to the object registered for it. librdmacm's
+// contexts belong to every user of librdmacm in the process: evd never reads
+// their async fds or changes their flags.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -15,6 +19,7 @@
 
 #include "eq.h"
 #include "evd.h"
+#include "owners.h"
 
 namespace evd {
 
@@ -47,7 +52,14 @@ struct async_target {
 };
 
 struct devctx {
-    struct ibv_context* verbs = nullptr;  // librdmacm's context; never closed by evd
+    // librdmacm's context (the one rdma_cm ids on this device carry): matched
+    // against ids and queried, never read from, changed or closed by evd.
+    struct ibv_context* verbs = nullptr;
+    // evd's own context on the same device (ibv_open_device): every verbs
+    // object evd creates lives here, and its async fd is the one evd reads.
+    // Closed when the device is released (the kernel can then finish a
+    // device removal).
+    ibv_context_ptr ctx;
     std::string name;                     // ibv_get_device_name()
     struct ibv_device_attr_ex attr {};
     std::vector<struct ibv_port_attr> ports;  // index 0 = port 1
@@ -89,7 +101,7 @@ struct devctx {
 // evd frees the lists that referenced it, so librdmacm can close the context
 // and the kernel can finish removing the device. The devctx struct itself
 // stays allocated until provider cleanup (pointers to it never dangle), with
-// verbs == nullptr after the release.
+// verbs == nullptr and ctx closed after the release.
 //
 // devctx_by_name: a live device by name, HELD (users + 1): the caller must
 // devctx_put() it (a domain does so on close). nullptr if none.

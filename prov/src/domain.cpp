@@ -223,7 +223,7 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
         } hold{dev};
         info_ptr dup(fi_dupinfo(info));
         if (!dup) return -FI_ENOMEM;
-        ibv_pd_ptr pd(ibv_alloc_pd(dev->verbs));
+        ibv_pd_ptr pd(ibv_alloc_pd(dev->ctx.get()));
         if (!pd) {
             int e = errno;
             EVD_WARN(FI_LOG_DOMAIN, "fi_domain: ibv_alloc_pd(%s): %d\n", dev->name.c_str(), e);

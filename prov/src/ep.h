@@ -15,7 +15,8 @@
 //    FI_CLASS_SRX_CTX (srx_fid, srx_bind_ref); FI_CLASS_CNTR is handed to
 //    ep_data_bind(), which validates the counter, fills the *_cntr fields and
 //    takes its refs; ep_data_close() drops them at fi_close.
-//  * The CM half creates the QP (rdma_create_qp on the cm_id, the domain's PD)
+//  * The CM half creates the QP (ibv_create_qp on the domain's PD, handed to
+//    the cm_id),
 //    at fi_enable (or fi_connect/fi_accept when the device is only known
 //    then), with send_cq = cq_ibv(tx_cq), recv_cq = cq_ibv(rx_cq),
 //    srq = srx_ibv(srx_fid). Once ep->qp is non-null (release store on qp_ready)
@@ -158,8 +159,8 @@ struct ep {
     // --- QP (created by the CM half, used by the data path). An active
     // endpoint's QP is made at fi_enable on the domain's PD and handed to
     // its id (id->qp) once address resolution bound the id to a device;
-    // until then id->qp is null and the QP belongs to evd alone.
-    ibv_qp_ptr qp;  // destroyed by ep_destroy_qp (ep.h), the way it was made
+    // until then id->qp is null. Either way e owns it: the id only drives it.
+    ibv_qp_ptr qp;  // destroyed by ep_destroy_qp (ep.h), which takes it from the id first
     std::atomic<bool> qp_ready{false};
     // A progress probe is posted and its deadline armed (probe.h).
     std::atomic<bool> probing{false};
@@ -205,14 +206,16 @@ cntr_route* ep_data_route(ep* e);
 // ---- the QP (ep_qp.cpp)
 // Creates e's RC QP with its CQs (and SRQ) bound, registers it for async
 // events and fatal completions, and publishes it to the data path
-// (qp_ready). Caller holds e->mu. An id already on a device (a connection
-// request, an endpoint bound by fi_setname or to its pep's port) gets it
-// through rdma_create_qp, which also applies the peer's ECE; an endpoint not
-// yet bound gets a QP on the domain's PD, handed to its id at ADDR_RESOLVED
-// (ep_cm_event), which spares the address queries binding first would cost.
+// (qp_ready). Caller holds e->mu. The QP is made on the domain's PD, on evd's
+// own device context (devctx.h: never librdmacm's), with the peer's ECE
+// applied. An id already on a device (a connection request, an endpoint bound
+// by fi_setname or to its pep's port) gets it at once (id->qp, INIT as
+// rdma_cm says); an endpoint not yet bound hands it to its id at
+// ADDR_RESOLVED (ep_cm_event), which spares the address queries binding
+// first would cost. From then on rdma_cm moves it (RTR, RTS, ERR).
 int ep_create_qp(ep* e);
-// Destroys e->qp: through its id when it was handed to it (rdma_destroy_qp),
-// else directly. Caller holds e->mu, after qp_ready was cleared.
+// Takes e->qp back from its id (id->qp) and destroys it. Caller holds e->mu,
+// after qp_ready was cleared.
 void ep_destroy_qp(ep* e);
 
 // ---- the connection state machine (ep_cm.cpp), callable from anywhere

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 // An active endpoint's RC queue pair: its size from the endpoint's
-// attributes and the device's limits, its creation on the domain's PD, and
-// its registration for async events and fatal completions (ep.h).
+// attributes and the device's limits, its creation on the domain's PD (evd's
+// own device context), its hand-over to the rdma_cm id, and its registration
+// for async events and fatal completions (ep.h).
 #include <rdma/rdma_cma.h>
 
 #include <cstring>
@@ -23,11 +24,12 @@ uint32_t clamp_u32(size_t v, uint32_t lo, uint32_t hi) {
     return static_cast<uint32_t>(v);
 }
 
-// Moves a QP evd made itself from RESET to INIT, so that receives can be
-// posted before the connection exists. The port and P_Key index are
-// placeholders: librdmacm moves the QP through INIT again with the values
-// address resolution chose (INIT->INIT may change both) before RTR.
-int init_own_qp(struct ibv_qp* qp) {
+// Moves a QP of an endpoint whose id is not on a device yet from RESET to
+// INIT, so that receives can be posted before the connection exists. The
+// port and P_Key index are placeholders: rdma_cm moves the QP through INIT
+// again with the values address resolution chose (INIT->INIT may change
+// both) before RTR.
+int init_unbound_qp(struct ibv_qp* qp) {
     struct ibv_qp_attr at = {};
     at.qp_state = IBV_QPS_INIT;
     at.pkey_index = 0;
@@ -37,6 +39,45 @@ int init_own_qp(struct ibv_qp* qp) {
                                          IBV_QP_ACCESS_FLAGS);
     if (rc) EVD_WARN(FI_LOG_EP_CTRL, "ibv_modify_qp(INIT): %s\n", strerror(rc));
     return rc;
+}
+
+// Moves the QP of an endpoint whose id is on a device (a connection request,
+// an endpoint bound to an address) to INIT with the port, P_Key index and
+// access rights rdma_cm chose for the id.
+int init_bound_qp(struct rdma_cm_id* id, struct ibv_qp* qp) {
+    struct ibv_qp_attr at = {};
+    int mask = 0;
+    at.qp_state = IBV_QPS_INIT;
+    if (rdma_init_qp_attr(id, &at, &mask)) {
+        int err = errno;
+        EVD_WARN(FI_LOG_EP_CTRL, "rdma_init_qp_attr(INIT): %s\n", strerror(err));
+        return err ? err : EINVAL;
+    }
+    int rc = ibv_modify_qp(qp, &at, mask);
+    if (rc) EVD_WARN(FI_LOG_EP_CTRL, "ibv_modify_qp(INIT): %s\n", strerror(rc));
+    return rc;
+}
+
+// Enhanced Connection Establishment: the QP takes the options the peer
+// offered when it offered the QP's vendor (a connection request), and rdma_cm
+// is told what the QP supports, for the request or reply it sends. A device
+// without ECE answers EOPNOTSUPP or vendor 0: nothing to agree on.
+void agree_ece(struct rdma_cm_id* id, struct ibv_qp* qp) {
+    struct ibv_ece local = {};
+    if (ibv_query_ece(qp, &local) || !local.vendor_id) return;
+    struct ibv_ece remote = {};
+    if (rdma_get_remote_ece(id, &remote) == 0 && remote.vendor_id) {
+        struct ibv_ece want = remote;
+        if (remote.vendor_id != local.vendor_id) {  // another vendor: nothing extra
+            want = {};
+            want.vendor_id = local.vendor_id;
+        }
+        if (int rc = ibv_set_ece(qp, &want))
+            EVD_INFO(FI_LOG_EP_CTRL, "ibv_set_ece: %s\n", strerror(rc));
+        if (ibv_query_ece(qp, &local)) return;
+    }
+    if (rdma_set_local_ece(id, &local))
+        EVD_INFO(FI_LOG_EP_CTRL, "rdma_set_local_ece: %s\n", strerror(errno));
 }
 
 // The QP's attributes: its CQs (and SRQ) and its sizes, from the
@@ -75,24 +116,18 @@ int qp_failed(const struct ibv_qp_init_attr& a, int err, const char* what) {
     return fi_err(err);
 }
 
-// Makes e->qp: through rdma_create_qp when the id is on a device already,
-// else on the domain's PD, in INIT, with its ECE told to rdma_cm.
+// Makes e->qp on the domain's PD (evd's own device context, devctx.h), in
+// INIT, with its ECE told to rdma_cm. An id already on a device drives the
+// QP from here on (e->id->qp: RTR and RTS at connect or accept, ERR at
+// disconnect); the endpoint still owns it (ep_destroy_qp).
 int make_qp(ep* e, struct ibv_qp_init_attr* a) {
-    if (e->id->verbs) {
-        if (rdma_create_qp(e->id.get(), e->dom->pd.get(), a))
-            return qp_failed(*a, errno, "rdma_create_qp");
-        e->qp.reset(e->id->qp);  // destroyed through the id (ep_destroy_qp)
-        return 0;
-    }
     ibv_qp_ptr qp(ibv_create_qp(e->dom->pd.get(), a));
     if (!qp) return qp_failed(*a, errno, "ibv_create_qp");
-    if (int rc = init_own_qp(qp.get())) return fi_err(rc);
-    // What rdma_create_qp would tell rdma_cm about the QP: its ECE
-    // (a device without ECE answers EOPNOTSUPP or vendor 0: nothing to say).
-    struct ibv_ece ece = {};
-    if (ibv_query_ece(qp.get(), &ece) == 0 && ece.vendor_id &&
-        rdma_set_local_ece(e->id.get(), &ece))
-        EVD_INFO(FI_LOG_EP_CTRL, "rdma_set_local_ece: %s\n", strerror(errno));
+    agree_ece(e->id.get(), qp.get());  // before RTR: in RESET already
+    bool bound = e->id->verbs != nullptr;
+    if (int rc = bound ? init_bound_qp(e->id.get(), qp.get()) : init_unbound_qp(qp.get()))
+        return fi_err(rc);
+    if (bound) e->id->qp = qp.get();
     e->qp = std::move(qp);
     return 0;
 }
@@ -131,12 +166,8 @@ int ep_create_qp(ep* e) {
 
 void ep_destroy_qp(ep* e) {
     if (!e->qp) return;
-    if (e->id && e->id->qp == e->qp.get()) {
-        (void)e->qp.release();
-        rdma_destroy_qp(e->id.get());  // also forgets it in the id
-    } else {
-        e->qp.reset();  // never handed to the id
-    }
+    if (e->id && e->id->qp == e->qp.get()) e->id->qp = nullptr;  // rdma_cm lets go first
+    e->qp.reset();
 }
 
 }  // namespace evd

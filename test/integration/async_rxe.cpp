@@ -14,8 +14,12 @@
 //   * a CQ overrun: CQ_ERR on the CQ's fid via the domain's EQ;
 //   * SRQ limit: SRQ_LIMIT_REACHED on the shared rx context's fid after
 //     srq_arm (FI_EVD_ASYNC_OPS);
-//   * evd_eqwatch prints the records of a link flap.
+//   * evd_eqwatch prints the records of a link flap;
+//   * librdmacm's context is left to its other readers: an async thread of
+//     the application on it keeps its blocking fd and every port event, and
+//     never sees the events of evd's objects (evd reads its own context).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 #include <netinet/in.h>
@@ -26,6 +30,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/rdma_cma.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +40,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -534,6 +540,101 @@ TEST_F(AsyncRxe, SrqLimitReachedOnTheSrxFid) {
     sb.close();
     rb.close();
     p.close();
+}
+
+// An application's own async thread on librdmacm's context of rxe0 (the
+// context rdma_cm ids carry, shared by every librdmacm user of the process)
+// while evd has connected endpoints and a shared receive context there: the
+// thread's fd stays as it set it (blocking), a link flap gives PORT_ERR to
+// both the thread and evd's domain EQ, and the SRQ event of evd's shared rx
+// context goes to evd only. Before evd opened a context of its own, it read
+// and acknowledged every event of this fd and made it non-blocking.
+TEST_F(AsyncRxe, LibrdmacmsContextIsLeftToItsOtherReaders) {
+    int ndev = 0;
+    struct ibv_context** cms = rdma_get_devices(&ndev);
+    ASSERT_NE(cms, nullptr);
+    struct ibv_context* cm = nullptr;
+    for (int i = 0; i < ndev && cms[i]; ++i)
+        if (!std::strcmp(ibv_get_device_name(cms[i]->device), dev0())) cm = cms[i];
+    ASSERT_NE(cm, nullptr) << "librdmacm has no context of " << dev0();
+    const int flags0 = fcntl(cm->async_fd, F_GETFL);
+    ASSERT_GE(flags0, 0);
+    ASSERT_EQ(flags0 & O_NONBLOCK, 0) << "librdmacm's async fd starts blocking";
+
+    // The application's async thread: waits for the fd, then reads it the
+    // way a blocking reader does.
+    std::atomic<bool> stop{false};
+    std::mutex mu;
+    std::vector<int> seen;
+    std::thread app([&] {
+        while (!stop.load()) {
+            struct pollfd pf = {cm->async_fd, POLLIN, 0};
+            if (poll(&pf, 1, 20) <= 0) continue;
+            struct ibv_async_event ev;
+            if (ibv_get_async_event(cm, &ev)) continue;
+            {
+                std::lock_guard<std::mutex> lk(mu);
+                seen.push_back(ev.event_type);
+            }
+            ibv_ack_async_event(&ev);
+        }
+    });
+    auto app_saw = [&](int type) {
+        std::lock_guard<std::mutex> lk(mu);
+        return std::count(seen.begin(), seen.end(), type);
+    };
+
+    pair_conn p;
+    ASSERT_TRUE(p.connect(64, /*server_srx=*/true));  // the server's side is rxe0
+    ASSERT_STREQ(p.srv.info->domain_attr->name, dev0());
+    mr_buf sb, rb;
+    ASSERT_TRUE(sb.reg(p.cli.dom, FI_SEND));
+    ASSERT_TRUE(rb.reg(p.srv.dom, FI_RECV));
+
+    // An event of evd's own object: SRQ_LIMIT_REACHED, to evd only.
+    for (int i = 0; i < 8; ++i)
+        ASSERT_EQ(fi_recv(p.srx, rb.buf.data() + 64 * i, 64, rb.desc(), 0, nullptr), 0);
+    ASSERT_EQ(p.srv.ops->srq_arm(p.srv.dom, p.srx, 4), 0);
+    for (int i = 0; i < 6; ++i)
+        ASSERT_EQ(fi_send(p.cep, sb.buf.data(), 8, sb.desc(), 0, nullptr), 0);
+    rec r = next_rec(p.srv.eq, kWait);
+    ASSERT_EQ(r.rc, static_cast<ssize_t>(sizeof(struct fi_eq_entry))) << describe(r);
+    EXPECT_EQ(r.event, static_cast<uint32_t>(FI_NOTIFY));
+    EXPECT_EQ(r.ent.fid, &p.srx->fid);
+    EXPECT_EQ(FI_EVD_NOTIFY_EVENT(r.ent.data), IBV_EVENT_SRQ_LIMIT_REACHED);
+
+    // A port event: to both.
+    ASSERT_EQ(link_set("down"), 0);
+    bool evd_port_err = false;
+    uint64_t end = mono_ns() + static_cast<uint64_t>(kWait) * 1000000ull;
+    while (!evd_port_err && mono_ns() < end) {
+        rec x = next_rec(p.srv.eq, 500);
+        if (x.rc == -FI_EAVAIL && x.err.prov_errno == IBV_EVENT_PORT_ERR) evd_port_err = true;
+    }
+    for (int i = 0; i < 200 && !app_saw(IBV_EVENT_PORT_ERR); ++i) usleep(50000);
+    EXPECT_TRUE(evd_port_err) << "evd's domain EQ got no PORT_ERR";
+    EXPECT_GE(app_saw(IBV_EVENT_PORT_ERR), 1) << "the application's thread lost the PORT_ERR";
+    ASSERT_EQ(rxetest::link_set_up(), 0);
+    wait_port_active();
+    for (int i = 0; i < 200 && !app_saw(IBV_EVENT_PORT_ACTIVE); ++i) usleep(50000);
+    EXPECT_GE(app_saw(IBV_EVENT_PORT_ACTIVE), 1);  // rxe may raise it twice
+
+    stop.store(true);
+    app.join();
+    EXPECT_EQ(fcntl(cm->async_fd, F_GETFL), flags0) << "someone changed librdmacm's async fd";
+    EXPECT_EQ(app_saw(IBV_EVENT_SRQ_LIMIT_REACHED), 0) << "evd's SRQ event reached librdmacm's context";
+    {
+        std::lock_guard<std::mutex> lk(mu);
+        for (int t : seen)
+            EXPECT_TRUE(t == IBV_EVENT_PORT_ERR || t == IBV_EVENT_PORT_ACTIVE ||
+                        t == IBV_EVENT_GID_CHANGE)
+                << "librdmacm's context got event " << t << " (" << ibv_event_type_str(
+                       static_cast<enum ibv_event_type>(t)) << ")";
+    }
+    sb.close();
+    rb.close();
+    p.close();
+    rdma_free_devices(cms);
 }
 
 // evd_eqwatch shows the records of a link flap.
