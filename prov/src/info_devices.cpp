@@ -65,7 +65,14 @@ int own_source(addr_query& q, const char* what) {
 // source address that rdma_cm would use to connect.
 int route_to_dest(addr_query& q) {
     cm_id_ptr id = sync_id(q.dest.family() == AF_IB ? RDMA_PS_IB : RDMA_PS_TCP);
-    if (!id) return fi_err(errno);
+    if (!id) {
+        // No rdma_cm (every device gone since the enumeration): nothing
+        // reaches the address, which fi_getinfo answers with FI_ENODATA.
+        int err = errno;
+        EVD_WARN(FI_LOG_CORE, "fi_getinfo: cannot resolve a route to %s (rdma_create_id: %s)\n",
+                 addr_str(q.dest).c_str(), std::strerror(err));
+        return err == ENOMEM ? -FI_ENOMEM : -FI_ENODATA;
+    }
     sockaddr_any dst = q.dest, src = q.src;
     if (rdma_resolve_addr(id.get(), src.len ? const_cast<sockaddr*>(src.sa()) : nullptr,
                           const_cast<sockaddr*>(dst.sa()), get_params().cm_timeout_ms) ||
