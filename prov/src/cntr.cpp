@@ -81,10 +81,9 @@ struct cntr {
 
 namespace {
 
-cntr* cntr_of(struct fid_cntr* f) {
-    if (!f || f->fid.fclass != FI_CLASS_CNTR) return nullptr;
-    return from_fid<cntr>(f);
-}
+// Callers in the counter's own tables (cntr_ops, cntr_fi_ops) only;
+// cntr_from_fid checks what it is given.
+cntr* cntr_of(struct fid_cntr* f) { return self_of<cntr>(f); }
 
 // After every change of value or err. Costs an atomic load unless somebody
 // waits (or the wait fd was exported).
@@ -317,8 +316,8 @@ extern struct fi_ops_cntr cntr_ops;
 
 // ---------------------------------------------------------------- contract
 cntr* cntr_from_fid(struct fid* f) {
-    if (!f) return nullptr;
-    return cntr_of(reinterpret_cast<struct fid_cntr*>(f));
+    if (!f || f->fclass != FI_CLASS_CNTR) return nullptr;
+    return from_fid<cntr>(reinterpret_cast<struct fid_cntr*>(f));
 }
 struct fid_domain* cntr_domain(cntr* c) { return c ? &c->dom->fid : nullptr; }
 void cntr_bind_ref(cntr* c) { c->refs.get(); }

@@ -97,10 +97,8 @@ struct cq {
 
 namespace {
 
-cq* cq_of(struct fid_cq* f) {
-    if (!f || f->fid.fclass != FI_CLASS_CQ) return nullptr;
-    return from_fid<cq>(f);
-}
+// Every caller is in the CQ's own tables (cq_ops, cq_fi_ops).
+cq* cq_of(struct fid_cq* f) { return self_of<cq>(f); }
 
 // Writes one successful completion in the CQ's format at out.
 void emit(const cq* c, const struct ibv_wc& wc, char* out) {

@@ -43,10 +43,8 @@ struct ep_dp {
     bool counted = false;
 };
 
-ep* ep_of(struct fid_ep* f) {
-    // hot path: only the tag is checked
-    return from_fid<ep>(f);
-}
+// Every caller is in ep_msg_ops or ep_rma_ops, set on active endpoints only.
+ep* ep_of(struct fid_ep* f) { return self_of<ep>(f); }
 
 ep_dp* dp_of(ep* e) { return static_cast<ep_dp*>(e->data_priv); }
 

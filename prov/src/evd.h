@@ -104,6 +104,17 @@ inline T* from_fid(Fid* f) noexcept {
     return obj;
 }
 
+// For entry points reached only through an evd object's own ops tables
+// (fi_cq_read(cq, ...) calls cq->ops->read(cq, ...), fi_send(ep, ...) calls
+// ep->msg->send(ep, ...)): the fid is the object whose table it is, so
+// nothing of it is read to recognise it, which keeps the data path to its
+// own loads. Entry points that take another object's fid (binds, fi_poll_add,
+// fi_trywait's list, wait set members) use from_fid.
+template <class T, class Fid>
+inline T* self_of(Fid* f) noexcept {
+    return reinterpret_cast<T*>(f);
+}
+
 // ------------------------------------------------------------------ entry guard
 // Where an entry point is: std::source_location, or (clang 14 with
 // libstdc++ 12, which the fuzz build uses, lacks it) the same from the
