@@ -18,6 +18,7 @@
 #include "eq.h"
 
 #include "eq_state.h"
+#include "mutex_cond.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -712,11 +713,7 @@ int open_signals(eq* q, enum fi_wait_obj wobj) {
         q->signals = true;
     }
     if (wobj == FI_WAIT_MUTEX_COND) {
-        pthread_mutex_init(&q->mc_mu, nullptr);
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_cond_init(&q->mc_cond, &ca);
-        pthread_condattr_destroy(&ca);
+        mutex_cond_init(&q->mc_mu, &q->mc_cond, CLOCK_REALTIME);
         q->has_mc = true;
     }
     return 0;

@@ -17,14 +17,9 @@
 
 #include "deadline.h"
 #include "eq_state.h"
+#include "mutex_cond.h"
 
 namespace evd {
-
-namespace {
-
-thread_local eq* tl_trywait_eq = nullptr;  // eq whose fi_trywait runs progress here
-
-}  // namespace
 
 // Clears the wait fd once the caller has seen there is nothing to wait for
 // (or, for threshold waits, not enough): the next event signals again.
@@ -77,15 +72,10 @@ void eq_signal(eq* q, wake_plan w) noexcept {
     }
     if (w.futex) (void)futex(&q->futex_seq, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr);
     if (w.mc) {
-        // fi_trywait of this EQ may run on this thread with the application
-        // holding the mutex (its documented pattern): broadcast without it.
-        if (tl_trywait_eq == q) {
-            pthread_cond_broadcast(&q->mc_cond);
-        } else {
-            pthread_mutex_lock(&q->mc_mu);
-            pthread_cond_broadcast(&q->mc_cond);
-            pthread_mutex_unlock(&q->mc_mu);
-        }
+        // fi_trywait may run this on the thread that holds the mutex
+        // (mutex_cond.h): then without taking it.
+        lock_unless_held lk(&q->mc_mu);
+        pthread_cond_broadcast(&q->mc_cond);
     }
     if (w.ws) wait_set_signal(q->ws);
 }
@@ -191,10 +181,7 @@ int eq_trywait(eq* q) {
         std::lock_guard<qlock> lk(q->mu);
         if (q->count || q->overrun) return -FI_EAGAIN;
     }
-    eq* prev = tl_trywait_eq;
-    tl_trywait_eq = q;
     eq_run_sources(q);
-    tl_trywait_eq = prev;
     std::lock_guard<qlock> lk(q->mu);
     if (q->count || q->overrun) return -FI_EAGAIN;
     eq_arm_locked(q);

@@ -31,6 +31,7 @@
 #include "eq.h"
 #include "deadline.h"
 #include "fabric.h"
+#include "mutex_cond.h"
 #include "owners.h"
 
 namespace evd {
@@ -48,8 +49,8 @@ struct wait_set {
     bool has_mc = false;
     pthread_mutex_t mc_mu = PTHREAD_MUTEX_INITIALIZER;
     pthread_cond_t mc_cond = PTHREAD_COND_INITIALIZER;
-    // Bumped by wait_set_signal, under mc_mu except when fi_trywait runs on
-    // the thread that may hold it (see there).
+    // Bumped by wait_set_signal, under mc_mu (or on the thread holding it,
+    // mutex_cond.h).
     std::atomic<uint64_t> seq{0};
     ~wait_set() {
         if (has_mc) {
@@ -62,16 +63,6 @@ struct wait_set {
 namespace {
 
 bool fd_based(enum fi_wait_obj w) { return w == FI_WAIT_FD || w == FI_WAIT_POLLFD; }
-
-// fi_trywait calls running on this thread: the application may hold a
-// MUTEX_COND set's mutex meanwhile (wait_set_signal).
-thread_local int tl_trywait_depth = 0;
-struct trywait_scope {
-    trywait_scope() { ++tl_trywait_depth; }
-    ~trywait_scope() { --tl_trywait_depth; }
-    trywait_scope(const trywait_scope&) = delete;
-    trywait_scope& operator=(const trywait_scope&) = delete;
-};
 
 // -FI_EAGAIN when some member has something pending; 0 when all are armed.
 int members_trywait(wait_set* ws) {
@@ -231,15 +222,11 @@ void wait_set_del(wait_set* ws, wait_member* m) {
 
 void wait_set_signal(wait_set* ws) noexcept {
     if (!ws || !ws->has_mc) return;
-    // fi_trywait runs source progress, which may land here, on a thread
-    // that may hold this very mutex: fi_poll(3)'s pattern is to lock it,
-    // call fi_trywait and wait on the condition. Locking it again would
-    // deadlock; when it is taken, signal without it.
-    const bool locked = tl_trywait_depth > 0 ? pthread_mutex_trylock(&ws->mc_mu) == 0
-                                             : pthread_mutex_lock(&ws->mc_mu) == 0;
+    // fi_trywait may run this on the thread that holds the mutex
+    // (mutex_cond.h): then without taking it.
+    lock_unless_held lk(&ws->mc_mu);
     ws->seq.fetch_add(1);
     pthread_cond_broadcast(&ws->mc_cond);
-    if (locked) pthread_mutex_unlock(&ws->mc_mu);
 }
 
 int fid_trywait(struct fid* f) {
@@ -281,12 +268,7 @@ int wait_open(struct fid_fabric* ff, struct fi_wait_attr* attr, struct fid_wait*
             break;
         case FI_WAIT_MUTEX_COND: {
             ws->wobj = FI_WAIT_MUTEX_COND;
-            pthread_mutex_init(&ws->mc_mu, nullptr);
-            pthread_condattr_t ca;
-            pthread_condattr_init(&ca);
-            pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-            pthread_cond_init(&ws->mc_cond, &ca);
-            pthread_condattr_destroy(&ca);
+            mutex_cond_init(&ws->mc_mu, &ws->mc_cond, CLOCK_MONOTONIC);
             ws->has_mc = true;
             break;
         }
@@ -331,7 +313,6 @@ int control_wait_fd(int command, void* arg, int fd, enum fi_wait_obj obj,
 int trywait(struct fid_fabric* ff, struct fid** fids, int count) {
     return guard([&] {
         if (!from_fid<fabric>(ff) || count < 0 || (count && !fids)) return -FI_EINVAL;
-        trywait_scope scope;
         for (int i = 0; i < count; i++) {
             int rc = fid_trywait(fids[i]);
             if (rc) return rc;

@@ -317,6 +317,44 @@ TEST_F(EqInternal, TrywaitWithTheWaitSetMutexHeldDoesNotDeadlock) {
     EXPECT_EQ(fi_close(&ws->fid), 0);
 }
 
+// The same across objects: the application holds EQ A's mutex (FI_WAIT_MUTEX_COND)
+// and calls fi_trywait on EQ B, whose source posts to A (a domain's EQ
+// reading a device's async fd posts to the EQ of the endpoint an event is
+// about). Signalling A must not take the mutex this thread holds.
+TEST_F(EqInternal, TrywaitOnAnEqPostingToAnotherWhoseMutexIsHeldDoesNotDeadlock) {
+    struct fid_eq* a = open(8, FI_WAIT_MUTEX_COND);
+    struct fid_eq* b = open(8, FI_WAIT_FD);
+    struct fi_mutex_cond mc {};
+    ASSERT_EQ(fi_control(&a->fid, FI_GETWAIT, &mc), 0);
+    fake_source s;
+    s.q = evd::eq_from_fid(a);  // B's source posts to A
+    ASSERT_EQ(evd::eq_add_source(evd::eq_from_fid(b), &s.src), 0);
+    struct fid* fa = &a->fid;
+    struct fid* fb = &b->fid;
+    EXPECT_EQ(evd::trywait(fab, &fa, 1), 0);  // A armed: the next post signals it
+    s.fire();
+    std::atomic<int> rc{1};
+    std::thread t([&] {
+        pthread_mutex_lock(mc.mutex);
+        int r = evd::trywait(fab, &fb, 1);
+        pthread_mutex_unlock(mc.mutex);
+        rc = r;
+    });
+    if (!evdtest::wait_until([&] { return rc.load() != 1; }, std::chrono::milliseconds(10000))) {
+        ADD_FAILURE() << "fi_trywait(B) deadlocked on A's mutex";
+        std::fflush(nullptr);
+        std::_Exit(1);
+    }
+    t.join();
+    EXPECT_EQ(rc.load(), 0);  // B itself has nothing
+    uint32_t ev;
+    struct fi_eq_cm_entry out {};
+    EXPECT_EQ(fi_eq_read(a, &ev, &out, sizeof out, 0), (ssize_t)sizeof out);
+    evd::eq_remove_source(evd::eq_from_fid(b), &s.src);
+    EXPECT_EQ(fi_close(&b->fid), 0);
+    EXPECT_EQ(fi_close(&a->fid), 0);
+}
+
 // eq_remove_source waits for a callback that is running; it must sleep,
 // not spin: while a callback takes 300 ms, the remover uses far less CPU.
 TEST_F(EqInternal, RemovingASourceWaitsForItsCallbackWithoutSpinning) {
