@@ -21,12 +21,7 @@
 #include "probe.h"
 #include "srx.h"
 
-#ifndef HAVE_DECL_IBV_EVENT_GID_CHANGE
-#define HAVE_DECL_IBV_EVENT_GID_CHANGE 0
-#endif
-#ifndef HAVE_DECL_IBV_EVENT_WQ_FATAL
-#define HAVE_DECL_IBV_EVENT_WQ_FATAL 0
-#endif
+// HAVE_DECL_IBV_EVENT_*: config.h (configure.ac's AC_CHECK_DECLS, always 0 or 1)
 
 namespace evd {
 namespace {

@@ -23,12 +23,7 @@
 #include "fabric.h"
 #include "internal_fabric.h"
 
-#ifndef HAVE_DECL_IBV_EVENT_GID_CHANGE
-#define HAVE_DECL_IBV_EVENT_GID_CHANGE 0
-#endif
-#ifndef HAVE_DECL_IBV_EVENT_WQ_FATAL
-#define HAVE_DECL_IBV_EVENT_WQ_FATAL 0
-#endif
+// HAVE_DECL_IBV_EVENT_*: config.h (configure.ac's AC_CHECK_DECLS, always 0 or 1)
 
 namespace {
 
