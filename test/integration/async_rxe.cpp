@@ -513,6 +513,16 @@ TEST_F(AsyncRxe, CqOverrunIsCqErrOnTheCqFid) {
     p.close();
 }
 
+// Posts 8 receives on the server's shared rx context, arms its limit at 4
+// (srq_arm) and sends 6 messages: rxe raises SRQ_LIMIT_REACHED.
+void raise_srq_limit(pair_conn& p, mr_buf& sb, mr_buf& rb) {
+    for (int i = 0; i < 8; ++i)
+        ASSERT_EQ(fi_recv(p.srx, rb.buf.data() + 64 * i, 64, rb.desc(), 0, nullptr), 0);
+    ASSERT_EQ(p.srv.ops->srq_arm(p.srv.dom, p.srx, 4), 0);
+    for (int i = 0; i < 6; ++i)
+        ASSERT_EQ(fi_send(p.cep, sb.buf.data(), 8, sb.desc(), 0, nullptr), 0);
+}
+
 // srq_arm(limit 4) on a shared rx context with 8 receives posted; 6 messages
 // arrive: one SRQ_LIMIT_REACHED FI_NOTIFY for the srx fid on the domain's EQ
 // (no FI_EVD_NOTIFY_ASYNC needed: arming is the request).
@@ -522,12 +532,8 @@ TEST_F(AsyncRxe, SrqLimitReachedOnTheSrxFid) {
     mr_buf sb, rb;
     ASSERT_TRUE(sb.reg(p.cli.dom, FI_SEND));
     ASSERT_TRUE(rb.reg(p.srv.dom, FI_RECV));
-    for (int i = 0; i < 8; ++i)
-        ASSERT_EQ(fi_recv(p.srx, rb.buf.data() + 64 * i, 64, rb.desc(), 0, nullptr), 0);
-    ASSERT_EQ(p.srv.ops->srq_arm(p.srv.dom, p.srx, 4), 0);
     EXPECT_EQ(p.srv.ops->srq_arm(p.srv.dom, nullptr, 4), -FI_EINVAL);
-    for (int i = 0; i < 6; ++i)
-        ASSERT_EQ(fi_send(p.cep, sb.buf.data(), 8, sb.desc(), 0, nullptr), 0);
+    raise_srq_limit(p, sb, rb);
     rec r = next_rec(p.srv.eq, kWait);
     ASSERT_EQ(r.rc, static_cast<ssize_t>(sizeof(struct fi_eq_entry))) << describe(r);
     EXPECT_EQ(r.event, static_cast<uint32_t>(FI_NOTIFY));
@@ -592,11 +598,7 @@ TEST_F(AsyncRxe, LibrdmacmsContextIsLeftToItsOtherReaders) {
     ASSERT_TRUE(rb.reg(p.srv.dom, FI_RECV));
 
     // An event of evd's own object: SRQ_LIMIT_REACHED, to evd only.
-    for (int i = 0; i < 8; ++i)
-        ASSERT_EQ(fi_recv(p.srx, rb.buf.data() + 64 * i, 64, rb.desc(), 0, nullptr), 0);
-    ASSERT_EQ(p.srv.ops->srq_arm(p.srv.dom, p.srx, 4), 0);
-    for (int i = 0; i < 6; ++i)
-        ASSERT_EQ(fi_send(p.cep, sb.buf.data(), 8, sb.desc(), 0, nullptr), 0);
+    raise_srq_limit(p, sb, rb);
     rec r = next_rec(p.srv.eq, kWait);
     ASSERT_EQ(r.rc, static_cast<ssize_t>(sizeof(struct fi_eq_entry))) << describe(r);
     EXPECT_EQ(r.event, static_cast<uint32_t>(FI_NOTIFY));

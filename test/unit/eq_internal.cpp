@@ -267,12 +267,31 @@ TEST_F(EqInternal, TrywaitRunsSourceProgress) {
     EXPECT_EQ(fi_close(&q->fid), 0);
 }
 
+// fi_trywait(f) on another thread while it holds mu (fi_poll(3)'s pattern);
+// its answer. A deadlock ends the whole binary within 10 s with `what`
+// (nothing could clean up after a thread stuck inside evd).
+int trywait_holding(pthread_mutex_t* mu, struct fid_fabric* fab, struct fid* f, const char* what) {
+    std::atomic<int> rc{1};
+    std::thread t([&] {
+        pthread_mutex_lock(mu);
+        int r = evd::trywait(fab, &f, 1);
+        pthread_mutex_unlock(mu);
+        rc = r;
+    });
+    if (!evdtest::wait_until([&] { return rc.load() != 1; }, std::chrono::milliseconds(10000))) {
+        ADD_FAILURE() << what;
+        std::fflush(nullptr);
+        std::_Exit(1);
+    }
+    t.join();
+    return rc.load();
+}
+
 // fi_poll(3)'s pattern for a MUTEX_COND wait set: lock the set's mutex,
 // fi_trywait, and wait on the condition when it answers 0. The trywait runs
 // the EQ's source progress, whose post signals the set: that signal must
 // not take the mutex this thread holds. Asked through the EQ and through
-// the set; a deadlock fails the whole binary within 10 s (nothing could
-// clean up after a thread stuck inside evd).
+// the set.
 TEST_F(EqInternal, TrywaitWithTheWaitSetMutexHeldDoesNotDeadlock) {
     struct fi_wait_attr wa {};
     wa.wait_obj = FI_WAIT_MUTEX_COND;
@@ -294,20 +313,8 @@ TEST_F(EqInternal, TrywaitWithTheWaitSetMutexHeldDoesNotDeadlock) {
         struct fid* f = through_set ? &ws->fid : &q->fid;
         EXPECT_EQ(evd::trywait(fab, &f, 1), 0);  // armed: the next post signals the set
         s.fire();
-        std::atomic<int> rc{1};
-        std::thread t([&] {
-            pthread_mutex_lock(mc.mutex);
-            int r = evd::trywait(fab, &f, 1);
-            pthread_mutex_unlock(mc.mutex);
-            rc = r;
-        });
-        if (!evdtest::wait_until([&] { return rc.load() != 1; }, std::chrono::milliseconds(10000))) {
-            ADD_FAILURE() << "fi_trywait deadlocked on the wait set's mutex";
-            std::fflush(nullptr);
-            std::_Exit(1);
-        }
-        t.join();
-        EXPECT_EQ(rc.load(), -FI_EAGAIN);  // the event the source posted is there
+        int rc = trywait_holding(mc.mutex, fab, f, "fi_trywait deadlocked on the wait set's mutex");
+        EXPECT_EQ(rc, -FI_EAGAIN);  // the event the source posted is there
         uint32_t ev;
         struct fi_eq_cm_entry out {};
         EXPECT_EQ(fi_eq_read(q, &ev, &out, sizeof out, 0), (ssize_t)sizeof out);
@@ -333,20 +340,8 @@ TEST_F(EqInternal, TrywaitOnAnEqPostingToAnotherWhoseMutexIsHeldDoesNotDeadlock)
     struct fid* fb = &b->fid;
     EXPECT_EQ(evd::trywait(fab, &fa, 1), 0);  // A armed: the next post signals it
     s.fire();
-    std::atomic<int> rc{1};
-    std::thread t([&] {
-        pthread_mutex_lock(mc.mutex);
-        int r = evd::trywait(fab, &fb, 1);
-        pthread_mutex_unlock(mc.mutex);
-        rc = r;
-    });
-    if (!evdtest::wait_until([&] { return rc.load() != 1; }, std::chrono::milliseconds(10000))) {
-        ADD_FAILURE() << "fi_trywait(B) deadlocked on A's mutex";
-        std::fflush(nullptr);
-        std::_Exit(1);
-    }
-    t.join();
-    EXPECT_EQ(rc.load(), 0);  // B itself has nothing
+    EXPECT_EQ(trywait_holding(mc.mutex, fab, fb, "fi_trywait(B) deadlocked on A's mutex"), 0);
+    // B itself has nothing
     uint32_t ev;
     struct fi_eq_cm_entry out {};
     EXPECT_EQ(fi_eq_read(a, &ev, &out, sizeof out, 0), (ssize_t)sizeof out);
