@@ -21,6 +21,7 @@
 #include "eq.h"
 #include "evd.h"
 #include "owners.h"
+#include "tsan_hb.h"
 
 namespace evd {
 
