@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
 // rdma_cm events -> EQ records: the translation table, evd's private-data
 // header, and the per-EQ rdma_event_channel whose events are read when the
 // application reads or waits on that EQ.

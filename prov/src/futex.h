@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
 // The futex system call and the lock built on it (the EQ's queue lock,
 // eq.cpp). Header only: both are on the EQ's per-event path.
 #pragma once

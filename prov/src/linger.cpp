@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
 // Lingering disconnects (see linger.h): records, their list, and the three
 // ways one ends (rdma_cm says the disconnect is done, the EQ closes, the
 // DREQ cannot be sent).
