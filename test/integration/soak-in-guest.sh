@@ -10,6 +10,8 @@
 # reported anything. Exit status 0 only when both passed.
 #
 #   test/vm/run-in-vm -- test/integration/soak-in-guest.sh BUILD_DIR [SECONDS]
+#   test/vm/run-in-vm --timeout 2400 -- test/integration/soak-in-guest.sh build-asan 1800
+#                                          (the 30-minute run, by hand)
 set -u
 build=$(cd "${1:?usage: soak-in-guest.sh BUILD_DIR [SECONDS]}" && pwd)
 secs=${2:-120}

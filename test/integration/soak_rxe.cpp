@@ -1196,6 +1196,20 @@ int main(int argc, char** argv) {
                 first_rss, first_fd, first_t, last_rss, last_fd, last_t, b_rss, b_fd, e_rss, e_fd,
                 rss_limit, kRssSlackPct, kRssSlackMiB, kFdSlack, delete_s, readd_s);
 
+    {
+        // The course of RSS and fds: about 24 points over the run.
+        std::lock_guard<std::mutex> g(g_samp_mu);
+        const size_t step = std::max<size_t>(1, g_samples.size() / 24);
+        std::string line;
+        for (size_t i = 0; i < g_samples.size(); i += step) {
+            char b[64];
+            std::snprintf(b, sizeof b, " %.0fs:%.1fMiB/%ld", g_samples[i].t, g_samples[i].rss_kib / 1024.0,
+                          g_samples[i].fds);
+            line += b;
+        }
+        std::printf("# soak: RSS/fds over time:%s\n", line.c_str());
+    }
+
     std::vector<std::string> why;
     if (got != owed) why.push_back("client terminal events received != owed");
     if (srv_got + C.srv_missing_terminal != C.srv_accepted)
