@@ -26,7 +26,8 @@
 //   - after warm-up, RSS and the number of open fds are flat: the median of
 //     the last quarter of the samples exceeds the median of the samples
 //     between warm-up and the flap by at most kFdSlack fds and by at most
-//     kRssSlackMiB MiB plus kRssSlackPct percent (rationale below).
+//     kRssSlackMiB MiB plus kRssSlackPct percent (24 MiB + 20%, rationale
+//     below).
 // Prints "# soak: ..." figures and one "ok - ..." / "not ok - ..." line;
 // exits 0 when everything held, 1 otherwise.
 #include <arpa/inet.h>
@@ -75,11 +76,15 @@ using rxetest::env_or;
 // sanitizer runtimes opening a file or two late. RSS: allocators keep freed
 // memory in their caches, and under ASan the quarantine and under TSan the
 // shadow of newly touched addresses grow for a while, so a percentage plus a
-// floor; a leak of one endpoint's memory (QP buffers are tens of KiB) per
-// connection exceeds it over thousands of connections.
+// floor. Under ASan RSS climbs for the first ~150 s (measured: 27 -> 73 MiB,
+// then 75-86 MiB for the remaining 27 minutes of a 30-minute run), so a
+// 2-minute run still sees the end of that climb: +20% +24 MiB covers it
+// with ~12 MiB to spare. A leak of one endpoint's memory (QP buffers are
+// tens of KiB) per connection exceeds it over the thousands of connections
+// of a run.
 constexpr long kFdSlack = 4;
 constexpr double kRssSlackMiB = 24;
-constexpr double kRssSlackPct = 10;
+constexpr double kRssSlackPct = 20;
 
 constexpr size_t kMaxMsg = 4096;
 constexpr int kServerRx = 4;       // receives posted per server endpoint
