@@ -9,6 +9,7 @@
 #   EVD_SKIP_VM=1 bash test/run-all.sh      no VM tier (quick local loop; CI never sets it)
 #   EVD_SKIP_SAN=1 bash test/run-all.sh     no sanitizer builds (quick local loop)
 #   EVD_SKIP_FUZZ=1 / EVD_FUZZ_SECONDS=N     no fuzzing / N seconds per fuzz target
+#   EVD_SOAK_SECONDS=N                      length of each sanitizer soak in the VM (default 120)
 #   EVD_SKIP_ALT=1 bash test/run-all.sh     no pass in the other Debian release's userland (quick
 #                                           local loop; EVD_SKIP_D13=1 is the old name)
 set -u
@@ -106,6 +107,16 @@ fi
 # ------------------------------------------------------------ VM tier (rxe)
 if [ -z "${EVD_SKIP_VM:-}" ]; then
     step vm-integration 3000 env EVD_VM_TIMEOUT=2900 "$top/test/vm/run-in-vm" -- bash "$top/test/integration/run-in-guest.sh" "$top/build"
+    # The churn soak (test/integration/soak_rxe.cpp: threads connecting,
+    # checking data and disconnecting, a link flap, rxe0 removed and
+    # re-created), EVD_SOAK_SECONDS (default 120) under TSan with its deadlock
+    # detector and under ASan+UBSan; about 3 minutes each with the VM boot.
+    if [ -z "${EVD_SKIP_SAN:-}" ]; then
+        for san in tsan asan; do
+            step soak-$san 900 env EVD_VM_TIMEOUT=840 "$top/test/vm/run-in-vm" -- \
+                bash "$top/test/integration/soak-in-guest.sh" "$top/build-$san" "${EVD_SOAK_SECONDS:-120}"
+        done
+    fi
     # evd installed from its package: found with no variable, MPI passes
     step package-vm 1200 bash "$top/test/package/vm-installed.sh" "$results/debs-host"
 fi

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
 // rdma_cm events -> EQ records: the translation table, evd's private-data
 // header, and the per-EQ rdma_event_channel whose events are read when the
 // application reads or waits on that EQ.
@@ -250,6 +251,8 @@ void dispatch(cm_chan* chan, struct rdma_cm_event* ev) {
                  static_cast<void*>(ev->id), a.prov_errno);
     }
     cm_id_ptr destroy;  // once the event is acknowledged, outside chan->mu
+    hb_acquire(ev->id);  // what its owner did before handing it to the kernel (tsan_hb.h)
+    hb_acquire(ev->listen_id);
     {
         std::lock_guard lk(chan->mu);
         destroy = hand_to_owner(chan, ev, a);
@@ -324,6 +327,7 @@ int cm_create_id(cm_chan* chan, cm_owner* owner, cm_id_ptr* out) {
         EVD_WARN(FI_LOG_EP_CTRL, "rdma_create_id: %s\n", strerror(e));
         return fi_err(e);
     }
+    hb_release(id);
     out->reset(id);
     return 0;
 }

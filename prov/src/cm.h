@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
 // Connection management: rdma_cm events to EQ records (cm.cpp).
 //
 //  * The translation rdma_cm event -> EQ outcome is DATA: cm_table(), one row
@@ -21,6 +22,7 @@
 #include "eq.h"
 #include "evd.h"
 #include "owners.h"
+#include "tsan_hb.h"
 
 namespace evd {
 

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
 // Completion counters (fi_cntr(3)).
 //
 // A counter is two atomics (successes, errors). Completions are counted by

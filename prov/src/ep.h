@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
 // Passive and active MSG endpoints (fi_endpoint(3), fi_cm(3)): an active
 // endpoint's lifetime, bindings and connection calls in ep_msg.cpp, its
 // connection state machine in ep_cm.cpp, its QP in ep_qp.cpp and its

@@ -45,6 +45,7 @@ void on_addr_resolved(ep* e) {
             e->id->qp = e->qp.get();  // still owned by e (ep_destroy_qp)
         }
     }
+    if (!ret) hb_release(e->id.get());
     if (!ret && rdma_resolve_route(e->id.get(), get_params().cm_timeout_ms))
         ret = fi_err(errno);
     if (ret && ep_claim_terminal(e)) {
@@ -68,6 +69,7 @@ void on_route_resolved(ep* e) {
     }
     ep_set_state(e, ep_state::connecting);
     e->cm_started = true;
+    hb_release(e->id.get());
     if (rdma_connect(e->id.get(), &cp)) {
         int err = errno;
         EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: rdma_connect: %s\n", strerror(err));
@@ -109,6 +111,7 @@ void on_disconnected(ep* e) {
     // The side that called fi_shutdown already sent its DREQ: this
     // DISCONNECTED is the answer, nothing more to send.
     if (e->id && !e->disconnect_sent) {
+        hb_release(e->id.get());
         rdma_disconnect(e->id.get());
         e->disconnect_sent = true;
     }
@@ -141,6 +144,7 @@ cm_id_ptr ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a) {
     // connected and must be told at fi_close (linger.h).
     if (r.outcome == cm_outcome::connected) e->cm_established = true;
     if (r.outcome == cm_outcome::shutdown && e->terminal.load() && e->id && !e->disconnect_sent) {
+        hb_release(e->id.get());
         rdma_disconnect(e->id.get());  // still answer the peer's DREQ
         e->disconnect_sent = true;
     }

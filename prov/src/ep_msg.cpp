@@ -169,6 +169,7 @@ int migrate_id(ep* e, cm_chan* chan, std::unique_lock<std::mutex>& lk) {
     struct rdma_cm_id* id = e->id.get();
     e->migrating = true;  // a concurrent fi_ep_bind(EQ) is refused meanwhile
     lk.unlock();
+    hb_release(id);
     int rc = rdma_migrate_id(id, chan->ch.get());
     int m = errno;
     lk.lock();
@@ -454,6 +455,7 @@ int ep_connect(struct fid_ep* f, const void* addr, const void* param, size_t par
         struct sockaddr_storage src = {};
         struct sockaddr* srcp = connect_source(e, dst, &src);
         ep_set_state(e, ep_state::resolving);
+        hb_release(e->id.get());
         if (rdma_resolve_addr(e->id.get(), srcp, const_cast<struct sockaddr*>(dst),
                               get_params().cm_timeout_ms)) {
             int err = errno;
@@ -499,6 +501,7 @@ int ep_accept(struct fid_ep* f, const void* param, size_t paramlen) {
         struct rdma_conn_param cp;
         cm_fill_conn_param(&cp, buf, static_cast<size_t>(n));
         ep_set_state(e, ep_state::accepting);
+        hb_release(e->id.get());
         if (rdma_accept(e->id.get(), &cp)) {
             int err = errno;
             ep_set_state(e, ep_state::idle);
@@ -533,6 +536,7 @@ int ep_shutdown(struct fid_ep* f, uint64_t flags) {
             }
             return 0;
         }
+        hb_release(e->id.get());
         if (rdma_disconnect(e->id.get())) {
             int err = errno;
             EVD_INFO(FI_LOG_EP_CTRL, "fi_shutdown: rdma_disconnect: %s\n", strerror(err));

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
 // The EQ object's state, shared by the files that implement it and by
 // nothing else: the queue and its entry points (eq.cpp), the event-source
 // multiplexer (eq_sources.cpp) and the blocking engine (eq_wait.cpp).

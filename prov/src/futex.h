@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
 // The futex system call and the lock built on it (the EQ's queue lock,
 // eq.cpp). Header only: both are on the EQ's per-event path.
 #pragma once
@@ -10,6 +11,10 @@
 
 #include <atomic>
 #include <cstdint>
+
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
 
 namespace evd {
 
@@ -38,14 +43,28 @@ class qlock {
     }
 
 public:
+    // Under ThreadSanitizer the lock is announced as a mutex, so that its
+    // deadlock detector sees it in the lock order (docs/locking.md).
     void lock() noexcept {
+#if defined(__SANITIZE_THREAD__)
+        __tsan_mutex_pre_lock(this, 0);
+#endif
         uint32_t c = 0;
         if (!s_.compare_exchange_strong(c, 1, std::memory_order_acquire, std::memory_order_relaxed))
             [[unlikely]] lock_slow();
+#if defined(__SANITIZE_THREAD__)
+        __tsan_mutex_post_lock(this, 0, 0);
+#endif
     }
     void unlock() noexcept {
+#if defined(__SANITIZE_THREAD__)
+        (void)__tsan_mutex_pre_unlock(this, 0);
+#endif
         if (s_.exchange(0, std::memory_order_release) == 2) [[unlikely]]
             (void)futex(&s_, FUTEX_WAKE_PRIVATE, 1, nullptr);
+#if defined(__SANITIZE_THREAD__)
+        __tsan_mutex_post_unlock(this, 0);
+#endif
     }
 };
 

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
 // Lingering disconnects (see linger.h): records, their list, and the three
 // ways one ends (rdma_cm says the disconnect is done, the EQ closes, the
 // DREQ cannot be sent).
@@ -51,6 +52,7 @@ bool port_active(const linger* l) { return port_active_now(l->dev->verbs, l->por
 // Sends the DREQ. chan->mu held. False when it could not be sent: the id is
 // then handed back for destruction (the kernel sends one DREQ as it goes).
 bool send_dreq(linger* l) {
+    hb_release(l->id.get());
     if (rdma_disconnect(l->id.get()) == 0) {
         l->dreq_sent = true;
         EVD_DBG(FI_LOG_EP_CTRL, "linger %p: DREQ sent\n", static_cast<void*>(l));

@@ -149,6 +149,7 @@ int pep_control(struct fid* f, int command, void* arg) {
             if (b < 0) return -FI_EINVAL;
             std::lock_guard lk(p->mu);
             p->backlog = b;
+            hb_release(p->id.get());
             if (p->listening && rdma_listen(p->id.get(), b)) return fi_err(errno);
             return 0;
         }
@@ -206,6 +207,7 @@ int pep_listen(struct fid_pep* pf) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_listen: rdma_bind_addr: %s\n", strerror(e));
             return e == EADDRINUSE ? -FI_EADDRINUSE : fi_err(e);
         }
+        hb_release(p->id.get());
         if (rdma_listen(p->id.get(), p->backlog)) {
             int e = errno;
             EVD_WARN(FI_LOG_EP_CTRL, "fi_listen: rdma_listen: %s\n", strerror(e));

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
 // Poll sets (fi_poll(3)): fi_poll asks each member whether it has something
 // to read, the way fi_trywait does (wait.h), and returns the contexts of
 // those that do.

@@ -36,6 +36,15 @@ int post_marker(struct ibv_qp* qp) {
     return ibv_post_send(qp, &wr, &bad);
 }
 
+// The same marker at the end of the receive queue (no buffer: it takes no
+// data). 0: posted.
+int post_recv_marker(struct ibv_qp* qp) {
+    struct ibv_recv_wr wr {};
+    wr.wr_id = wr_id_flush_marker();
+    struct ibv_recv_wr* bad = nullptr;
+    return ibv_post_recv(qp, &wr, &bad);
+}
+
 }  // namespace
 
 int qp_to_error(struct ibv_qp* qp) {
@@ -55,6 +64,21 @@ void qp_flush(ep* e) {
         return;
     }
     if (!can_hold_sends(attr.qp_state)) return;
+    // The receive queue is flushed apart from the send queue (on rxe by
+    // another kernel task), so the send marker coming out says nothing about
+    // the receives: a marker of their own goes behind them, posted while the
+    // QP still takes receives (a receive posted to a QP already in error may
+    // never be flushed). Should a message arrive for it meanwhile, the
+    // marker completes in error all the same. An SRQ's receives belong to
+    // no QP and are not flushed.
+    bool rq_marker = false;
+    if (!qp->srq && attr.qp_state != IBV_QPS_ERR && e->rx_cq) {
+        if (int r = post_recv_marker(qp))
+            EVD_INFO(FI_LOG_EP_CTRL, "fi_close: receive flush marker on QP %u: %s\n", qp->qp_num,
+                     strerror(r));
+        else
+            rq_marker = true;
+    }
     if (attr.qp_state != IBV_QPS_ERR) {
         if (int r = qp_to_error(qp)) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_close: QP %u to error: %s; its queued work is lost\n",
@@ -64,21 +88,39 @@ void qp_flush(ep* e) {
     }
     using clock = std::chrono::steady_clock;
     const auto deadline = clock::now() + std::chrono::milliseconds(get_params().flush_timeout_ms);
+    // Markers are told apart by QP number only: with one CQ for both queues
+    // either may come out first, and both must.
+    const bool one_cq = e->rx_cq == e->tx_cq;
+    int tx_want = 0, rx_want = rq_marker ? 1 : 0;
     bool posted = false;
     for (;;) {
         if (!posted) {
             int r = post_marker(qp);
             if (r == 0) {
                 posted = true;
+                ++tx_want;
             } else if (r != ENOMEM && r != EAGAIN) {
                 EVD_WARN(FI_LOG_EP_CTRL, "fi_close: flush marker on QP %u: %s; not flushed\n",
                          qp->qp_num, strerror(r));
                 return;
             }
         }
-        int got = cq_pull_marker(e->tx_cq, qp->qp_num);
-        if (got < 0) return;
-        if (got > 0 && posted) {
+        // Pulled even before the send marker is posted: a full send queue
+        // empties into the CQ.
+        for (;;) {
+            int got = cq_pull_marker(e->tx_cq, qp->qp_num);
+            if (got < 0) return;
+            if (!got) break;
+            if (tx_want) --tx_want;
+            else if (one_cq && rx_want) --rx_want;
+            if (!tx_want && !(one_cq && rx_want)) break;
+        }
+        if (!one_cq && rx_want) {
+            int got = cq_pull_marker(e->rx_cq, qp->qp_num);
+            if (got < 0) return;
+            if (got) --rx_want;
+        }
+        if (posted && !tx_want && !rx_want) {
             EVD_DBG(FI_LOG_EP_CTRL, "fi_close: QP %u flushed\n", qp->qp_num);
             return;
         }

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
 // Wait sets (fi_wait_open / fi_wait) and fi_trywait (fi_poll(3)); poll
 // sets are poll_set.cpp.
 //

@@ -22,6 +22,18 @@ inline double secs(std::chrono::steady_clock::time_point a, std::chrono::steady_
     return std::chrono::duration<double>(b - a).count();
 }
 
+// The shell commands of a flap (for programs that run them without
+// system(), e.g. with posix_spawn from many threads).
+inline std::string link_down_cmd() {
+    return std::string("ip link set ") + env_or("EVD_VM_NETDEV0", "veth0") + " down";
+}
+inline std::string link_up_cmd() {
+    std::string n0 = env_or("EVD_VM_NETDEV0", "veth0");
+    return "ip link set " + n0 + " up && ip route replace table 100 " +
+           env_or("EVD_VM_ADDR1", "192.0.2.2") + " dev " + n0 + " src " +
+           env_or("EVD_VM_ADDR0", "192.0.2.1");
+}
+
 // `ip link set veth0 STATE` ("up" or "down"); 0 on success.
 inline int link_set(const char* state) {
     std::string cmd = std::string("ip link set ") + env_or("EVD_VM_NETDEV0", "veth0") + " " + state;
@@ -32,13 +44,7 @@ inline int link_set(const char* state) {
 inline int link_down() { return link_set("down"); }
 // veth0 up again, with the policy route the kernel flushed with the link
 // (setup-rxe.sh's table 100); 0 on success. The ports may not be ACTIVE yet.
-inline int link_set_up() {
-    std::string n0 = env_or("EVD_VM_NETDEV0", "veth0");
-    std::string cmd = "ip link set " + n0 + " up && ip route replace table 100 " +
-                      env_or("EVD_VM_ADDR1", "192.0.2.2") + " dev " + n0 + " src " +
-                      env_or("EVD_VM_ADDR0", "192.0.2.1");
-    return std::system(cmd.c_str());
-}
+inline int link_set_up() { return std::system(link_up_cmd().c_str()); }
 
 // A thread that flaps veth0 once: after warm_s seconds the link goes down
 // (t_down, phase 1), after down_s more it comes back (t_up, phase 2). Under

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs inside the Soft-RoCE VM (test/vm/run-in-vm): the churn soak
+# (evd_soak, soak_rxe.cpp) from BUILD_DIR for SECONDS (default 120), with the
+# link flap and the removal and re-creation of rxe0. Under a sanitizer build
+# it sets that sanitizer's options: ThreadSanitizer with its deadlock
+# detector (lock-order inversions are reported like races) and the
+# suppressions for rdma-core's uninstrumented libraries (test/tsan.supp);
+# AddressSanitizer with leak checking. Prints evd_soak's figures and its
+# "ok - ..." / "not ok - ..." line, plus a "not ok" line when the sanitizer
+# reported anything. Exit status 0 only when both passed.
+#
+#   test/vm/run-in-vm -- test/integration/soak-in-guest.sh BUILD_DIR [SECONDS]
+#   test/vm/run-in-vm --timeout 2400 -- test/integration/soak-in-guest.sh build-asan 1800
+#                                          (the 30-minute run, by hand)
+set -u
+build=$(cd "${1:?usage: soak-in-guest.sh BUILD_DIR [SECONDS]}" && pwd)
+secs=${2:-120}
+top=$(cd "$(dirname "$0")/../.." && pwd)
+: "${EVD_VM_ADDR0:?not inside the evd VM (EVD_VM_ADDR0 unset)}"
+export FI_PROVIDER_PATH="$build/.libs" EVD_TEST_DEVICE_REMOVAL=1
+san_rc=86
+export TSAN_OPTIONS="halt_on_error=0 detect_deadlocks=1 second_deadlock_stack=1 exitcode=$san_rc suppressions=$top/test/tsan.supp ${TSAN_OPTIONS:-}"
+# A small quarantine: it fills during warm-up instead of growing RSS for
+# minutes (the soak's RSS check would read it as a leak).
+export ASAN_OPTIONS="detect_leaks=1 halt_on_error=1 exitcode=$san_rc quarantine_size_mb=16 ${ASAN_OPTIONS:-}"
+export LSAN_OPTIONS="suppressions=$top/test/lsan.supp print_suppressions=0 ${LSAN_OPTIONS:-}"
+export UBSAN_OPTIONS="print_stacktrace=1 halt_on_error=1 ${UBSAN_OPTIONS:-}"
+ulimit -l unlimited 2>/dev/null || true
+name="evd_soak ($(basename "$build"))"
+log="${TMPDIR:-/tmp}/soak.$$.log"
+# The drain after the run is bounded inside evd_soak (about 3 minutes at worst).
+timeout -k 10 $((secs + 300)) "$build/evd_soak" -t "$secs" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+reports=$(grep -cE '^(WARNING: ThreadSanitizer|==[0-9]+==ERROR: (Address|Leak)Sanitizer)|runtime error:' "$log")
+case $rc in
+0) ;;
+1) ;;  # evd_soak printed its "not ok" line
+$san_rc) echo "not ok - $name: the sanitizer reported $reports problem(s) (above)" ;;
+124 | 137) echo "not ok - $name: killed by the timeout ($((secs + 300)) s)" ;;
+*) echo "not ok - $name: exit $rc (crashed?)" ;;
+esac
+[ "$rc" -ne $san_rc ] && [ "$reports" -gt 0 ] && echo "not ok - $name: $reports sanitizer report(s) (above)"
+rm -f "$log"
+[ "$rc" -eq 0 ] && [ "$reports" -eq 0 ]
