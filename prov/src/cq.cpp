@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
 // Completion queues (fi_cq(3)) over one ibv_cq each.
 //
 // fi_cq_read polls the ibv_cq straight into the user's format. A work

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
 // Device contexts: one per RDMA device of the process, shared by every domain
 // on that device. librdmacm's ibv_context of the device names it (rdma_cm ids
 // carry it) and is only ever queried; evd creates its PDs, CQs, QPs, SRQs and

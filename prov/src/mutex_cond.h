@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
 // The mutex and condition of an object waited on with FI_WAIT_MUTEX_COND (an
 // EQ, a wait set), which FI_GETWAIT hands to the application.
 //
