@@ -37,26 +37,28 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 work=$(mktemp -d /tmp/evd-fault.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
-# one SPEC: runs the scenario, "RC" in $work/rc, output in $work/out, counts in $work/counts
+# one SPEC DIR: runs the scenario with fault SPEC ("" for none): exit code in
+# DIR/rc, its output in DIR/out, the interposer's counts in DIR/counts.
 one() {
-    rm -f "$work/counts"
-    timeout -k 5 90 env EVD_FAULT="$1" EVD_FAULT_COUNT="$work/counts" LD_PRELOAD="$lib" \
-        "$scenario" >"$work/out" 2>&1
-    echo $? >"$work/rc"
+    mkdir -p "$2"
+    rm -f "$2/counts"
+    timeout -k 5 90 env EVD_FAULT="$1" EVD_FAULT_COUNT="$2/counts" LD_PRELOAD="$lib" \
+        "$scenario" >"$2/out" 2>&1
+    echo $? >"$2/rc"
 }
-sanitizer_report() {
-    grep -E 'ERROR: (Address|Leak)Sanitizer|runtime error:|SUMMARY: .*Sanitizer' "$work/out" | head -3
+sanitizer_report() {  # sanitizer_report DIR
+    grep -E 'ERROR: (Address|Leak)Sanitizer|runtime error:|SUMMARY: .*Sanitizer' "$1/out" | head -3
 }
 
-one ""
-rc=$(cat "$work/rc")
-if [ "$rc" -ne 0 ] || [ -n "$(sanitizer_report)" ] || [ ! -s "$work/counts" ]; then
+one "" "$work/base.d"
+rc=$(cat "$work/base.d/rc")
+if [ "$rc" -ne 0 ] || [ -n "$(sanitizer_report "$work/base.d")" ] || [ ! -s "$work/base.d/counts" ]; then
     echo "not ok - fault injection: the scenario without a fault (exit $rc)"
-    tail -n 40 "$work/out" | sed 's/^/#   /'
+    tail -n 40 "$work/base.d/out" | sed 's/^/#   /'
     exit 0
 fi
-echo "ok - fault injection: the scenario without a fault ($(grep '^saw:' "$work/out"))"
-cp "$work/counts" "$work/base"
+echo "ok - fault injection: the scenario without a fault ($(grep '^saw:' "$work/base.d/out"))"
+cp "$work/base.d/counts" "$work/base"
 echo "# calls from evd per wrapped symbol (no fault):"
 sed 's/^/#   /' "$work/base"
 
@@ -88,31 +90,43 @@ else
     done <"$work/base"
 fi
 
-exercised=0 passed=0 unreached=0
-for site in "${sites[@]}"; do
-    name="${site%:*}#${site##*:}"
-    one "$site"
-    rc=$(cat "$work/rc")
-    saw=$(grep -m1 '^saw:' "$work/out" | sed 's/^saw: //')
-    san=$(sanitizer_report)
-    if ! grep -q '^fired ' "$work/counts" 2>/dev/null && [ "$rc" -eq 0 ] && [ -z "$san" ]; then
+# report SPEC DIR: the ok / not ok line of one site
+report() {
+    local site=$1 d=$2 name="${1%:*}#${1##*:}" rc saw san why=
+    rc=$(cat "$d/rc")
+    saw=$(grep -m1 '^saw:' "$d/out" | sed 's/^saw: //')
+    san=$(sanitizer_report "$d")
+    if ! grep -q '^fired ' "$d/counts" 2>/dev/null && [ "$rc" -eq 0 ] && [ -z "$san" ]; then
         # call counts of waits vary from run to run: this call did not happen
         echo "# fault $name: not reached in this run"
         unreached=$((unreached + 1))
-        continue
+        return
     fi
     exercised=$((exercised + 1))
-    why=
     [ -n "$san" ] && why="sanitizer report: $san"
     [ -z "$why" ] && [ "$rc" -ne 0 ] && [ "$rc" -ne 2 ] && why="exit $rc"
-    [ -z "$why" ] && ! grep -q '^fired ' "$work/counts" 2>/dev/null && why="fault not reached, exit $rc"
+    [ -z "$why" ] && ! grep -q '^fired ' "$d/counts" 2>/dev/null && why="fault not reached, exit $rc"
     if [ -z "$why" ]; then
         echo "ok - fault $name: ${saw:-?}"
         passed=$((passed + 1))
     else
         echo "not ok - fault $name: $why; saw: ${saw:-?}"
-        grep -v '^saw:' "$work/out" | tail -n 30 | sed 's/^/#   /'
+        grep -v '^saw:' "$d/out" | tail -n 30 | sed 's/^/#   /'
     fi
+}
+
+# EVD_FAULT_JOBS scenarios at a time (default: the guest's CPUs), reported in order.
+jobs=${EVD_FAULT_JOBS:-$(nproc 2>/dev/null || echo 1)}
+exercised=0 passed=0 unreached=0
+for ((i = 0; i < ${#sites[@]}; i += jobs)); do
+    for ((j = i; j < i + jobs && j < ${#sites[@]}; ++j)); do
+        one "${sites[j]}" "$work/$j" &
+    done
+    wait
+    for ((j = i; j < i + jobs && j < ${#sites[@]}; ++j)); do
+        report "${sites[j]}" "$work/$j"
+        rm -rf "${work:?}/$j"
+    done
 done
 echo "# fault injection: $exercised distinct sites exercised, $passed passed," \
     "$((exercised - passed)) failed ($unreached not reached, cap $cap calls per symbol)"
