@@ -28,6 +28,8 @@ for f in "$scenario" "$lib"; do
     fi
 done
 export FI_PROVIDER_PATH="$build/.libs" FI_PROVIDER=evd
+# connection-setup deadlines armed (their timer fd is one of the sites)
+export FI_EVD_CONNECT_TIMEOUT=20000
 ulimit -l unlimited 2>/dev/null || true
 # The interposer is preloaded in front of the ASan runtime (on purpose: ASan's
 # interceptors are then what it calls next).

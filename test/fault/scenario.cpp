@@ -3,10 +3,12 @@
 // one failing rdma-core or system call at a time: evd MSG endpoints on rxe
 // through the public libfabric API only, in one thread. fi_getinfo, fabric,
 // EQs, a passive endpoint listening on rxe0, a client on rxe1 with its own
-// fabric, domain, CQs and endpoint, connect, the server's domain, CQs,
-// shared receive context and endpoint, accept, a checked send/recv, an RDMA
-// write read back with an RDMA read, fi_shutdown, then every object closed.
+// fabric, domain, CQs and endpoints, a connect the listener rejects, a
+// connect it accepts on a domain, CQs, shared receive context and endpoint of
+// its own, a checked send/recv, an RDMA write read back with an RDMA read,
+// fi_shutdown, then every object closed.
 //
+// EQs and CQs are waited on with fi_eq_sread / fi_cq_sread.
 // Every libfabric call must return 0 (or its count) or a negative FI_E*
 // code; an EQ may carry an error entry instead of an event. The first
 // failure stops the scenario, which then closes everything it opened in
@@ -92,19 +94,22 @@ struct eq_event {
     struct fi_eq_cm_entry ent {};
 };
 
-// Waits for `want` on `eq`, reading every EQ of `all` meanwhile (connection
-// events advance when their EQ is read). An error entry or another event on
-// any of them ends the wait: false, with r.saw saying what it was.
+// Waits for `want` on `eq` (or, with want_err, for an error entry of that
+// err there), reading every EQ of `all` meanwhile (connection events advance
+// when their EQ is read): the awaited EQ with fi_eq_sread (5 ms at a time),
+// the others with fi_eq_read. An error entry or another event on any of them
+// ends the wait: false, with r.saw saying what it was.
 bool wait_event(run& r, std::initializer_list<struct fid_eq*> all, struct fid_eq* eq,
-                uint32_t want, const char* what, eq_event* out) {
+                uint32_t want, const char* what, eq_event* out, int want_err = 0) {
     const auto end = clk::now() + std::chrono::milliseconds(wait_ms());
     alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
     for (;;) {
         for (struct fid_eq* q : all) {
             if (!q) continue;
             uint32_t ev = 0;
-            ssize_t n = fi_eq_read(q, &ev, buf, sizeof buf, 0);
-            if (n == -FI_EAGAIN) continue;
+            ssize_t n = q == eq ? fi_eq_sread(q, &ev, buf, sizeof buf, 5, 0)
+                                : fi_eq_read(q, &ev, buf, sizeof buf, 0);
+            if (n == -FI_EAGAIN || (q == eq && n == -FI_ETIMEDOUT)) continue;
             if (n == -FI_EAVAIL) {
                 uint8_t ebuf[256];
                 struct fi_eq_err_entry e {};
@@ -120,6 +125,7 @@ bool wait_event(run& r, std::initializer_list<struct fid_eq*> all, struct fid_eq
                     r.fail("EQ error entry with err " + std::to_string(e.err));
                     return false;
                 }
+                if (q == eq && want_err && e.err == want_err) return true;
                 r.saw = std::string("while waiting for ") + what + ": EQ error entry " +
                         fi_strerror(e.err) + " (" + std::to_string(e.err) + ") prov_errno " +
                         std::to_string(e.prov_errno);
@@ -149,7 +155,6 @@ bool wait_event(run& r, std::initializer_list<struct fid_eq*> all, struct fid_eq
                    " ms (stuck EQ)");
             return false;
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
 }
 
@@ -158,7 +163,8 @@ bool wait_cq(run& r, struct fid_cq* cq, void* ctx, const char* what) {
     const auto end = clk::now() + std::chrono::milliseconds(wait_ms());
     for (;;) {
         struct fi_cq_data_entry e {};
-        ssize_t n = fi_cq_read(cq, &e, 1);
+        ssize_t n = fi_cq_sread(cq, &e, 1, nullptr, 5);
+        if (n == -FI_ETIMEDOUT) n = -FI_EAGAIN;
         if (n == 1) {
             if (e.op_context != ctx) {
                 r.fail(std::string(what) + ": completion of another context");
@@ -185,7 +191,6 @@ bool wait_cq(run& r, struct fid_cq* cq, void* ctx, const char* what) {
             r.fail(std::string("no completion for ") + what + " (stuck CQ)");
             return false;
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
 }
 
@@ -217,7 +222,7 @@ int scenario() {
     struct fid_pep* pep = nullptr;
     struct fid_domain *cdom = nullptr, *sdom = nullptr;
     struct fid_cq *ctx = nullptr, *crx = nullptr, *stx = nullptr, *srx_cq = nullptr;
-    struct fid_ep *cep = nullptr, *sep = nullptr, *srx = nullptr;
+    struct fid_ep *cep = nullptr, *sep = nullptr, *srx = nullptr, *rej = nullptr;
     struct fid_mr *cmr = nullptr, *smr = nullptr;
     std::vector<uint8_t> cbuf(2 * kLen), sbuf(2 * kLen);
     struct fi_eq_attr eqa {};
@@ -275,6 +280,18 @@ int scenario() {
     r.keep(ctx);
     CALL(fi_cq_open(cdom, &cqa, &crx, nullptr));
     r.keep(crx);
+    // a first attempt the listener rejects: its endpoint sees FI_ECONNREFUSED
+    CALL(fi_endpoint(cdom, cinfo, &rej, nullptr));
+    r.keep(rej);
+    CALL(fi_ep_bind(rej, &ceq->fid, 0));
+    CALL(fi_ep_bind(rej, &ctx->fid, FI_TRANSMIT));
+    CALL(fi_ep_bind(rej, &crx->fid, FI_RECV));
+    CALL(fi_connect(rej, cinfo->dest_addr, nullptr, 0));
+    if (!wait_event(r, {peq, ceq}, peq, FI_CONNREQ, "the first FI_CONNREQ", &ev)) return done();
+    r.infos.push_back(ev.ent.info);
+    CALL(fi_reject(pep, ev.ent.info->handle, nullptr, 0));
+    if (!wait_event(r, {peq, ceq}, ceq, 0, "the rejection", &ev, FI_ECONNREFUSED)) return done();
+
     CALL(fi_endpoint(cdom, cinfo, &cep, nullptr));
     r.keep(cep);
     CALL(fi_ep_bind(cep, &ceq->fid, 0));
@@ -342,7 +359,7 @@ int scenario() {
 
     // ---- the client shuts down, the server sees it
     CALL(fi_shutdown(cep, 0));
-    if (!wait_event(r, {peq, ceq, seq}, seq, FI_SHUTDOWN, "the server's FI_SHUTDOWN", &ev))
+    if (!wait_event(r, {peq, seq}, seq, FI_SHUTDOWN, "the server's FI_SHUTDOWN", &ev))
         return done();
 #undef CALL
     return done();
