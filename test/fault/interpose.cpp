@@ -10,6 +10,7 @@
 //                             symbol evd called, then "fired SYMBOL N ERRNO"
 //                             when the fault was injected
 //   EVD_FAULT_LIST=1          at exit, prints every wrapped symbol to stderr
+//   EVD_FAULT_BACKTRACE=1     prints the stack of the failing call
 //
 // Each wrapper keeps the failure convention of its function: NULL + errno,
 // -1 + errno, or a positive errno returned (ibv_modify_qp, ibv_query_*).
@@ -21,9 +22,11 @@
 // teardown can only be reported and leaked), ibv_get_cq_event and
 // ibv_get_async_event (read on evd's non-blocking fds: EAGAIN is their normal
 // "nothing", already every call's path), rdma_ack_cm_event (cannot fail),
-// pthread, clock and futex calls, and memory allocation (C++ new and malloc).
+// pthread, clock and futex calls, and malloc (evd allocates with new; a
+// malloc wrapper would be called by dlsym itself).
 #include <dlfcn.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +35,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <new>
 
 namespace {
 
@@ -91,7 +95,12 @@ namespace {
     X(poll, EINTR)                          \
     X(ppoll, EINTR)                         \
     X(getifaddrs, ENOMEM)                   \
-    X(strdup, ENOMEM)
+    X(strdup, ENOMEM)                       \
+    /* libstdc++: operator new, new[] and their nothrow forms */ \
+    X(_Znwm, ENOMEM)                        \
+    X(_Znam, ENOMEM)                        \
+    X(_ZnwmRKSt9nothrow_t, ENOMEM)          \
+    X(_ZnamRKSt9nothrow_t, ENOMEM)
 
 enum sym_id {
 #define X(name, err) id_##name,
@@ -131,6 +140,10 @@ bool should_fail(int id, void* ret) {
     g_fired.store(1);
     fprintf(stderr, "evd-fault: injecting %s#%lu: %s\n", kSyms[id].name, n,
             strerror(kSyms[id].err));
+    if (getenv("EVD_FAULT_BACKTRACE")) {  // where evd made the call (addr2line the offsets)
+        void* frames[24];
+        backtrace_symbols_fd(frames, backtrace(frames, 24), 2);
+    }
     return true;
 }
 
@@ -253,6 +266,24 @@ WRAP(int, poll, FAIL_NEG, (P fds, unsigned long n, int ms), (fds, n, ms))
 WRAP(int, ppoll, FAIL_NEG, (P fds, unsigned long n, const void* ts, const void* mask), (fds, n, ts, mask))
 WRAP(int, getifaddrs, FAIL_NEG, (P ifap), (ifap))
 WRAP(char*, strdup, FAIL_PTR, (const char* s), (s))
+
+// C++ allocation: the throwing forms throw std::bad_alloc, the nothrow forms
+// return null (declared by their mangled names: they replace the global
+// operators for the whole process and pass every call on).
+extern "C" __attribute__((visibility("default"), noinline)) void* _Znwm(size_t n) {
+    using fn_t = void* (*)(size_t);
+    static fn_t next = reinterpret_cast<fn_t>(real("_Znwm"));
+    if (should_fail(id__Znwm, __builtin_return_address(0))) throw std::bad_alloc();
+    return next(n);
+}
+extern "C" __attribute__((visibility("default"), noinline)) void* _Znam(size_t n) {
+    using fn_t = void* (*)(size_t);
+    static fn_t next = reinterpret_cast<fn_t>(real("_Znam"));
+    if (should_fail(id__Znam, __builtin_return_address(0))) throw std::bad_alloc();
+    return next(n);
+}
+WRAP(P, _ZnwmRKSt9nothrow_t, FAIL_PTR, (size_t n, const void* tag), (n, tag))
+WRAP(P, _ZnamRKSt9nothrow_t, FAIL_PTR, (size_t n, const void* tag), (n, tag))
 
 // fcntl is variadic: its one optional argument is passed on as a pointer-sized value.
 extern "C" __attribute__((visibility("default"), noinline)) int fcntl(int fd, int cmd, ...) {
