@@ -22,8 +22,8 @@
 // teardown can only be reported and leaked), ibv_get_cq_event and
 // ibv_get_async_event (read on evd's non-blocking fds: EAGAIN is their normal
 // "nothing", already every call's path), rdma_ack_cm_event (cannot fail),
-// pthread, clock and futex calls, and malloc (evd allocates with new; a
-// malloc wrapper would be called by dlsym itself).
+// pthread, clock and futex calls, and malloc (evd allocates with new, which
+// is wrapped; a malloc wrapper would be called by dlsym itself).
 #include <dlfcn.h>
 #include <errno.h>
 #include <execinfo.h>
