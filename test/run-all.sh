@@ -2,12 +2,14 @@
 # The project's test command: installs what is missing, builds evd three ways
 # (plain, ASan+UBSan, TSan), runs the unit tests of each, fuzzes the parsers
 # of untrusted bytes (clang, libFuzzer), then the integration tests on
-# Soft-RoCE inside the project's VM. Its last line is
+# Soft-RoCE inside the project's VM, and fault injection there (test/fault:
+# the ASan build, one failing rdma-core or system call per run). Its last line is
 # "N passed, N failed" (what CI reads). Exit status 0 only when nothing failed.
 #
 #   bash test/run-all.sh            everything
 #   EVD_SKIP_VM=1 bash test/run-all.sh      no VM tier (quick local loop; CI never sets it)
-#   EVD_SKIP_SAN=1 bash test/run-all.sh     no sanitizer builds (quick local loop)
+#   EVD_SKIP_SAN=1 bash test/run-all.sh     no sanitizer builds and so no fault injection
+#                                           (quick local loop)
 #   EVD_SKIP_FUZZ=1 / EVD_FUZZ_SECONDS=N     no fuzzing / N seconds per fuzz target
 #   EVD_SOAK_SECONDS=N                      length of each sanitizer soak in the VM (default 120)
 #   EVD_SKIP_ALT=1 bash test/run-all.sh     no pass in the other Debian release's userland (quick
@@ -116,6 +118,12 @@ if [ -z "${EVD_SKIP_VM:-}" ]; then
             step soak-$san 900 env EVD_VM_TIMEOUT=840 "$top/test/vm/run-in-vm" -- \
                 bash "$top/test/integration/soak-in-guest.sh" "$top/build-$san" "${EVD_SOAK_SECONDS:-120}"
         done
+        # fault injection (test/fault/run.sh): the ASan build's lifecycle scenario
+        # once per failing rdma-core or system call, two at a time on two vCPUs;
+        # the first 2 and last 2 calls of each symbol (EVD_FAULT_CAP=4) keep it
+        # at a few minutes (run.sh's own default, 8, takes about twice as long)
+        step vm-fault 1200 env EVD_VM_TIMEOUT=1100 EVD_VM_CPUS=2 "$top/test/vm/run-in-vm" -- \
+            env EVD_FAULT_CAP="${EVD_FAULT_CAP:-4}" bash "$top/test/fault/run.sh" "$top/build-asan"
     fi
     # evd installed from its package: found with no variable, MPI passes
     step package-vm 1200 bash "$top/test/package/vm-installed.sh" "$results/debs-host"

@@ -201,14 +201,26 @@ struct fatal_note {
 // op_context nobody gave is what ofi_rxm and MPI dereference and crash on.
 // Such a failure reaches the application as its endpoint's terminal event,
 // and through the flush errors of every later request that has a context.
+// Notes that a marker or probe of qp_num completed, without throwing (the
+// rest of the polled batch must still be admitted): cq_attach_qp reserves the
+// room; past it, out of memory drops the note and its waiter ends at its
+// deadline.
+void note_qp(std::vector<uint32_t>& v, uint32_t qp_num) noexcept {
+    try {
+        v.push_back(qp_num);
+    } catch (const std::bad_alloc&) {
+        EVD_WARN(FI_LOG_CQ, "QP %u: out of memory noting its flush marker or probe\n", qp_num);
+    }
+}
+
 bool admit(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) {
     if (wc.wr_id == wr_id_flush_marker()) {
-        c->markers.push_back(wc.qp_num);
+        note_qp(c->markers, wc.qp_num);
         return false;
     }
     const bool probe = wc.wr_id == wr_id_probe();
     if (probe && wc.status == IBV_WC_SUCCESS) {
-        c->probes.push_back(wc.qp_num);
+        note_qp(c->probes, wc.qp_num);
         return false;
     }
     // a probe that failed is an evd request that failed: hidden, terminal
@@ -572,6 +584,16 @@ void for_cntrs(cq* c, ep* owner, cntr_route* r, F&& f) {
 
 int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
     return guard([&] {
+        size_t n = 0;
+        {
+            std::lock_guard<std::mutex> g(c->reg_mu);
+            n = c->qps.size() + 1;
+        }
+        {  // room for each QP's flush marker and probe (admit does not allocate)
+            std::lock_guard<std::mutex> g(c->mu);
+            c->markers.reserve(n);
+            c->probes.reserve(n);
+        }
         {
             std::lock_guard<std::mutex> g(c->reg_mu);
             c->qps.emplace_back(qp_num, owner);

@@ -187,14 +187,22 @@ devctx* live_by_name_locked(const char* name) {
 
 void source_progress(eq_source* src) { devctx_poll_async(static_cast<devctx*>(src->arg)); }
 
-void set_nonblock(devctx* d) {
-    std::call_once(d->nonblock_once, [d] {
-        int fd = d->ctx->async_fd;  // evd's own context: its flags are evd's
-        int fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-            EVD_WARN(FI_LOG_DOMAIN, "%s: cannot make the async fd non-blocking: %d\n",
-                     d->name.c_str(), errno);
-    });
+// Makes the async fd non-blocking; false (errno set) while it is not: it is
+// then never read (ibv_get_async_event would block the progressing thread)
+// and the next caller tries again.
+bool set_nonblock(devctx* d) {
+    if (d->nonblock.load(std::memory_order_acquire)) return true;
+    int fd = d->ctx->async_fd;  // evd's own context: its flags are evd's
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        int err = errno;
+        EVD_WARN(FI_LOG_DOMAIN, "%s: cannot make the async fd non-blocking: %d\n",
+                 d->name.c_str(), err);
+        errno = err;
+        return false;
+    }
+    d->nonblock.store(true, std::memory_order_release);
+    return true;
 }
 
 // Keeps ports[] current on port events (the domains' port snapshots are
@@ -308,7 +316,7 @@ uint32_t devctx_max_inline(devctx* d) {
 
 void devctx_poll_async(devctx* d) {
     if (!d || !d->ctx) return;  // released: only reachable after every user left
-    set_nonblock(d);
+    if (!set_nonblock(d)) return;
     std::unique_lock<std::mutex> lk(d->read_mu, std::try_to_lock);
     if (!lk.owns_lock()) return;  // another thread is draining this fd
     for (;;) {

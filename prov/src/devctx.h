@@ -79,7 +79,7 @@ struct devctx {
     std::mutex port_mu;            // guards `ports` refreshes
     std::once_flag inline_once;    // max_inline is probed once
     uint32_t max_inline = 0;
-    std::once_flag nonblock_once;  // async fd made O_NONBLOCK once
+    std::atomic<bool> nonblock{false};  // async fd made O_NONBLOCK (retried until it is)
     struct attachment {            // one per EQ reading this device's async fd
         eq* q = nullptr;
         int count = 0;

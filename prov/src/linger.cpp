@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstring>
 #include <mutex>
+#include <algorithm>
+#include <new>
 #include <vector>
 
 #include "devctx.h"
@@ -43,7 +45,10 @@ namespace {
 
 std::mutex g_mu;  // guards g_list; before any cm_chan::mu
 std::vector<linger*>& list() {
-    static auto* v = new std::vector<linger*>();  // lives to exit (provider cleanup order)
+    // Lives to exit (provider cleanup order), in static storage: the first
+    // use (a close reaping) must not fail for want of memory.
+    alignas(std::vector<linger*>) static unsigned char storage[sizeof(std::vector<linger*>)];
+    static auto* v = new (storage) std::vector<linger*>();
     return *v;
 }
 
@@ -91,26 +96,23 @@ void finish(linger* l) {
     delete l;
 }
 
-// Takes the records `pick` selects off the list.
+// Takes the first record `pick` selects off the list, or nullptr. One at a
+// time and without allocating: fi_close of endpoints and EQs reaps through
+// it, and a close must not fail for want of memory.
 template <class F>
-std::vector<linger*> unlist(F pick) {
-    std::vector<linger*> out;
+linger* unlist_one(F pick) {
     std::lock_guard lk(g_mu);
     auto& v = list();
-    for (auto it = v.begin(); it != v.end();) {
-        if (pick(*it)) {
-            out.push_back(*it);
-            it = v.erase(it);
-        } else {
-            ++it;
-        }
-    }
-    return out;
+    auto it = std::find_if(v.begin(), v.end(), pick);
+    if (it == v.end()) return nullptr;
+    linger* l = *it;
+    v.erase(it);
+    return l;
 }
 
 // Frees the records that ended (ids already destroyed or handed back).
 void reap() {
-    for (linger* l : unlist([](const linger* x) { return x->done.load(); })) finish(l);
+    while (linger* l = unlist_one([](const linger* x) { return x->done.load(); })) finish(l);
 }
 
 }  // namespace
@@ -139,6 +141,15 @@ linger* linger_begin(ep* e) {
     // management again until the device is re-created (docs/link-failures.md).
     const bool port_down = e->id->verbs && e->id->port_num &&
                            !port_active_now(e->id->verbs, e->id->port_num);
+    try {
+        std::lock_guard lk(g_mu);
+        list().push_back(l);  // before arming: PORT_ACTIVE from now on finds it (and skips it)
+    } catch (const std::bad_alloc&) {  // no record: fi_close destroys the id at once
+        devctx_detach_eq(dev, l->q);
+        devctx_put(dev);
+        delete l;
+        return nullptr;
+    }
     bool keep = false;
     {
         std::lock_guard lk(e->chan->mu);  // dispatch reads the context and e's flags under it
@@ -154,13 +165,12 @@ linger* linger_begin(ep* e) {
         }
     }
     if (!keep) {
+        (void)unlist_one([l](const linger* x) { return x == l; });
         devctx_detach_eq(dev, l->q);
         devctx_put(dev);
         delete l;
         return nullptr;
     }
-    std::lock_guard lk(g_mu);
-    list().push_back(l);  // before arming: PORT_ACTIVE from now on finds it
     return l;
 }
 
@@ -260,7 +270,7 @@ void linger_port_active(devctx* d, uint8_t port) {
 }
 
 void linger_end_eq(eq* q) {
-    for (linger* l : unlist([q](const linger* x) { return x->q == q; })) finish(l);
+    while (linger* l = unlist_one([q](const linger* x) { return x->q == q; })) finish(l);
 }
 
 size_t linger_count() {

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// The lifecycle the fault-injection runner (test/fault/run.sh) replays with
+// one failing rdma-core or system call at a time: evd MSG endpoints on rxe
+// through the public libfabric API only, in one thread. fi_getinfo, fabric,
+// EQs, a passive endpoint listening on rxe0, a client on rxe1 with its own
+// fabric, domain, CQs and endpoints, a connect the listener rejects, a
+// connect it accepts on a domain, CQs, shared receive context and endpoint of
+// its own, a checked send/recv, an RDMA write read back with an RDMA read,
+// fi_shutdown, then every object closed.
+//
+// EQs and CQs are waited on with fi_eq_sread / fi_cq_sread.
+// Every libfabric call must return 0 (or its count) or a negative FI_E*
+// code; an EQ may carry an error entry instead of an event. The first
+// failure stops the scenario, which then closes everything it opened in
+// reverse order: each fi_close must return 0. Every wait is bounded
+// (EVD_FAULT_WAIT_MS, default 15000): a wait that runs out is a stuck EQ or
+// CQ. Prints "saw: ..." (what the application saw) and exits 0 when the
+// whole lifecycle ran, 2 when it stopped at a reported error and closed
+// cleanly, 1 when a check failed (a close failed, a return code was not an
+// FI_E* code, a wait ran out, data was wrong).
+//
+// Environment: EVD_VM_ADDR0 / EVD_VM_ADDR1 (rxe0's and rxe1's addresses).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+
+const char* env_or(const char* name, const char* dflt) {
+    const char* v = std::getenv(name);
+    return v && *v ? v : dflt;
+}
+
+int wait_ms() { return std::atoi(env_or("EVD_FAULT_WAIT_MS", "15000")); }
+
+struct run {
+    std::vector<struct fid*> opened;      // closed in reverse order
+    std::vector<struct fi_info*> infos;   // freed at the end
+    std::string saw;                      // the first failure the application saw
+    bool bad = false;                     // a check failed
+
+    void fail(const std::string& what) {
+        if (!bad) std::printf("FAIL: %s\n", what.c_str());
+        bad = true;
+        if (saw.empty()) saw = "check failed: " + what;
+    }
+    // rc of a libfabric call that returns 0 or -FI_E*: true when it succeeded.
+    bool ok(const char* call, long rc) {
+        if (rc == 0) return true;
+        if (rc < 0 && rc > -4096) {
+            saw = std::string(call) + " returned -" + fi_strerror(static_cast<int>(-rc)) + " (" +
+                  std::to_string(rc) + ")";
+        } else {
+            fail(std::string(call) + " returned " + std::to_string(rc) +
+                 ", not 0 or a negative FI_E* code");
+        }
+        return false;
+    }
+    template <class T>
+    void keep(T* obj) { opened.push_back(&obj->fid); }
+
+    int finish() {
+        for (auto it = opened.rbegin(); it != opened.rend(); ++it) {
+            int rc = fi_close(*it);
+            if (rc) fail("fi_close of fid class " + std::to_string((*it)->fclass) + " returned " +
+                         std::to_string(rc) + " (" + fi_strerror(-rc) + ")");
+        }
+        for (struct fi_info* i : infos) fi_freeinfo(i);
+        std::printf("saw: %s\n", saw.empty() ? "completed" : saw.c_str());
+        return bad ? 1 : saw.empty() ? 0 : 2;
+    }
+};
+
+struct eq_event {
+    uint32_t event = 0;
+    struct fid_eq* eq = nullptr;
+    struct fi_eq_cm_entry ent {};
+};
+
+// Waits for `want` on `eq` (or, with want_err, for an error entry of that
+// err there), reading every EQ of `all` meanwhile (connection events advance
+// when their EQ is read): the awaited EQ with fi_eq_sread (5 ms at a time),
+// the others with fi_eq_read. An error entry or another event on any of them
+// ends the wait: false, with r.saw saying what it was.
+bool wait_event(run& r, std::initializer_list<struct fid_eq*> all, struct fid_eq* eq,
+                uint32_t want, const char* what, eq_event* out, int want_err = 0) {
+    const auto end = clk::now() + std::chrono::milliseconds(wait_ms());
+    alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+    for (;;) {
+        for (struct fid_eq* q : all) {
+            if (!q) continue;
+            uint32_t ev = 0;
+            ssize_t n = q == eq ? fi_eq_sread(q, &ev, buf, sizeof buf, 5, 0)
+                                : fi_eq_read(q, &ev, buf, sizeof buf, 0);
+            if (n == -FI_EAGAIN || (q == eq && n == -FI_ETIMEDOUT)) continue;
+            if (n == -FI_EAVAIL) {
+                uint8_t ebuf[256];
+                struct fi_eq_err_entry e {};
+                e.err_data = ebuf;
+                e.err_data_size = sizeof ebuf;
+                ssize_t m = fi_eq_readerr(q, &e, 0);
+                if (m != static_cast<ssize_t>(sizeof e)) {
+                    r.fail(std::string("fi_eq_readerr after -FI_EAVAIL returned ") +
+                           std::to_string(m));
+                    return false;
+                }
+                if (e.err <= 0 || e.err >= 4096) {
+                    r.fail("EQ error entry with err " + std::to_string(e.err));
+                    return false;
+                }
+                if (q == eq && want_err && e.err == want_err) return true;
+                r.saw = std::string("while waiting for ") + what + ": EQ error entry " +
+                        fi_strerror(e.err) + " (" + std::to_string(e.err) + ") prov_errno " +
+                        std::to_string(e.prov_errno);
+                return false;
+            }
+            if (n < 0) {
+                r.ok("fi_eq_read", n);
+                return false;
+            }
+            if (q == eq && ev == want && n >= static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry))) {
+                out->event = ev;
+                out->eq = q;
+                std::memcpy(&out->ent, buf, sizeof out->ent);
+                return true;
+            }
+            if (ev == FI_CONNREQ && n >= static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry))) {
+                struct fi_eq_cm_entry ce;
+                std::memcpy(&ce, buf, sizeof ce);
+                r.infos.push_back(ce.info);
+            }
+            r.saw = std::string("while waiting for ") + what + ": event " +
+                    fi_tostr(&ev, FI_TYPE_EQ_EVENT);
+            return false;
+        }
+        if (clk::now() > end) {
+            r.fail(std::string("no ") + what + " within " + std::to_string(wait_ms()) +
+                   " ms (stuck EQ)");
+            return false;
+        }
+    }
+}
+
+// One completion from cq with context ctx: true when it came.
+bool wait_cq(run& r, struct fid_cq* cq, void* ctx, const char* what) {
+    const auto end = clk::now() + std::chrono::milliseconds(wait_ms());
+    for (;;) {
+        struct fi_cq_data_entry e {};
+        ssize_t n = fi_cq_sread(cq, &e, 1, nullptr, 5);
+        if (n == -FI_ETIMEDOUT) n = -FI_EAGAIN;
+        if (n == 1) {
+            if (e.op_context != ctx) {
+                r.fail(std::string(what) + ": completion of another context");
+                return false;
+            }
+            return true;
+        }
+        if (n == -FI_EAVAIL) {
+            struct fi_cq_err_entry ee {};
+            ssize_t m = fi_cq_readerr(cq, &ee, 0);
+            if (m != 1) {
+                r.fail(std::string("fi_cq_readerr after -FI_EAVAIL returned ") + std::to_string(m));
+                return false;
+            }
+            r.saw = std::string(what) + ": CQ error entry " + fi_strerror(ee.err) + " (" +
+                    std::to_string(ee.err) + ")";
+            return false;
+        }
+        if (n != -FI_EAGAIN) {
+            r.ok("fi_cq_read", n);
+            return false;
+        }
+        if (clk::now() > end) {
+            r.fail(std::string("no completion for ") + what + " (stuck CQ)");
+            return false;
+        }
+    }
+}
+
+struct fi_info* hints() {
+    struct fi_info* h = fi_allocinfo();
+    h->ep_attr->type = FI_EP_MSG;
+    h->caps = FI_MSG | FI_RMA;
+    h->mode = FI_CONTEXT | FI_RX_CQ_DATA;
+    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    h->addr_format = FI_SOCKADDR_IN;
+    h->fabric_attr->prov_name = strdup("evd");
+    h->tx_attr->size = 16;
+    h->rx_attr->size = 16;
+    return h;
+}
+
+constexpr size_t kLen = 4096;
+
+uint8_t pattern(size_t i, unsigned seed) { return static_cast<uint8_t>(i * 131u + seed * 7u); }
+
+int scenario() {
+    run r;
+    const char* addr0 = env_or("EVD_VM_ADDR0", "192.0.2.1");
+    const char* addr1 = env_or("EVD_VM_ADDR1", "192.0.2.2");
+    struct fi_info* h = hints();
+    struct fi_info *sinfo = nullptr, *cinfo = nullptr;
+    struct fid_fabric *sfab = nullptr, *cfab = nullptr;
+    struct fid_eq *peq = nullptr, *ceq = nullptr, *seq = nullptr;
+    struct fid_pep* pep = nullptr;
+    struct fid_domain *cdom = nullptr, *sdom = nullptr;
+    struct fid_cq *ctx = nullptr, *crx = nullptr, *stx = nullptr, *srx_cq = nullptr;
+    struct fid_ep *cep = nullptr, *sep = nullptr, *srx = nullptr, *rej = nullptr;
+    struct fid_mr *cmr = nullptr, *smr = nullptr;
+    std::vector<uint8_t> cbuf(2 * kLen), sbuf(2 * kLen);
+    struct fi_eq_attr eqa {};
+    eqa.wait_obj = FI_WAIT_UNSPEC;
+    struct fi_cq_attr cqa {};
+    cqa.format = FI_CQ_FORMAT_DATA;
+    cqa.wait_obj = FI_WAIT_FD;
+    cqa.size = 64;
+    eq_event ev;
+    std::string port;
+    struct sockaddr_in sin {};
+    size_t slen = sizeof sin;
+    int rctx = 0, sctx = 0, wctx = 0, rdctx = 0;
+
+    auto done = [&] {
+        fi_freeinfo(h);
+        return r.finish();
+    };
+#define CALL(expr)                              \
+    do {                                        \
+        if (!r.ok(#expr, (expr))) return done(); \
+    } while (0)
+
+    // ---- the listener on rxe0
+    CALL(fi_getinfo(FI_VERSION(1, 17), addr0, "0", FI_SOURCE, h, &sinfo));
+    r.infos.push_back(sinfo);
+    CALL(fi_fabric(sinfo->fabric_attr, &sfab, nullptr));
+    r.keep(sfab);
+    CALL(fi_eq_open(sfab, &eqa, &peq, nullptr));
+    r.keep(peq);
+    CALL(fi_passive_ep(sfab, sinfo, &pep, nullptr));
+    r.keep(pep);
+    CALL(fi_pep_bind(pep, &peq->fid, 0));
+    CALL(fi_listen(pep));
+    CALL(fi_getname(&pep->fid, &sin, &slen));
+    port = std::to_string(ntohs(sin.sin_port));
+
+    // ---- the client on rxe1
+    {
+        auto* src = static_cast<struct sockaddr_in*>(calloc(1, sizeof(struct sockaddr_in)));
+        src->sin_family = AF_INET;
+        inet_pton(AF_INET, addr1, &src->sin_addr);
+        h->src_addr = src;
+        h->src_addrlen = sizeof *src;
+    }
+    CALL(fi_getinfo(FI_VERSION(1, 17), addr0, port.c_str(), 0, h, &cinfo));
+    r.infos.push_back(cinfo);
+    CALL(fi_fabric(cinfo->fabric_attr, &cfab, nullptr));
+    r.keep(cfab);
+    CALL(fi_eq_open(cfab, &eqa, &ceq, nullptr));
+    r.keep(ceq);
+    CALL(fi_domain(cfab, cinfo, &cdom, nullptr));
+    r.keep(cdom);
+    CALL(fi_cq_open(cdom, &cqa, &ctx, nullptr));
+    r.keep(ctx);
+    CALL(fi_cq_open(cdom, &cqa, &crx, nullptr));
+    r.keep(crx);
+    // a first attempt the listener rejects: its endpoint sees FI_ECONNREFUSED
+    CALL(fi_endpoint(cdom, cinfo, &rej, nullptr));
+    r.keep(rej);
+    CALL(fi_ep_bind(rej, &ceq->fid, 0));
+    CALL(fi_ep_bind(rej, &ctx->fid, FI_TRANSMIT));
+    CALL(fi_ep_bind(rej, &crx->fid, FI_RECV));
+    CALL(fi_connect(rej, cinfo->dest_addr, nullptr, 0));
+    if (!wait_event(r, {peq, ceq}, peq, FI_CONNREQ, "the first FI_CONNREQ", &ev)) return done();
+    r.infos.push_back(ev.ent.info);
+    CALL(fi_reject(pep, ev.ent.info->handle, nullptr, 0));
+    if (!wait_event(r, {peq, ceq}, ceq, 0, "the rejection", &ev, FI_ECONNREFUSED)) return done();
+
+    CALL(fi_endpoint(cdom, cinfo, &cep, nullptr));
+    r.keep(cep);
+    CALL(fi_ep_bind(cep, &ceq->fid, 0));
+    CALL(fi_ep_bind(cep, &ctx->fid, FI_TRANSMIT));
+    CALL(fi_ep_bind(cep, &crx->fid, FI_RECV));
+    CALL(fi_enable(cep));
+    CALL(fi_mr_reg(cdom, cbuf.data(), cbuf.size(), FI_SEND | FI_READ | FI_WRITE, 0, 0, 0, &cmr,
+                   nullptr));
+    r.keep(cmr);
+    CALL(fi_connect(cep, cinfo->dest_addr, nullptr, 0));
+
+    // ---- the server accepts on rxe0 (its own EQ, a shared receive context)
+    if (!wait_event(r, {peq, ceq}, peq, FI_CONNREQ, "FI_CONNREQ", &ev)) return done();
+    r.infos.push_back(ev.ent.info);
+    {
+        struct fi_info* req = ev.ent.info;
+        CALL(fi_domain(sfab, req, &sdom, nullptr));
+        r.keep(sdom);
+        CALL(fi_eq_open(sfab, &eqa, &seq, nullptr));
+        r.keep(seq);
+        CALL(fi_cq_open(sdom, &cqa, &stx, nullptr));
+        r.keep(stx);
+        CALL(fi_cq_open(sdom, &cqa, &srx_cq, nullptr));
+        r.keep(srx_cq);
+        struct fi_rx_attr ra {};
+        ra.size = 16;
+        ra.iov_limit = 1;
+        CALL(fi_srx_context(sdom, &ra, &srx, nullptr));
+        r.keep(srx);
+        req->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
+        CALL(fi_endpoint(sdom, req, &sep, nullptr));
+        r.keep(sep);
+        CALL(fi_ep_bind(sep, &seq->fid, 0));
+        CALL(fi_ep_bind(sep, &stx->fid, FI_TRANSMIT));
+        CALL(fi_ep_bind(sep, &srx_cq->fid, FI_RECV));
+        CALL(fi_ep_bind(sep, &srx->fid, 0));
+        CALL(fi_enable(sep));
+        CALL(fi_mr_reg(sdom, sbuf.data(), sbuf.size(),
+                       FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &smr, nullptr));
+        r.keep(smr);
+        CALL(fi_recv(srx, sbuf.data(), kLen, fi_mr_desc(smr), 0, &rctx));
+        CALL(fi_accept(sep, nullptr, 0));
+    }
+    if (!wait_event(r, {peq, ceq, seq}, ceq, FI_CONNECTED, "the client's FI_CONNECTED", &ev))
+        return done();
+    if (!wait_event(r, {peq, ceq, seq}, seq, FI_CONNECTED, "the server's FI_CONNECTED", &ev))
+        return done();
+
+    // ---- data: a send into the shared receive context, an RDMA write read back
+    for (size_t i = 0; i < kLen; ++i) cbuf[i] = pattern(i, 1);
+    CALL(fi_send(cep, cbuf.data(), kLen, fi_mr_desc(cmr), 0, &sctx));
+    if (!wait_cq(r, ctx, &sctx, "fi_send")) return done();
+    if (!wait_cq(r, srx_cq, &rctx, "fi_recv")) return done();
+    if (std::memcmp(cbuf.data(), sbuf.data(), kLen)) r.fail("received data differs");
+    for (size_t i = 0; i < kLen; ++i) cbuf[i] = pattern(i, 2);
+    const uint64_t key = fi_mr_key(smr);
+    const auto raddr = reinterpret_cast<uintptr_t>(sbuf.data() + kLen);
+    CALL(fi_write(cep, cbuf.data(), kLen, fi_mr_desc(cmr), 0, raddr, key, &wctx));
+    if (!wait_cq(r, ctx, &wctx, "fi_write")) return done();
+    CALL(fi_read(cep, cbuf.data() + kLen, kLen, fi_mr_desc(cmr), 0, raddr, key, &rdctx));
+    if (!wait_cq(r, ctx, &rdctx, "fi_read")) return done();
+    if (std::memcmp(cbuf.data(), cbuf.data() + kLen, kLen) ||
+        std::memcmp(cbuf.data(), sbuf.data() + kLen, kLen))
+        r.fail("RDMA write/read data differs");
+
+    // ---- the client shuts down, the server sees it
+    CALL(fi_shutdown(cep, 0));
+    if (!wait_event(r, {peq, seq}, seq, FI_SHUTDOWN, "the server's FI_SHUTDOWN", &ev))
+        return done();
+#undef CALL
+    return done();
+}
+
+}  // namespace
+
+int main() {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    return scenario();
+}
