@@ -125,8 +125,15 @@ int make_qp(ep* e, struct ibv_qp_init_attr* a) {
     if (!qp) return qp_failed(*a, errno, "ibv_create_qp");
     agree_ece(e->id.get(), qp.get());  // before RTR: in RESET already
     bool bound = e->id->verbs != nullptr;
-    if (int rc = bound ? init_bound_qp(e->id.get(), qp.get()) : init_unbound_qp(qp.get()))
+    if (int rc = bound ? init_bound_qp(e->id.get(), qp.get()) : init_unbound_qp(qp.get())) {
+        if (rc == EINVAL && e->from_connreq) {
+            // The kernel's CM left the request's state (the peer gave up and
+            // its REJ arrived; rdma_ucm reports no event before rdma_accept).
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: the connection request ended before fi_accept\n");
+            return -FI_ECONNABORTED;
+        }
         return fi_err(rc);
+    }
     if (bound) e->id->qp = qp.get();
     e->qp = std::move(qp);
     return 0;

@@ -387,7 +387,10 @@ cm_id_ptr pep_cm_event(pep* p, struct rdma_cm_event* ev, const cm_action& a, cm_
 
 cm_id_ptr connreq_cm_event(connreq* r, struct rdma_cm_event* ev, const cm_action& a) {
     // Called with chan->mu held. Before fi_endpoint adopts the id only the
-    // end of the request can arrive: the peer gave up (or timed out). The id
+    // end of the request can arrive: the peer gave up (or timed out). The
+    // kernels evd runs on report none (rdma_ucm drops a request's events
+    // until rdma_accept; fi_enable then finds the request over), so this is
+    // for one that does. The id
     // is then useless, so free it now rather than when the app answers (it
     // may never: fi_freeinfo does not close info->handle).
     EVD_DBG(FI_LOG_EP_CTRL, "pending connection request: %s (status %d)\n", a.row->name,
