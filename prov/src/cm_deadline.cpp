@@ -31,8 +31,13 @@ void rearm(cm_chan* chan) {
         its.it_value.tv_nsec = ns % 1000000000;
         if (!its.it_value.tv_sec && !its.it_value.tv_nsec) its.it_value.tv_nsec = 1;
     }
+    // A timer that cannot be armed costs the deadlines, not the connections:
+    // they go on under the kernel CM's own timeouts.
     if (timerfd_settime(chan->timer.fd, TFD_TIMER_ABSTIME, &its, nullptr))
-        EVD_WARN(FI_LOG_EP_CTRL, "timerfd_settime: %s\n", strerror(errno));
+        EVD_WARN(FI_LOG_EP_CTRL,
+                 "timerfd_settime: %s: FI_EVD_CONNECT_TIMEOUT is not enforced on this EQ until the "
+                 "next deadline is set\n",
+                 strerror(errno));
 }
 
 void timer_progress(eq_source* src) {

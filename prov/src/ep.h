@@ -114,8 +114,9 @@ void connreq_put(connreq* r);
 // Moves r out of pending to `to`; true if this caller won. (pep.cpp)
 bool connreq_claim(connreq* r, connreq_state to);
 // After a successful claim: rejects (if reject) and destroys the id, drops
-// the chan and EQ refs. (pep.cpp)
-void connreq_release(connreq* r, bool reject, const void* data, size_t len);
+// the chan and EQ refs. Returns 0, or the error of the REJ with the data
+// (destroying the id then rejects without it). (pep.cpp)
+int connreq_release(connreq* r, bool reject, const void* data, size_t len);
 const char* connreq_state_name(int st);
 
 struct ep {

@@ -3,7 +3,10 @@
 #include "inline_probe.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
+#include "evd.h"
 #include "owners.h"
 
 namespace evd {
@@ -13,6 +16,9 @@ uint32_t probe_max_inline(struct ibv_context* verbs) {
     if (!pd) return 0;
     ibv_cq_ptr cq(ibv_create_cq(verbs, 2, nullptr, nullptr, 0));
     if (!cq) return 0;
+    // A size is refused with EINVAL; any other failure (ENOMEM, EMFILE) says
+    // nothing about the size, and ends the search at what was accepted so far.
+    int other_err = 0;
     auto accepts = [&](uint32_t v, uint32_t* got) {
         struct ibv_qp_init_attr ia {};
         ia.send_cq = cq.get();
@@ -24,15 +30,23 @@ uint32_t probe_max_inline(struct ibv_context* verbs) {
         ia.cap.max_recv_sge = 1;
         ia.cap.max_inline_data = v;
         ibv_qp_ptr qp(ibv_create_qp(pd.get(), &ia));
-        if (!qp) return false;
+        if (!qp) {
+            if (errno != EINVAL) other_err = errno;
+            return false;
+        }
         *got = std::max(v, ia.cap.max_inline_data);
         return true;
     };
     uint32_t got = 0, lo = 0, hi = 1u << 16;  // lo: accepted (or 0), hi: first refused
     if (accepts(hi, &got)) return got;
-    if (!accepts(0, &got)) return 0;
+    if (other_err || !accepts(0, &got)) {
+        if (other_err)
+            EVD_WARN(FI_LOG_DOMAIN, "inline-size probe: ibv_create_qp: %s: no inline sends\n",
+                     strerror(other_err));
+        return 0;
+    }
     uint32_t best = got;
-    while (hi - lo > 1) {
+    while (hi - lo > 1 && !other_err) {
         uint32_t mid = lo + (hi - lo) / 2;
         uint32_t g = 0;
         if (accepts(mid, &g)) {
@@ -42,6 +56,9 @@ uint32_t probe_max_inline(struct ibv_context* verbs) {
             hi = mid;
         }
     }
+    if (other_err)
+        EVD_WARN(FI_LOG_DOMAIN, "inline-size probe cut short: ibv_create_qp: %s: max_inline_data %u "
+                 "(a lower bound)\n", strerror(other_err), best);
     return best;
 }
 

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <algorithm>
 #include <new>
@@ -215,14 +216,19 @@ bool linger_hold_request(cm_id_ptr& id, cm_chan* chan) {
         delete l;
         return false;
     }
+    try {
+        std::lock_guard lk(g_mu);
+        list().push_back(l);  // unarmed: PORT_ACTIVE skips it, nothing reaps it
+    } catch (const std::bad_alloc&) {  // no record: the caller keeps the id and rejects now
+        devctx_detach_eq(dev, l->q);
+        devctx_put(dev);
+        delete l;
+        return false;
+    }
     {
         std::lock_guard lk(chan->mu);
         id->context = &l->owner;  // its events reach the record from now on
         l->id = std::move(id);
-    }
-    {
-        std::lock_guard lk(g_mu);
-        list().push_back(l);  // unarmed: PORT_ACTIVE skips it, nothing reaps it
     }
     // Armed once listed; the port may have come back in between.
     cm_id_ptr destroy;
@@ -255,18 +261,29 @@ void linger_port_active(devctx* d, uint8_t port) {
     // The event may be read long after it was raised: act only if the port is
     // still active now (else the next PORT_ACTIVE does).
     if (!port_active_now(d->verbs, port)) return;
-    std::vector<cm_id_ptr> destroy;  // outside the locks
-    {
-        std::lock_guard lk(g_mu);
-        for (linger* l : list()) {
-            if (l->dev != d || l->port != port || l->done.load()) continue;
-            std::lock_guard clk(l->chan->mu);
-            if (!l->armed || l->ended || !l->id || (l->dreq_sent && !l->hold_only)) continue;
-            if (l->hold_only || !send_dreq(l))
-                if (cm_id_ptr id = take_id(l)) destroy.push_back(std::move(id));
+    // Ids to destroy are taken in batches of a fixed size and destroyed
+    // outside the locks (nothing allocated: this runs on the async path); a
+    // taken record has no id, so the next pass skips it.
+    for (bool more = true; more;) {
+        cm_id_ptr destroy[16];
+        size_t n = 0;
+        more = false;
+        {
+            std::lock_guard lk(g_mu);
+            for (linger* l : list()) {
+                if (l->dev != d || l->port != port || l->done.load()) continue;
+                std::lock_guard clk(l->chan->mu);
+                if (!l->armed || l->ended || !l->id || (l->dreq_sent && !l->hold_only)) continue;
+                if (n == std::size(destroy)) {
+                    more = true;
+                    break;
+                }
+                if (l->hold_only || !send_dreq(l))
+                    if (cm_id_ptr id = take_id(l)) destroy[n++] = std::move(id);
+            }
         }
+        for (size_t i = 0; i < n; ++i) destroy[i].reset();
     }
-    destroy.clear();
 }
 
 void linger_end_eq(eq* q) {

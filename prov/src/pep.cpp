@@ -239,8 +239,9 @@ int pep_reject(struct fid_pep* pf, fid_t handle, const void* param, size_t param
                      static_cast<void*>(r), connreq_state_name(r->st.load()));
             return -FI_EINVAL;
         }
-        connreq_release(r, true, param, paramlen);
-        return 0;
+        // The request is answered either way; an error says the peer got a
+        // REJ without the application's data.
+        return connreq_release(r, true, param, paramlen);
     });
 }
 
@@ -414,7 +415,8 @@ bool connreq_claim(connreq* r, connreq_state to) {
     return r->st.compare_exchange_strong(expect, static_cast<int>(to), std::memory_order_acq_rel);
 }
 
-void connreq_release(connreq* r, bool reject, const void* data, size_t len) {
+int connreq_release(connreq* r, bool reject, const void* data, size_t len) {
+    int ret = 0;
     cm_id_ptr id;
     {
         std::lock_guard lk(r->chan->mu);
@@ -434,8 +436,13 @@ void connreq_release(connreq* r, bool reject, const void* data, size_t len) {
         if (reject) {
             uint8_t buf[kCmHdrLen + kCmDataMax];
             int n = cm_pack(buf, sizeof(buf), data, len);
-            if (n < 0 || rdma_reject(id.get(), buf, static_cast<uint8_t>(n)))
-                EVD_INFO(FI_LOG_EP_CTRL, "rdma_reject: %s\n", strerror(errno));
+            if (n < 0) {
+                ret = n;
+            } else if (rdma_reject(id.get(), buf, static_cast<uint8_t>(n))) {
+                ret = fi_err(errno);
+                EVD_WARN(FI_LOG_EP_CTRL, "rdma_reject: %s (the id's destruction rejects it without the data)\n",
+                         strerror(errno));
+            }
         }
         id.reset();  // before its channel can go
     }
@@ -443,6 +450,7 @@ void connreq_release(connreq* r, bool reject, const void* data, size_t len) {
     r->chan = nullptr;
     if (r->eq_bound) eq_bind_unref(r->eq_bound);
     r->eq_bound = nullptr;
+    return ret;
 }
 
 const char* connreq_state_name(int st) {
