@@ -39,14 +39,14 @@
 #include <thread>
 #include <vector>
 
+#include "../integration/rxe_hints.h"
+#include "../integration/vm_link.h"
+
 namespace {
 
 using clk = std::chrono::steady_clock;
 
-const char* env_or(const char* name, const char* dflt) {
-    const char* v = std::getenv(name);
-    return v && *v ? v : dflt;
-}
+using rxetest::env_or;
 
 int wait_ms() { return std::atoi(env_or("EVD_FAULT_WAIT_MS", "15000")); }
 
@@ -194,19 +194,6 @@ bool wait_cq(run& r, struct fid_cq* cq, void* ctx, const char* what) {
     }
 }
 
-struct fi_info* hints() {
-    struct fi_info* h = fi_allocinfo();
-    h->ep_attr->type = FI_EP_MSG;
-    h->caps = FI_MSG | FI_RMA;
-    h->mode = FI_CONTEXT | FI_RX_CQ_DATA;
-    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-    h->addr_format = FI_SOCKADDR_IN;
-    h->fabric_attr->prov_name = strdup("evd");
-    h->tx_attr->size = 16;
-    h->rx_attr->size = 16;
-    return h;
-}
-
 constexpr size_t kLen = 4096;
 
 uint8_t pattern(size_t i, unsigned seed) { return static_cast<uint8_t>(i * 131u + seed * 7u); }
@@ -215,7 +202,7 @@ int scenario() {
     run r;
     const char* addr0 = env_or("EVD_VM_ADDR0", "192.0.2.1");
     const char* addr1 = env_or("EVD_VM_ADDR1", "192.0.2.2");
-    struct fi_info* h = hints();
+    struct fi_info* h = rxetest::rma_hints(16);
     struct fi_info *sinfo = nullptr, *cinfo = nullptr;
     struct fid_fabric *sfab = nullptr, *cfab = nullptr;
     struct fid_eq *peq = nullptr, *ceq = nullptr, *seq = nullptr;

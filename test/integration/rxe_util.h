@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "../unit/common.h"
+#include "rxe_hints.h"
 #include "vm_link.h"
 
 namespace rxetest {
@@ -39,20 +40,6 @@ inline bool in_vm() { return std::getenv("EVD_VM_ADDR0") != nullptr; }
     do {                                                                       \
         if (!rxetest::in_vm()) GTEST_SKIP() << "needs the rxe VM (test/vm/run-in-vm)"; \
     } while (0)
-
-// MSG hints for evd with small queues and the registration modes evd needs.
-inline struct fi_info* make_hints(bool shared_rx = false) {
-    struct fi_info* h = fi_allocinfo();
-    h->ep_attr->type = FI_EP_MSG;
-    h->caps = FI_MSG;
-    h->mode = ~0ULL;
-    h->fabric_attr->prov_name = strdup("evd");
-    h->tx_attr->size = 16;
-    h->rx_attr->size = 16;
-    if (shared_rx) h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT;
-    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-    return h;
-}
 
 // A listener's info: rxe0 (EVD_VM_ADDR0) as the source.
 inline struct fi_info* server_info(const std::string& port, bool shared_rx = false) {
@@ -348,21 +335,6 @@ inline int link_up() {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     return rc ? rc : -1;
-}
-
-// Hints of the data and counter suites: MSG with RMA and remote CQ data,
-// queues `depth` deep (the device maxima would make rxe allocate huge ones).
-inline struct fi_info* rma_hints(size_t depth) {
-    struct fi_info* h = fi_allocinfo();
-    h->ep_attr->type = FI_EP_MSG;
-    h->caps = FI_MSG | FI_RMA;
-    h->mode = FI_CONTEXT | FI_RX_CQ_DATA;
-    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-    h->addr_format = FI_SOCKADDR_IN;
-    h->fabric_attr->prov_name = strdup("evd");
-    h->tx_attr->size = depth;
-    h->rx_attr->size = depth;
-    return h;
 }
 
 // ---- removing and re-creating an rxe device (the device-removal tests)

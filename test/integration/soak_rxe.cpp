@@ -61,6 +61,7 @@
 #include <thread>
 #include <vector>
 
+#include "rxe_hints.h"
 #include "vm_link.h"
 
 extern char** environ;
@@ -215,14 +216,7 @@ bool device_ready(const std::string& dev) {
 }
 
 fi_info* hints() {
-    fi_info* h = fi_allocinfo();
-    h->ep_attr->type = FI_EP_MSG;
-    h->caps = FI_MSG;
-    h->mode = ~0ULL;
-    h->fabric_attr->prov_name = strdup("evd");
-    h->tx_attr->size = 16;
-    h->rx_attr->size = 16;
-    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+    fi_info* h = rxetest::make_hints();
     h->domain_attr->threading = FI_THREAD_SAFE;
     h->addr_format = FI_SOCKADDR_IN;
     return h;
