@@ -481,9 +481,10 @@ TEST_F(CmRxe, FreeinfoOfUnansweredRequestIsRejectedAtPepClose) {
 // handing it to the endpoint under the endpoint's lock. It cannot: the id is
 // moved only before fi_accept (fi_accept needs the endpoint enabled, enabling
 // needs the EQ bound, and a second EQ is refused), and until rdma_accept the
-// kernel's rdma_ucm drops every event of a new connection's id (ucma.c: "we
-// ignore events for new connections until userspace has set their
-// context"). So no event of the id is ever read on the old channel, and the
+// kernel's rdma_ucm drops every event of a new connection's id
+// (ucma_event_handler in drivers/infiniband/core/ucma.c queues events only
+// for an id whose user context rdma_accept has set). So no event of the id
+// is ever read on the old channel, and the
 // move never waits. This test shows it: the peer gives up, nothing for the
 // adopted endpoint reaches the listener's EQ, and fi_ep_bind to a second EQ
 // returns at once. The peer's departure surfaces afterwards: fi_enable
