@@ -160,8 +160,9 @@ mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err) {
     if (!len || pid_ != getpid()) return nullptr;  // a fork child: no monitor here
     const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
     const uintptr_t ps = page_size();
-    const uintptr_t start = a & ~(ps - 1);
-    const uintptr_t end = (a + len + ps - 1) & ~(ps - 1);
+    const uintptr_t own_start = a & ~(ps - 1);
+    const uintptr_t own_end = (a + len + ps - 1) & ~(ps - 1);
+    uintptr_t start = own_start, end = own_end;
     uint64_t events = 0;
     mr_entry* hit = nullptr;
     mr_entry* dead = nullptr;
@@ -175,6 +176,15 @@ mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err) {
         } else {
             ++misses_;
             events = mem_monitor_events();
+            // One registration for the new range and the entries it overlaps
+            // (their pages are mapped and pinned already): the next request
+            // anywhere in the union hits.
+            auto it = std::upper_bound(index_.begin(), index_.end(), start,
+                                       [](uintptr_t s, const mr_entry* x) { return s < x->end; });
+            for (; it != index_.end() && (*it)->start < end; ++it) {
+                start = std::min(start, (*it)->start);
+                end = std::max(end, (*it)->end);
+            }
         }
     }
     free_dead(dead);
@@ -187,6 +197,13 @@ mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err) {
         return nullptr;
     }
     mr_entry* e = reg_new(start, end, access, err);
+    if (!e && (start != own_start || end != own_end)) {
+        // part of the union went meanwhile (its event made the count move):
+        // the request's own pages, and no caching
+        start = own_start;
+        end = own_end;
+        e = reg_new(start, end, access, err);
+    }
     if (!e) return nullptr;
     std::lock_guard lk(mem_lock());
     ++registered_;

@@ -12,9 +12,9 @@
 // monitor (mem_monitor.h) can watch, registered with local write, remote
 // read and remote write (or, where the memory refuses that, read only: the
 // access asked for then decides). A request hits an entry that contains it
-// and whose access covers it. Entries never overlap: a miss replaces the
-// unused entries it overlaps (in-use ones leave the index and live on for
-// their users). An entry nobody uses stays registered, least recently used
+// and whose access covers it. Entries never overlap: a miss registers the
+// union of its range and the entries it overlaps, which leave the index
+// (unused ones are deregistered, in-use ones live on for their users). An entry nobody uses stays registered, least recently used
 // first out, within FI_EVD_MR_CACHE_MAX_COUNT entries and
 // FI_EVD_MR_CACHE_MAX_SIZE bytes.
 //
