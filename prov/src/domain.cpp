@@ -65,6 +65,17 @@ int domain_close(struct fid* f) {
         }
         unbind_eq(dom);
         if (dom->mrc) {
+            struct fi_evd_mr_cache_stats st;
+            dom->mrc->stats(&st);
+            EVD_INFO(FI_LOG_MR,
+                     "%s: registration cache: %llu hits, %llu misses, %llu registrations, %llu "
+                     "invalidations, %llu evictions, %llu uncached\n",
+                     dom->dev->name.c_str(), static_cast<unsigned long long>(st.hits),
+                     static_cast<unsigned long long>(st.misses),
+                     static_cast<unsigned long long>(st.registrations),
+                     static_cast<unsigned long long>(st.invalidations),
+                     static_cast<unsigned long long>(st.evictions),
+                     static_cast<unsigned long long>(st.uncached));
             dom->mrc.reset();  // deregisters what it kept, before the PD goes
             mem_monitor_put();
         }
