@@ -333,4 +333,58 @@ TEST_F(MrCacheRxe, ReadOnlyMemoryIsCachedForSends) {
     munmap(p, len);
 }
 
+// A request larger than a cached entry is a miss that registers the union;
+// a smaller one inside the union hits; asking for more access than a
+// read-only entry has is a miss.
+TEST_F(MrCacheRxe, SupersetMissesThenEverythingInsideHits) {
+    const size_t len = 64 * kPage;
+    auto* p = static_cast<uint8_t*>(map_anon(len));
+    ASSERT_NE(p, nullptr);
+    auto st0 = stats(s);
+    struct fid_mr* a = reg(s, p + 8 * kPage, 8 * kPage, FI_REMOTE_WRITE);
+    struct fid_mr* b = reg(s, p, 32 * kPage, FI_REMOTE_WRITE);  // contains a's range: a miss
+    ASSERT_TRUE(a && b);
+    auto st1 = stats(s);
+    EXPECT_EQ(st1.misses - st0.misses, 2u);
+    EXPECT_EQ(st1.entries - st0.entries, 1u) << "a's entry left the cache, b's covers it";
+    struct fid_mr* c1 = reg(s, p + 4 * kPage, 4 * kPage, FI_REMOTE_WRITE);  // inside b: a hit
+    ASSERT_NE(c1, nullptr);
+    EXPECT_EQ(stats(s).hits - st1.hits, 1u);
+    EXPECT_EQ(fi_mr_key(c1), fi_mr_key(b));
+    EXPECT_TRUE(write_lands(p + 4 * kPage, 4 * kPage, c1, 13));
+    EXPECT_TRUE(write_lands(p + 8 * kPage, 8 * kPage, a, 14)) << "a stays valid for its user";
+    for (auto* m : {a, b, c1}) EXPECT_EQ(fi_close(&m->fid), 0);
+    munmap(p, len);
+}
+
+// More entries than FI_EVD_MR_CACHE_MAX_COUNT (1024): the least recently
+// used unused ones are evicted, the cache stays within its bound, and every
+// registration still works.
+TEST_F(MrCacheRxe, EvictsTheLeastRecentlyUsedBeyondItsCount) {
+    const size_t n = 1100;
+    auto* p = static_cast<uint8_t*>(map_anon(2 * n * kPage));  // one page in two: no merging
+    ASSERT_NE(p, nullptr);
+    auto st0 = stats(s);
+    for (size_t i = 0; i < n; i++) {
+        struct fid_mr* m = reg(s, p + 2 * i * kPage, kPage, FI_REMOTE_WRITE);
+        ASSERT_NE(m, nullptr) << i;
+        ASSERT_EQ(fi_close(&m->fid), 0);
+    }
+    auto st1 = stats(s);
+    EXPECT_LE(st1.entries, 1024u);
+    EXPECT_GE(st1.evictions - st0.evictions, n + st0.entries - 1024);
+    // the first buffers were evicted (a miss), the last are cached (a hit)
+    struct fid_mr* first = reg(s, p, kPage, FI_REMOTE_WRITE);
+    struct fid_mr* last = reg(s, p + 2 * (n - 1) * kPage, kPage, FI_REMOTE_WRITE);
+    ASSERT_TRUE(first && last);
+    auto st2 = stats(s);
+    EXPECT_EQ(st2.misses - st1.misses, 1u);
+    EXPECT_EQ(st2.hits - st1.hits, 1u);
+    EXPECT_TRUE(write_lands(p, kPage, first, 15));
+    EXPECT_TRUE(write_lands(p + 2 * (n - 1) * kPage, kPage, last, 16));
+    EXPECT_EQ(fi_close(&first->fid), 0);
+    EXPECT_EQ(fi_close(&last->fid), 0);
+    munmap(p, 2 * n * kPage);
+}
+
 }  // namespace
