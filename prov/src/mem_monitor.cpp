@@ -123,7 +123,7 @@ std::mutex& mem_lock() {
 
 int mem_monitor_get() {
     std::lock_guard lk(g_state_mu);
-    if (g_refs > 0) {
+    if (g_uffd.fd >= 0) {  // running (possibly with no domain since the last put)
         ++g_refs;
         return 0;
     }
@@ -155,7 +155,17 @@ int mem_monitor_get() {
 
 void mem_monitor_put() {
     std::lock_guard lk(g_state_mu);
-    if (g_refs <= 0 || --g_refs > 0) return;
+    if (g_refs > 0) --g_refs;
+    // The thread and its fd stay until provider cleanup: an application that
+    // opens and closes domains does not start and stop a thread each time.
+}
+
+void mem_monitor_shutdown() {
+    std::lock_guard lk(g_state_mu);
+    if (g_uffd.fd < 0) return;
+    if (g_refs > 0)
+        EVD_WARN(FI_LOG_MR, "memory monitor stopped with %d domains still open\n", g_refs);
+    g_refs = 0;
     if (g_pid == getpid()) {  // (a fork child has no thread to stop)
         (void)g_stop.signal();
         pthread_join(g_thread, nullptr);

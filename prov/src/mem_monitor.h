@@ -45,11 +45,14 @@ struct mem_listener {
     mem_listener* next = nullptr;  // the monitor's list (under mem_lock())
 };
 
-// The first get starts the monitor (its fd and thread); the last put stops
-// it. get returns 0, or a negative FI_E* when userfaultfd or the thread is
-// not available (then nothing is watched and the caller caches nothing).
+// The first get starts the monitor (its fd and thread), which then runs
+// until mem_monitor_shutdown (provider cleanup), so that opening and closing
+// domains does not start and stop a thread each time. get returns 0, or a
+// negative FI_E* when userfaultfd or the thread is not available (then
+// nothing is watched and the caller caches nothing).
 int mem_monitor_get();
 void mem_monitor_put();
+void mem_monitor_shutdown();
 
 // Under mem_lock(): subscribes / unsubscribes l.
 void mem_monitor_listen(mem_listener* l);

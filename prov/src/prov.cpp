@@ -6,6 +6,7 @@
 #include "evd.h"
 #include "fabric.h"
 #include "info.h"
+#include "mem_monitor.h"
 
 namespace evd {
 
@@ -121,7 +122,10 @@ void read_params() {
     for (const param_row& r : kParams) read_param(r);
 }
 
-void cleanup() noexcept { info_cleanup(); }
+void cleanup() noexcept {
+    info_cleanup();
+    mem_monitor_shutdown();
+}
 
 }  // namespace
 

@@ -182,7 +182,8 @@ TEST_F(MrCacheRxe, MremapAwayThenNewMemoryAtTheOldAddressIsAMiss) {
 // free (its default threshold grows).
 TEST_F(MrCacheRxe, FreeAndMallocOfALargeBufferGetsTheNewPages) {
     const size_t len = 4 << 20;
-    ASSERT_EQ(mallopt(M_MMAP_THRESHOLD, 1 << 20), 1);
+    if (mallopt(M_MMAP_THRESHOLD, 1 << 20) != 1)  // ASan's allocator, which keeps freed chunks
+        GTEST_SKIP() << "malloc is not glibc's: free does not unmap";
     int same = 0;
     for (int i = 0; i < 4; i++) {
         SCOPED_TRACE(i);
