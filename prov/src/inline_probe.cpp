@@ -39,21 +39,18 @@ uint32_t probe_max_inline(struct ibv_context* verbs) {
     };
     uint32_t got = 0, lo = 0, hi = 1u << 16;  // lo: accepted (or 0), hi: first refused
     if (accepts(hi, &got)) return got;
-    if (other_err || !accepts(0, &got)) {
-        if (other_err)
-            EVD_WARN(FI_LOG_DOMAIN, "inline-size probe: ibv_create_qp: %s: no inline sends\n",
-                     strerror(other_err));
-        return 0;
-    }
-    uint32_t best = got;
-    while (hi - lo > 1 && !other_err) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        uint32_t g = 0;
-        if (accepts(mid, &g)) {
-            lo = mid;
-            best = std::max(best, g);
-        } else {
-            hi = mid;
+    uint32_t best = 0;
+    if (!other_err && accepts(0, &got)) {
+        best = got;
+        while (hi - lo > 1 && !other_err) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            uint32_t g = 0;
+            if (accepts(mid, &g)) {
+                lo = mid;
+                best = std::max(best, g);
+            } else {
+                hi = mid;
+            }
         }
     }
     if (other_err)

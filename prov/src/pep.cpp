@@ -440,7 +440,8 @@ int connreq_release(connreq* r, bool reject, const void* data, size_t len) {
                 ret = n;
             } else if (rdma_reject(id.get(), buf, static_cast<uint8_t>(n))) {
                 ret = fi_err(errno);
-                EVD_WARN(FI_LOG_EP_CTRL, "rdma_reject: %s (the id's destruction rejects it without the data)\n",
+                EVD_WARN(FI_LOG_EP_CTRL,
+                         "rdma_reject: %s (the id's destruction rejects it without the data)\n",
                          strerror(errno));
             }
         }
