@@ -15,6 +15,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "evd.h"
 #include "owners.h"
@@ -30,13 +32,19 @@ namespace {
 constexpr uint64_t kFeatures =
     UFFD_FEATURE_EVENT_UNMAP | UFFD_FEATURE_EVENT_REMOVE | UFFD_FEATURE_EVENT_REMAP;
 
-// The monitor's state, under g_state_mu (start and stop) except where noted.
+// The running monitor. It lives on the heap and only mem_monitor_shutdown
+// deletes it: libfabric runs provider cleanup after the process's static
+// destructors, and a static fd owner would have closed both fds by then
+// (measured: the stop signal hit a closed eventfd and exit hung in the join).
+struct monitor {
+    fd_owner uffd;     // read by mem_monitor_watch while refs > 0
+    fd_owner stop;     // eventfd: the thread returns when it is readable
+    pthread_t thread;  // a raw thread: a fork child or exit() must not touch it
+    pid_t pid = 0;
+    int refs = 0;
+};
 std::mutex g_state_mu;
-int g_refs = 0;
-fd_owner g_uffd;      // read by mem_monitor_watch while refs > 0
-fd_owner g_stop;      // eventfd: the thread returns when it is readable
-pthread_t g_thread;   // a raw thread: a fork child or exit() must not touch it
-pid_t g_pid = 0;
+monitor* g_mon = nullptr;  // under g_state_mu, except reads while refs > 0
 // Under mem_lock():
 mem_listener* g_listeners = nullptr;
 uint64_t g_events = 0;
@@ -60,7 +68,7 @@ void apply(const struct uffd_msg& m) {
         case UFFD_EVENT_PAGEFAULT: {
             // Not expected: no page is ever write-protected. Let the thread go.
             struct uffdio_range r = {m.arg.pagefault.address & ~uint64_t{4095}, 4096};
-            (void)ioctl(g_uffd.fd, UFFDIO_WAKE, &r);
+            (void)ioctl(g_mon->uffd.fd, UFFDIO_WAKE, &r);
             break;
         }
         default:
@@ -68,8 +76,9 @@ void apply(const struct uffd_msg& m) {
     }
 }
 
-void* run(void*) {
-    const int uffd = g_uffd.fd, stop = g_stop.fd;  // set before the thread starts
+void* run(void* arg) {
+    const auto* m = static_cast<const monitor*>(arg);
+    const int uffd = m->uffd.fd, stop = m->stop.fd;
     for (;;) {
         struct pollfd p[2] = {{uffd, POLLIN, 0}, {stop, POLLIN, 0}};
         int n = poll(p, 2, -1);
@@ -123,55 +132,54 @@ std::mutex& mem_lock() {
 
 int mem_monitor_get() {
     std::lock_guard lk(g_state_mu);
-    if (g_uffd.fd >= 0) {  // running (possibly with no domain since the last put)
-        ++g_refs;
+    if (g_mon) {  // running (possibly with no domain since the last put)
+        ++g_mon->refs;
         return 0;
     }
-    fd_owner uffd, stop;
-    if (int rc = open_uffd(uffd)) return rc;
-    stop.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (stop.fd < 0) return fi_err(errno);
-    g_uffd.reset(uffd.fd);
-    uffd.fd = -1;
-    g_stop.reset(stop.fd);
-    stop.fd = -1;
+    std::unique_ptr<monitor> m(new (std::nothrow) monitor);
+    if (!m) return -FI_ENOMEM;
+    if (int rc = open_uffd(m->uffd)) return rc;
+    m->stop.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (m->stop.fd < 0) return fi_err(errno);
     // The thread takes no signal: the application's handlers run elsewhere.
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rc = pthread_create(&g_thread, nullptr, run, nullptr);
+    int rc = pthread_create(&m->thread, nullptr, run, m.get());
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
     if (rc) {
         EVD_WARN(FI_LOG_MR, "memory monitor thread: %s: registrations are not cached\n", strerror(rc));
-        g_uffd.reset();
-        g_stop.reset();
         return fi_err(rc);
     }
-    g_pid = getpid();
-    g_refs = 1;
-    EVD_DBG(FI_LOG_MR, "memory monitor started (userfaultfd %d)\n", g_uffd.fd);
+    m->pid = getpid();
+    m->refs = 1;
+    EVD_DBG(FI_LOG_MR, "memory monitor started (userfaultfd %d)\n", m->uffd.fd);
+    g_mon = m.release();
     return 0;
 }
 
 void mem_monitor_put() {
     std::lock_guard lk(g_state_mu);
-    if (g_refs > 0) --g_refs;
+    if (g_mon && g_mon->refs > 0) --g_mon->refs;
     // The thread and its fd stay until provider cleanup: an application that
     // opens and closes domains does not start and stop a thread each time.
 }
 
 void mem_monitor_shutdown() {
     std::lock_guard lk(g_state_mu);
-    if (g_uffd.fd < 0) return;
-    if (g_refs > 0)
-        EVD_WARN(FI_LOG_MR, "memory monitor stopped with %d domains still open\n", g_refs);
-    g_refs = 0;
-    if (g_pid == getpid()) {  // (a fork child has no thread to stop)
-        (void)g_stop.signal();
-        pthread_join(g_thread, nullptr);
+    if (!g_mon) return;
+    std::unique_ptr<monitor> m(g_mon);
+    g_mon = nullptr;
+    if (m->refs > 0)
+        EVD_WARN(FI_LOG_MR, "memory monitor stopped with %d domains still open\n", m->refs);
+    if (m->pid == getpid()) {  // (a fork child has no thread to stop)
+        if (m->stop.signal())
+            pthread_join(m->thread, nullptr);
+        else  // never wait for a thread that cannot be told to stop
+            EVD_WARN(FI_LOG_MR, "memory monitor: cannot signal its thread: %s: left running\n",
+                     strerror(errno));
     }
-    g_uffd.reset();  // closing it ends every watch
-    g_stop.reset();
+    // Deleting m closes the userfaultfd, which ends every watch.
 }
 
 void mem_monitor_listen(mem_listener* l) {
@@ -193,14 +201,12 @@ bool mem_monitor_watch(uintptr_t start, uintptr_t end) {
     r.range.start = start;
     r.range.len = end - start;
     r.mode = UFFDIO_REGISTER_MODE_WP;
-    if (ioctl(g_uffd.fd, UFFDIO_REGISTER, &r) == 0) return true;
+    if (ioctl(g_mon->uffd.fd, UFFDIO_REGISTER, &r) == 0) return true;
     EVD_DBG(FI_LOG_MR, "UFFDIO_REGISTER(%#lx, %zu): %s: registered uncached\n",
             static_cast<unsigned long>(start), static_cast<size_t>(end - start), strerror(errno));
     return false;
 }
 
 uint64_t mem_monitor_events() { return g_events; }
-
-pid_t mem_monitor_pid() { return g_pid; }
 
 }  // namespace evd

@@ -69,8 +69,4 @@ bool mem_monitor_watch(uintptr_t start, uintptr_t end);
 // new registration, which is then not cached.
 uint64_t mem_monitor_events();
 
-// The process that started the monitor: a fork child has neither its thread
-// nor its watches, and must not cache.
-pid_t mem_monitor_pid();
-
 }  // namespace evd

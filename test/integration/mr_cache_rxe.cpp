@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -220,6 +221,33 @@ TEST_F(MrCacheRxe, RegistrationOpenAcrossAnUnmapIsReplacedForNewUsers) {
     EXPECT_EQ(fi_close(&old->fid), 0);
     EXPECT_EQ(fi_close(&m->fid), 0);
     munmap(p, len);
+}
+
+// A process that cached registrations exits: libfabric runs provider cleanup
+// after the process's static destructors, and the monitor's thread must still
+// be told to stop (it once hung exit in the join: the stop eventfd had been
+// closed by a static owner). A fresh process runs one cache test and must be
+// gone within 60 s.
+TEST_F(MrCacheRxe, AProcessThatCachedRegistrationsExits) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, 1);
+        execl("/proc/self/exe", "evd_integration",
+              "--gtest_filter=MrCacheRxe.SecondRegistrationOfABufferIsAHit", static_cast<char*>(nullptr));
+        _exit(127);
+    }
+    int st = 0;
+    pid_t got = 0;
+    for (int i = 0; i < 600 && (got = waitpid(pid, &st, WNOHANG)) == 0; ++i) usleep(100 * 1000);
+    if (got == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        FAIL() << "the process did not exit within 60 s of its last test";
+    }
+    ASSERT_EQ(got, pid);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
 }
 
 // A fork child writing into a registered buffer gets its own copy of the
