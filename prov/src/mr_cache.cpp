@@ -28,7 +28,6 @@ uintptr_t page_size() {
 }  // namespace
 
 mr_cache::mr_cache(struct ibv_pd* pd, mr_cache_limits lim) : pd_(pd), lim_(lim), pid_(getpid()) {
-    index_.reserve(lim_.max_count);  // never grows under the lock
     listener_.invalidate = on_invalidate;
     listener_.cache = this;
     std::lock_guard lk(mem_lock());
@@ -205,7 +204,31 @@ mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err) {
         e = reg_new(start, end, access, err);
     }
     if (!e) return nullptr;
+    // The index takes its full size at the first entry (a domain that caches
+    // nothing holds nothing), allocated here and freed below without the
+    // lock: an allocation under it could unmap memory and wait for the
+    // monitor, which waits for the lock.
+    std::vector<mr_entry*> room;
+    bool need_room;
+    {
+        std::lock_guard lk(mem_lock());
+        need_room = index_.capacity() < lim_.max_count;
+    }
+    if (need_room) {
+        try {
+            room.reserve(lim_.max_count);
+        } catch (const std::bad_alloc&) {
+            std::lock_guard lk(mem_lock());
+            ++registered_;
+            ++uncached_;
+            return e;  // private
+        }
+    }
     std::lock_guard lk(mem_lock());
+    if (index_.capacity() < lim_.max_count && room.capacity() >= lim_.max_count) {
+        room.assign(index_.begin(), index_.end());  // within its capacity
+        index_.swap(room);  // the old (smaller) array goes with room, unlocked
+    }
     ++registered_;
     if (mem_monitor_events() != events) {
         ++uncached_;  // an event came meanwhile, maybe for these pages
