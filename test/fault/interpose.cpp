@@ -246,11 +246,31 @@ WRAP(int, ibv_query_gid, FAIL_NEG, (P ctx, unsigned char port, int i, P gid), (c
 WRAP(int, ibv_query_pkey, FAIL_NEG, (P ctx, unsigned char port, int i, P pkey), (ctx, port, i, pkey))
 WRAP(int, ibv_query_qp, FAIL_POS, (P qp, P attr, int mask, P init), (qp, attr, mask, init))
 WRAP(int, ibv_query_ece, FAIL_POS, (P qp, P ece), (qp, ece))
-WRAP(P, ibv_reg_mr, FAIL_PTR, (P pd, P addr, size_t len, int access), (pd, addr, len, access))
-WRAP(P, ibv_reg_mr_iova, FAIL_PTR, (P pd, P addr, size_t len, unsigned long iova, int access),
-     (pd, addr, len, iova, access))
-WRAP(P, ibv_reg_mr_iova2, FAIL_PTR, (P pd, P addr, size_t len, unsigned long iova, unsigned access),
-     (pd, addr, len, iova, access))
+// The registration calls nest: libibverbs' ibv_reg_mr and ibv_reg_mr_iova
+// end in ibv_reg_mr_iova2, often as a tail call whose return address is the
+// caller's. One registration is one call: the inner one passes uncounted.
+thread_local int t_in_reg = 0;
+#define WRAP_REG_OUTER(name, params, args)                                          \
+    extern "C" __attribute__((visibility("default"), noinline)) P name params {     \
+        using fn_t = P(*) params;                                                   \
+        static fn_t next = reinterpret_cast<fn_t>(real(#name));                     \
+        if (should_fail(id_##name, __builtin_return_address(0))) return FAIL_PTR(id_##name); \
+        ++t_in_reg;                                                                 \
+        P r = next args;                                                            \
+        --t_in_reg;                                                                 \
+        return r;                                                                   \
+    }
+WRAP_REG_OUTER(ibv_reg_mr, (P pd, P addr, size_t len, int access), (pd, addr, len, access))
+WRAP_REG_OUTER(ibv_reg_mr_iova, (P pd, P addr, size_t len, unsigned long iova, int access),
+               (pd, addr, len, iova, access))
+extern "C" __attribute__((visibility("default"), noinline)) P ibv_reg_mr_iova2(
+    P pd, P addr, size_t len, unsigned long iova, unsigned access) {
+    using fn_t = P (*)(P, P, size_t, unsigned long, unsigned);
+    static fn_t next = reinterpret_cast<fn_t>(real("ibv_reg_mr_iova2"));
+    if (!t_in_reg && should_fail(id_ibv_reg_mr_iova2, __builtin_return_address(0)))
+        return FAIL_PTR(id_ibv_reg_mr_iova2);
+    return next(pd, addr, len, iova, access);
+}
 // librdmacm
 WRAP(P, rdma_get_devices, FAIL_PTR, (int* n), (n))
 WRAP(int, rdma_getaddrinfo, FAIL_NEG, (const char* node, const char* svc, P hints, P res),
