@@ -55,7 +55,7 @@ void notify(uintptr_t start, uintptr_t end) {
 }
 
 // One event, under mem_lock().
-void apply(const struct uffd_msg& m) {
+void apply(const struct uffd_msg& m, int uffd) {
     switch (m.event) {
         case UFFD_EVENT_UNMAP:
         case UFFD_EVENT_REMOVE:  // same layout: start, end
@@ -68,7 +68,7 @@ void apply(const struct uffd_msg& m) {
         case UFFD_EVENT_PAGEFAULT: {
             // Not expected: no page is ever write-protected. Let the thread go.
             struct uffdio_range r = {m.arg.pagefault.address & ~uint64_t{4095}, 4096};
-            (void)ioctl(g_mon->uffd.fd, UFFDIO_WAKE, &r);
+            (void)ioctl(uffd, UFFDIO_WAKE, &r);
             break;
         }
         default:
@@ -97,7 +97,7 @@ void* run(void* arg) {
         for (;;) {
             ssize_t got = read(uffd, msgs, sizeof msgs);
             if (got <= 0) break;  // EAGAIN: drained
-            for (size_t i = 0; i < static_cast<size_t>(got) / sizeof msgs[0]; ++i) apply(msgs[i]);
+            for (size_t i = 0; i < static_cast<size_t>(got) / sizeof msgs[0]; ++i) apply(msgs[i], uffd);
         }
     }
 }
