@@ -239,6 +239,31 @@ struct fi_evd_async_ops {
 #define FI_EVD_FAIL_FAST_SET 0x65764401
 #define FI_EVD_FAIL_FAST_GET 0x65764402
 
+/*
+ * Registration cache (fi_evd(7), REGISTRATION CACHE): the counters of a
+ * domain's cache.
+ *
+ *   struct fi_evd_mr_cache_stats st;
+ *   fi_control(&domain->fid, FI_EVD_MR_CACHE_STATS, &st);
+ *
+ * Returns 0, or -FI_ENOSYS when the domain has no cache (FI_EVD_MR_CACHE_MAX_COUNT=0,
+ * FI_EVD_MR_CACHE_MONITOR=disabled, or no userfaultfd).
+ */
+#define FI_EVD_MR_CACHE_STATS 0x65764403
+struct fi_evd_mr_cache_stats {
+	uint64_t hits;          /* fi_mr_reg answered with a cached registration */
+	uint64_t misses;        /* not found in the cache */
+	uint64_t registrations; /* ibv_reg_mr calls the cache made */
+	uint64_t invalidations; /* entries dropped because their memory was unmapped,
+	                           moved or discarded */
+	uint64_t evictions;     /* unused entries dropped for room */
+	uint64_t uncached;      /* misses registered outside the cache (memory that
+	                           cannot be watched, a change during registration,
+	                           no room) */
+	uint64_t entries;       /* entries cached now */
+	uint64_t bytes;         /* bytes they register */
+};
+
 /* ===================================================================== */
 /* Section 3: connection management (issue 4).                           */
 /* ===================================================================== */

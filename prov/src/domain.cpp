@@ -8,6 +8,10 @@
 #include "api.h"
 #include "async.h"
 
+#include <rdma/fi_ext_evd.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -15,6 +19,7 @@
 #include "cq.h"
 #include "ep.h"
 #include "eq.h"
+#include "mem_monitor.h"
 #include "mr.h"
 #include "owners.h"
 #include "srx.h"
@@ -59,6 +64,21 @@ int domain_close(struct fid* f) {
                 }
         }
         unbind_eq(dom);
+        if (dom->mrc) {
+            struct fi_evd_mr_cache_stats st;
+            dom->mrc->stats(&st);
+            EVD_INFO(FI_LOG_MR,
+                     "%s: registration cache: %llu hits, %llu misses, %llu registrations, %llu "
+                     "invalidations, %llu evictions, %llu uncached\n",
+                     dom->dev->name.c_str(), static_cast<unsigned long long>(st.hits),
+                     static_cast<unsigned long long>(st.misses),
+                     static_cast<unsigned long long>(st.registrations),
+                     static_cast<unsigned long long>(st.invalidations),
+                     static_cast<unsigned long long>(st.evictions),
+                     static_cast<unsigned long long>(st.uncached));
+            dom->mrc.reset();  // deregisters what it kept, before the PD goes
+            mem_monitor_put();
+        }
         if (int rc = release_with(dom->pd, ibv_dealloc_pd)) {
             EVD_WARN(FI_LOG_DOMAIN, "ibv_dealloc_pd: %d (a child object still uses it?)\n", rc);
             (void)dom->pd.release();  // left to the device context's close
@@ -70,6 +90,30 @@ int domain_close(struct fid* f) {
         delete dom;
         return 0;
     });
+}
+
+// The domain's registration cache, when FI_EVD_MR_CACHE* allow one and the
+// memory monitor runs; without one every fi_mr_reg registers.
+void open_mr_cache(domain* dom) {
+    const params& p = get_params();
+    if (!p.mr_cache || !p.mr_cache_max_count) return;
+    if (mem_monitor_get()) return;  // logged: no userfaultfd
+    mr_cache_limits lim;
+    lim.max_count = p.mr_cache_max_count;
+    lim.max_bytes = p.mr_cache_max_size;
+    if (!lim.max_bytes) {
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+        if (pages > 0 && psize > 0)
+            lim.max_bytes = static_cast<size_t>(pages) * static_cast<size_t>(psize) /
+                            static_cast<size_t>(cpus) / 2;
+    }
+    try {
+        dom->mrc = std::make_unique<mr_cache>(dom->pd.get(), lim);
+    } catch (const std::bad_alloc&) {
+        EVD_WARN(FI_LOG_DOMAIN, "fi_domain: no memory for the registration cache: none\n");
+        mem_monitor_put();
+    }
 }
 
 int domain_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
@@ -117,11 +161,21 @@ int domain_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
     });
 }
 
-// fi_control on a domain: the fail-fast switch (fi_ext_evd.h).
+// fi_control on a domain: the fail-fast switch and the cache's counters (fi_ext_evd.h).
 int domain_control(struct fid* f, int command, void* arg) {
     return guard([&] {
         domain* dom = domain_from_fid(reinterpret_cast<struct fid_domain*>(f));
         if (!dom) return -FI_EINVAL;
+        if (command == FI_EVD_MR_CACHE_STATS) {
+            auto* st = static_cast<struct fi_evd_mr_cache_stats*>(arg);
+            if (!st) {
+                EVD_WARN(FI_LOG_DOMAIN, "fi_control(FI_EVD_MR_CACHE_STATS): NULL arg\n");
+                return -FI_EINVAL;
+            }
+            if (!dom->mrc) return -FI_ENOSYS;
+            dom->mrc->stats(st);
+            return 0;
+        }
         if (command != FI_EVD_FAIL_FAST_SET && command != FI_EVD_FAIL_FAST_GET) {
             EVD_WARN(FI_LOG_DOMAIN, "fi_control(domain): unsupported command %d\n", command);
             return -FI_ENOSYS;
@@ -248,6 +302,7 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
             dev->domains.push_back(dom.get());  // may throw: nothing to undo yet
         }
         dom->pd = std::move(pd);
+        open_mr_cache(dom.get());
         dom->info = dup.release();
         hold.d = nullptr;
         fab->refs.get();

@@ -11,6 +11,7 @@
 #include "owners.h"
 #include "evd.h"
 #include "fabric.h"
+#include "mr_cache.h"
 
 namespace evd {
 
@@ -36,6 +37,9 @@ struct domain {
     // PORT_ERR ends the domain's connected endpoints on port_num (fi_control
     // FI_EVD_FAIL_FAST_SET; starts as FI_EVD_FAIL_FAST). Read by async.cpp.
     std::atomic<bool> fail_fast{false};
+    // The registration cache (mr_cache.h); null without one. Holds a
+    // reference on the memory monitor.
+    std::unique_ptr<mr_cache> mrc;
 };
 
 int domain_open(struct fid_fabric* fab, struct fi_info* info, struct fid_domain** out,

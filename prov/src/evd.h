@@ -63,6 +63,9 @@ struct params {
     int flush_timeout_ms = 1000;    // FI_EVD_FLUSH_TIMEOUT: fi_close waits this long for a QP's flush
     int connect_timeout_ms = 0;     // FI_EVD_CONNECT_TIMEOUT: connect/accept to ESTABLISHED; 0 = rdma_cm's
     int probe_timeout_ms = 2000;    // FI_EVD_PROBE_TIMEOUT: progress probe after PORT_ACTIVE; 0 = none
+    bool mr_cache = true;           // FI_EVD_MR_CACHE: domains cache registrations (mr_cache.h)
+    size_t mr_cache_max_count = 1024;  // FI_EVD_MR_CACHE_MAX_COUNT: entries per domain; 0 = no cache
+    size_t mr_cache_max_size = 0;   // FI_EVD_MR_CACHE_MAX_SIZE: bytes per domain; 0 = RAM / CPUs / 2
 };
 const params& get_params();
 

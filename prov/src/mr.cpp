@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "domain.h"
+#include "mr_cache.h"
 
 namespace evd {
 
@@ -28,6 +29,9 @@ namespace {
 
 constexpr uint64_t kAccessMask =
     FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+// The registration flag libfabric's layers set for memory not to be cached
+// (ofi_rxm's bounce buffers): bit 60 of fi_mr_reg's flags.
+constexpr uint64_t kNoCache = 1ULL << 60;
 
 mr* mr_of(struct fid* f) {
     if (!f || f->fclass != FI_CLASS_MR) return nullptr;
@@ -38,7 +42,10 @@ int mr_close(struct fid* f) {
     return guard([&] {
         mr* m = mr_of(f);
         if (!m) return -FI_EINVAL;
-        if (int e = release_with(m->ibmr, ibv_dereg_mr)) {
+        if (m->ent) {
+            m->dom->mrc->put(m->ent);
+            m->ent = nullptr;
+        } else if (int e = release_with(m->ibmr, ibv_dereg_mr)) {
             EVD_WARN(FI_LOG_MR, "ibv_dereg_mr: %s\n", strerror(e));
             return fi_err(e);
         }
@@ -92,10 +99,9 @@ int check_reg(const struct iovec* iov, size_t count, uint64_t access, uint64_t f
         return -FI_EINVAL;
     }
     // Bits 60-63 carry hints between libfabric's own layers (ofi_rxm passes
-    // bit 60, "do not cache this registration", to the core provider for its
-    // bounce-buffer pools). evd has no registration cache: ignore them.
-    // Rejecting them made every ofi_rxm buffer-pool grow fail, and ofi_rxm's
-    // fi_send/fi_inject returned -FI_ENOMEM.
+    // kNoCache for its bounce-buffer pools; do_reg honours it). The others
+    // are ignored. Rejecting them made every ofi_rxm buffer-pool grow fail,
+    // and ofi_rxm's fi_send/fi_inject returned -FI_ENOMEM.
     constexpr uint64_t kLayerHints = 0xfULL << 60;
     flags &= ~kLayerHints;
     if (flags) {
@@ -122,19 +128,28 @@ int do_reg(struct fid* dfid, const struct iovec* iov, size_t count, uint64_t acc
         return -FI_EINVAL;
     }
     auto m = std::make_unique<mr>();
-    m->ibmr.reset(ibv_reg_mr(dom->pd.get(), addr, len, mr_ibv_access(access)));
-    if (!m->ibmr) {
-        int e = errno;
-        EVD_WARN(FI_LOG_MR, "ibv_reg_mr(%p, %zu): %s\n", addr, len, strerror(e));
-        return fi_err(e);
+    const int acc = mr_ibv_access(access);
+    if (dom->mrc && !(flags & kNoCache)) {
+        int err = 0;
+        m->ent = dom->mrc->get(addr, len, acc, &err);
+        if (!m->ent && err) return fi_err(err);  // logged
     }
+    if (!m->ent) {
+        m->ibmr.reset(ibv_reg_mr(dom->pd.get(), addr, len, acc));
+        if (!m->ibmr) {
+            int e = errno;
+            EVD_WARN(FI_LOG_MR, "ibv_reg_mr(%p, %zu): %s\n", addr, len, strerror(e));
+            return fi_err(e);
+        }
+    }
+    struct ibv_mr* ib = m->ent ? m->ent->ibmr.get() : m->ibmr.get();
     m->dom = dom;
-    m->lkey = m->ibmr->lkey;
+    m->lkey = ib->lkey;
     m->fid.fid.fclass = FI_CLASS_MR;
     m->fid.fid.context = context;
     m->fid.fid.ops = &mr_fi_ops;
     m->fid.mem_desc = m.get();
-    m->fid.key = m->ibmr->rkey;
+    m->fid.key = ib->rkey;
     dom->refs.get();
     *out = &m.release()->fid;
     return 0;

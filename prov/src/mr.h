@@ -15,6 +15,7 @@
 namespace evd {
 
 struct domain;
+struct mr_entry;
 
 struct mr {
     static constexpr kind kTag = kind::mr;
@@ -22,6 +23,9 @@ struct mr {
     kind tag = kTag;
     uint32_t lkey = 0;  // copy of ibmr->lkey for the post paths
     domain* dom = nullptr;
+    // The registration: a cache entry shared with other fi_mr objects
+    // (mr_cache.h; fi_close drops this object's use of it), or one of its own.
+    mr_entry* ent = nullptr;
     ibv_mr_ptr ibmr;  // deregistered by fi_close (release_with), which reports a failure
 };
 

@@ -6,6 +6,7 @@
 #include "evd.h"
 #include "fabric.h"
 #include "info.h"
+#include "mem_monitor.h"
 
 namespace evd {
 
@@ -60,6 +61,17 @@ const param_row kParams[] = {
      "one whose probe has not completed this many ms (plus its QP's local ack timeout) later "
      "ends with FI_ETIMEDOUT so the application can reconnect; 0 posts no probe",
      nullptr, &params::probe_timeout_ms},
+    {"mr_cache",
+     "Cache memory registrations: fi_mr_reg of memory already registered on the domain reuses "
+     "the registration; unmapped, moved or discarded memory is dropped from the cache "
+     "(userfaultfd)",
+     nullptr, nullptr, &params::mr_cache},
+    {"mr_cache_max_count", "Most registrations a domain's cache keeps; 0 disables the cache",
+     &params::mr_cache_max_count},
+    {"mr_cache_max_size",
+     "Most bytes a domain's cache keeps registered; 0 means physical memory divided by twice "
+     "the number of CPUs",
+     &params::mr_cache_max_size},
 };
 
 void define_param(const param_row& r) {
@@ -110,7 +122,10 @@ void read_params() {
     for (const param_row& r : kParams) read_param(r);
 }
 
-void cleanup() noexcept { info_cleanup(); }
+void cleanup() noexcept {
+    info_cleanup();
+    mem_monitor_shutdown();
+}
 
 }  // namespace
 

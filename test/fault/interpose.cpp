@@ -11,6 +11,12 @@
 //                             when the fault was injected
 //   EVD_FAULT_LIST=1          at exit, prints every wrapped symbol to stderr
 //   EVD_FAULT_BACKTRACE=1     prints the stack of the failing call
+//   EVD_FAULT_FROM=NAME       counts (and fails) the calls made from the
+//                             library whose path contains NAME instead of
+//                             libevd-fi.so ("libfabric.so" for the verbs
+//                             provider; "*": from anywhere). For the
+//                             benchmarks' registration counts.
+//   In EVD_FAULT_COUNT, %p stands for the process id (one file per MPI rank).
 //
 // Each wrapper keeps the failure convention of its function: NULL + errno,
 // -1 + errno, or a positive errno returned (ibv_modify_qp, ibv_query_*).
@@ -125,11 +131,15 @@ unsigned long g_fault_n = 0;  // its call number (1-based)
 std::atomic<int> g_fired{0};
 const char* g_count_file = nullptr;
 
-// True when `ret` (a return address) lies in libevd-fi.so.
+const char* g_from = "libevd-fi.so";  // EVD_FAULT_FROM
+
+// True when `ret` (a return address) lies in the library counted
+// (libevd-fi.so unless EVD_FAULT_FROM says otherwise).
 bool from_evd(void* ret) {
+    if (g_from[0] == '*' && !g_from[1]) return true;
     Dl_info di;
     if (!dladdr(ret, &di) || !di.dli_fname) return false;
-    return strstr(di.dli_fname, "libevd-fi.so") != nullptr;
+    return strstr(di.dli_fname, g_from) != nullptr;
 }
 
 // Counts a call to `id` made from `ret`; true when this call must fail.
@@ -158,6 +168,7 @@ void* real(const char* name) {
 
 __attribute__((constructor)) void fault_init() {
     g_count_file = getenv("EVD_FAULT_COUNT");
+    if (const char* from = getenv("EVD_FAULT_FROM"); from && *from) g_from = from;
     const char* spec = getenv("EVD_FAULT");
     if (!spec || !*spec) return;
     const char* colon = strrchr(spec, ':');
@@ -179,7 +190,18 @@ __attribute__((destructor)) void fault_fini() {
     if (getenv("EVD_FAULT_LIST"))
         for (int i = 0; i < id_count; ++i) fprintf(stderr, "%s\n", kSyms[i].name);
     if (!g_count_file) return;
-    FILE* f = fopen(g_count_file, "w");
+    char path[4096];
+    size_t n = 0;
+    for (const char* c = g_count_file; *c && n + 24 < sizeof path; ++c) {
+        if (c[0] == '%' && c[1] == 'p') {
+            n += static_cast<size_t>(snprintf(path + n, sizeof path - n, "%d", static_cast<int>(getpid())));
+            ++c;
+        } else {
+            path[n++] = *c;
+        }
+    }
+    path[n] = '\0';
+    FILE* f = fopen(path, "w");
     if (!f) return;
     for (int i = 0; i < id_count; ++i) {
         unsigned long n = g_count[i].load();
@@ -224,11 +246,31 @@ WRAP(int, ibv_query_gid, FAIL_NEG, (P ctx, unsigned char port, int i, P gid), (c
 WRAP(int, ibv_query_pkey, FAIL_NEG, (P ctx, unsigned char port, int i, P pkey), (ctx, port, i, pkey))
 WRAP(int, ibv_query_qp, FAIL_POS, (P qp, P attr, int mask, P init), (qp, attr, mask, init))
 WRAP(int, ibv_query_ece, FAIL_POS, (P qp, P ece), (qp, ece))
-WRAP(P, ibv_reg_mr, FAIL_PTR, (P pd, P addr, size_t len, int access), (pd, addr, len, access))
-WRAP(P, ibv_reg_mr_iova, FAIL_PTR, (P pd, P addr, size_t len, unsigned long iova, int access),
-     (pd, addr, len, iova, access))
-WRAP(P, ibv_reg_mr_iova2, FAIL_PTR, (P pd, P addr, size_t len, unsigned long iova, unsigned access),
-     (pd, addr, len, iova, access))
+// The registration calls nest: libibverbs' ibv_reg_mr and ibv_reg_mr_iova
+// end in ibv_reg_mr_iova2, often as a tail call whose return address is the
+// caller's. One registration is one call: the inner one passes uncounted.
+thread_local int t_in_reg = 0;
+#define WRAP_REG_OUTER(name, params, args)                                          \
+    extern "C" __attribute__((visibility("default"), noinline)) P name params {     \
+        using fn_t = P(*) params;                                                   \
+        static fn_t next = reinterpret_cast<fn_t>(real(#name));                     \
+        if (should_fail(id_##name, __builtin_return_address(0))) return FAIL_PTR(id_##name); \
+        ++t_in_reg;                                                                 \
+        P r = next args;                                                            \
+        --t_in_reg;                                                                 \
+        return r;                                                                   \
+    }
+WRAP_REG_OUTER(ibv_reg_mr, (P pd, P addr, size_t len, int access), (pd, addr, len, access))
+WRAP_REG_OUTER(ibv_reg_mr_iova, (P pd, P addr, size_t len, unsigned long iova, int access),
+               (pd, addr, len, iova, access))
+extern "C" __attribute__((visibility("default"), noinline)) P ibv_reg_mr_iova2(
+    P pd, P addr, size_t len, unsigned long iova, unsigned access) {
+    using fn_t = P (*)(P, P, size_t, unsigned long, unsigned);
+    static fn_t next = reinterpret_cast<fn_t>(real("ibv_reg_mr_iova2"));
+    if (!t_in_reg && should_fail(id_ibv_reg_mr_iova2, __builtin_return_address(0)))
+        return FAIL_PTR(id_ibv_reg_mr_iova2);
+    return next(pd, addr, len, iova, access);
+}
 // librdmacm
 WRAP(P, rdma_get_devices, FAIL_PTR, (int* n), (n))
 WRAP(int, rdma_getaddrinfo, FAIL_NEG, (const char* node, const char* svc, P hints, P res),
