@@ -6,8 +6,9 @@
 #
 #   test/vm/run-in-vm --cpus 2 -- test/bench/mpi_compare.sh BUILD_DIR [ROUNDS] [-q]
 #
-# Each round runs test/bench/mpi_bench.c once per provider, alternating. The
-# registrations are the ibv_reg_mr calls the provider under ofi_rxm made (the
+# Each round runs test/bench/mpi_bench.c once per provider, evd first in odd
+# rounds and verbs first in even ones. The registrations are the ibv_reg_mr
+# calls the provider under ofi_rxm made (the
 # fault interposer's counts, test/fault/interpose.cpp: libevd-fi.so's for
 # evd, libfabric.so's for verbs), summed over both ranks. Prints every round:
 #   round provider size lat_us bw_MBps
@@ -34,7 +35,10 @@ over=(--map-by :OVERSUBSCRIBE)
 out=$work/all
 : >"$out"
 for r in $(seq "$rounds"); do
-    for prov in "evd;ofi_rxm" "verbs;ofi_rxm"; do
+    # the order flips every round: neither provider always runs first after boot
+    order=("evd;ofi_rxm" "verbs;ofi_rxm")
+    [ $((r % 2)) = 0 ] && order=("verbs;ofi_rxm" "evd;ofi_rxm")
+    for prov in "${order[@]}"; do
         from=libevd-fi.so
         [ "${prov%%;*}" = verbs ] && from=libfabric.so
         rm -f "$work"/count.*
