@@ -165,6 +165,7 @@ mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err) {
     uint64_t events = 0;
     mr_entry* hit = nullptr;
     mr_entry* dead = nullptr;
+    bool need_room = false;  // the index has not taken its room yet
     {
         std::lock_guard lk(mem_lock());
         dead = std::exchange(dead_, nullptr);  // what invalidations retired meanwhile
@@ -175,6 +176,7 @@ mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err) {
         } else {
             ++misses_;
             events = mem_monitor_events();
+            need_room = index_.capacity() < lim_.max_count;
             // One registration for the new range and the entries it overlaps
             // (their pages are mapped and pinned already): the next request
             // anywhere in the union hits.
@@ -207,29 +209,25 @@ mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err) {
     // The index takes its full size at the first entry (a domain that caches
     // nothing holds nothing), allocated here and freed below without the
     // lock: an allocation under it could unmap memory and wait for the
-    // monitor, which waits for the lock.
+    // monitor, which waits for the lock. Without it the entry stays private.
     std::vector<mr_entry*> room;
-    bool need_room;
-    {
-        std::lock_guard lk(mem_lock());
-        need_room = index_.capacity() < lim_.max_count;
-    }
     if (need_room) {
         try {
             room.reserve(lim_.max_count);
-        } catch (const std::bad_alloc&) {
-            std::lock_guard lk(mem_lock());
-            ++registered_;
-            ++uncached_;
-            return e;  // private
+        } catch (const std::bad_alloc&) {  // no room: the entry stays private
         }
     }
     std::lock_guard lk(mem_lock());
-    if (index_.capacity() < lim_.max_count && room.capacity() >= lim_.max_count) {
+    const bool roomy = index_.capacity() >= lim_.max_count || room.capacity() >= lim_.max_count;
+    if (index_.capacity() < lim_.max_count && roomy) {
         room.assign(index_.begin(), index_.end());  // within its capacity
         index_.swap(room);  // the old (smaller) array goes with room, unlocked
     }
     ++registered_;
+    if (!roomy) {
+        ++uncached_;
+        return e;  // private
+    }
     if (mem_monitor_events() != events) {
         ++uncached_;  // an event came meanwhile, maybe for these pages
         return e;     // private: deregistered at its last put
