@@ -35,6 +35,7 @@
 #include "ep.h"
 #include "eq.h"
 #include "owners.h"
+#include "qp_pool.h"
 #include "wait.h"
 
 namespace evd {
@@ -520,6 +521,7 @@ int cq_close(struct fid* f) {
         }
         devctx_unregister(c->dom->dev, &devctx::cqs, c->ibcq.get());
         drain_channel(c);
+        qp_pool_purge_cq(c->ibcq.get());  // kept QPs still hold the CQ
         if (int e = release_with(c->ibcq, ibv_destroy_cq)) {
             EVD_WARN(FI_LOG_CQ, "ibv_destroy_cq: %s\n", strerror(e));
             devctx_register(c->dom->dev, &devctx::cqs, c->ibcq.get(), cq_target(c));
