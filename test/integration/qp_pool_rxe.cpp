@@ -120,6 +120,14 @@ protected:
         EXPECT_EQ(fi_control(&x.dom->fid, FI_EVD_QP_POOL_STATS, &st), 0);
         return st;
     }
+    // Both sides' endpoints so far: `reused` took a kept QP, `created` made one.
+    void expect_endpoints(uint64_t reused, uint64_t created) {
+        for (auto* x : {&s, &c}) {
+            auto st = pool(*x);
+            EXPECT_EQ(st.reused, reused) << (x == &s ? "server" : "client");
+            EXPECT_EQ(st.created, created) << (x == &s ? "server" : "client");
+        }
+    }
     // Progresses every EQ (time-wait's end comes through rdma_cm's channel)
     // until both sides have `n` idle QPs; false after kTimewaitMs.
     bool wait_idle(uint64_t n) {
@@ -178,12 +186,8 @@ TEST_F(QpPoolRxe, AClosedConnectionsQpsAreReusedAfterTheTimewait) {
     }
     ASSERT_TRUE(wait_idle(1)) << "no QP became idle: RDMA_CM_EVENT_TIMEWAIT_EXIT never came";
     ASSERT_NO_FATAL_FAILURE(reconnect());
-    for (auto* x : {&s, &c}) {
-        auto st = pool(*x);
-        EXPECT_EQ(st.reused, 1u);
-        EXPECT_EQ(st.created, 1u);
-        EXPECT_EQ(st.idle, 0u);
-    }
+    expect_endpoints(1, 1);
+    EXPECT_EQ(pool(s).idle + pool(c).idle, 0u);
     ASSERT_NO_FATAL_FAILURE(rxetest::message_flows(c.dom, c.ep, c.tx, s.dom, s.ep, s.rx,
                                                    std::vector<uint8_t>(kMsg, 0x22)));
     ASSERT_NO_FATAL_FAILURE(rxetest::message_flows(s.dom, s.ep, s.tx, c.dom, c.ep, c.rx,
@@ -196,12 +200,8 @@ TEST_F(QpPoolRxe, AQpIsNotReusedBeforeItsTimewaitEnds) {
     ASSERT_NO_FATAL_FAILURE(handshake([](rxetest::pair_side&) {}));
     ASSERT_NO_FATAL_FAILURE(disconnect());
     ASSERT_NO_FATAL_FAILURE(reconnect());
-    for (auto* x : {&s, &c}) {
-        auto st = pool(*x);
-        EXPECT_EQ(st.reused, 0u);
-        EXPECT_EQ(st.created, 2u);
-        EXPECT_EQ(st.retired, 1u);
-    }
+    expect_endpoints(0, 2);
+    EXPECT_EQ(pool(s).retired + pool(c).retired, 2u);
     ASSERT_NO_FATAL_FAILURE(rxetest::message_flows(c.dom, c.ep, c.tx, s.dom, s.ep, s.rx,
                                                    std::vector<uint8_t>(kMsg, 0x44)));
 }
@@ -247,8 +247,7 @@ TEST_F(QpPoolRxe, ReceivesLeftPostedNeverReachTheNextConnection) {
         EXPECT_TRUE(cq_empty(c.tx));
         ASSERT_TRUE(wait_idle(1)) << "generation " << gen;
     }
-    EXPECT_EQ(pool(s).reused, 3u);
-    EXPECT_EQ(pool(s).created, 1u);
+    expect_endpoints(3, 1);
 }
 
 // Sends stuck behind a peer that posted no receive (receiver not ready,
