@@ -270,7 +270,8 @@ struct fi_evd_mr_cache_stats {
  *   struct fi_evd_qp_pool_stats st;
  *   fi_control(&domain->fid, FI_EVD_QP_POOL_STATS, &st);
  *
- * Always 0 (with FI_EVD_QP_POOL_SIZE=0 nothing is kept or reused).
+ * Returns 0 (with FI_EVD_QP_POOL_SIZE=0 nothing is kept or reused, and
+ * every endpoint counts as created).
  */
 #define FI_EVD_QP_POOL_STATS 0x65764404
 struct fi_evd_qp_pool_stats {

@@ -591,9 +591,10 @@ int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
             std::lock_guard<std::mutex> g(c->reg_mu);
             n = c->qps.size() + 1;
         }
-        {  // room for each QP's flush marker and probe (admit does not allocate)
+        {  // room for each QP's flush markers (send and receive, when the QP
+           // has this CQ for both) and probe (admit does not allocate)
             std::lock_guard<std::mutex> g(c->mu);
-            c->markers.reserve(n);
+            c->markers.reserve(2 * n);
             c->probes.reserve(n);
         }
         {

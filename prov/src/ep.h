@@ -170,8 +170,12 @@ struct ep {
     ibv_qp_ptr qp;  // destroyed by ep_destroy_qp (ep.h), which takes it from the id first
     qp_key qkey;    // what qp was made (or taken from the pool) for
     // A receive flush marker is queued behind the application's receives
-    // (qp_flush.h), posted before the QP was moved to the error state.
-    bool rq_marked = false;
+    // (qp_flush.h), posted before the QP was moved to the error state; set
+    // before the marker is posted. A receive posted after it (the data path
+    // checks once its post succeeded) sets rq_after_marker: such a receive
+    // may never be flushed, so the QP is not kept (qp_pool.h).
+    std::atomic<bool> rq_marked{false};
+    std::atomic<bool> rq_after_marker{false};
     std::atomic<bool> qp_ready{false};
     // A progress probe is posted and its deadline armed (probe.h).
     std::atomic<bool> probing{false};

@@ -120,11 +120,13 @@ ibv_qp_ptr retire_qp(ep* e, bool keep) {
     return kept;
 }
 
-// Whether e's QP may be kept for reuse (qp_pool.h): its connection came up
-// and ended, or ends now, by a disconnect; no error ended it.
+// Whether e's QP may be kept for reuse (qp_pool.h), as far as e knows
+// before the flush: its connection came up and no error ended it. Not on a
+// shared receive context: a receive the QP took from the SRQ may still
+// complete after the close (only IBV_EVENT_QP_LAST_WQE_REACHED would say it
+// will not). linger_begin decides with rdma_cm's view under the channel lock.
 bool qp_keepable(ep* e) {
-    if (!get_params().qp_pool_size || !e->qp || !e->cm_established) return false;
-    if (e->cm_disconnected && !e->cm_clean_end) return false;
+    if (!get_params().qp_pool_size || !e->qp || !e->cm_established || e->srx_fid) return false;
     return ep_state_of(e) != ep_state::error;
 }
 
@@ -160,18 +162,18 @@ int ep_close(struct fid* f) {
         // A connection still up outlives e until the peer is told, and one
         // whose QP is kept until its time-wait is over (linger.h);
         // otherwise no more dispatch to e.
-        bool keep = false, timewait_over = false;
+        bool keepable = false;
         {
             std::lock_guard lk(e->mu);
-            keep = qp_keepable(e);
-            timewait_over = e->cm_timewait_over;
+            keepable = qp_keepable(e);
         }
-        linger* lg = e->chan && e->id ? linger_begin(e, keep && !timewait_over) : nullptr;
+        qp_verdict v = qp_verdict::destroy;
+        linger* lg = e->chan && e->id ? linger_begin(e, keepable, &v) : nullptr;
         uint64_t token = 0;
-        if (ibv_qp_ptr kept = retire_qp(e, keep)) {
+        if (ibv_qp_ptr kept = retire_qp(e, v != qp_verdict::destroy)) {
             const qp_key key = e->qkey;
             token = qp_pool_retire(e->dom, key, std::move(kept));
-            if (token && timewait_over) {  // the peer can no longer address it
+            if (token && v == qp_verdict::keep_now) {  // the peer can no longer address it
                 qp_pool_release(token);
                 token = 0;
             }

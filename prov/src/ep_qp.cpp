@@ -148,7 +148,8 @@ int make_qp(ep* e, struct ibv_qp_init_attr* a) {
     if (bound) e->id->qp = qp.get();
     e->qp = std::move(qp);
     e->qkey = key;
-    e->rq_marked = false;
+    e->rq_marked.store(false);
+    e->rq_after_marker.store(false);
     return 0;
 }
 

@@ -50,7 +50,10 @@ struct linger {
     bool timewait_over = false;  // RDMA_CM_EVENT_TIMEWAIT_EXIT came
     uint64_t token = 0;          // the kept QP's (qp_pool.h), from linger_arm
     // steady_clock ns after which a record waiting for TIMEWAIT_EXIT gives
-    // up (reap); 0 while the disconnect is not done.
+    // up: give_up_at from the disconnect on; published to give_up_ns (which
+    // reap reads) only once the record is armed, so that reap never frees a
+    // record fi_close is still filling.
+    int64_t give_up_at = 0;
     std::atomic<int64_t> give_up_ns{0};
     std::atomic<bool> done{false};  // nothing left but freeing the record
 };
@@ -79,7 +82,8 @@ void note_disconnected(linger* l) {
     l->disconnected = true;
     l->dreq_sent = true;  // nothing more to send
     const int64_t wait = get_params().qp_pool_timewait_ms;
-    l->give_up_ns.store(now_ns() + wait * 1000000);
+    l->give_up_at = now_ns() + wait * 1000000;
+    if (l->armed) l->give_up_ns.store(l->give_up_at);
 }
 
 // The kept QP's wait ends: reset for reuse after TIMEWAIT_EXIT, destroyed
@@ -169,7 +173,8 @@ void reap() {
 
 }  // namespace
 
-linger* linger_begin(ep* e, bool timewait) {
+linger* linger_begin(ep* e, bool keepable, qp_verdict* verdict) {
+    *verdict = qp_verdict::destroy;
     reap();
     if (!e->id || !e->chan) return nullptr;
     devctx* dev = devctx_by_name(e->dom->dev->name.c_str());
@@ -206,13 +211,18 @@ linger* linger_begin(ep* e, bool timewait) {
     {
         std::lock_guard lk(e->chan->mu);  // dispatch reads the context and e's flags under it
         const bool want_dreq = e->cm_established && !e->cm_disconnected;
-        l->timewait = timewait && !port_down;
+        // The QP is kept when nothing but a clean disconnect ended (or ends)
+        // the connection; it waits here unless its time-wait is over.
+        const bool clean = !e->cm_disconnected || e->cm_clean_end;
+        if (keepable && clean && !port_down)
+            *verdict = e->cm_timewait_over ? qp_verdict::keep_now : qp_verdict::keep_wait;
+        l->timewait = *verdict == qp_verdict::keep_wait;
         keep = want_dreq || (port_down && e->cm_started) || l->timewait;
         if (keep) {
             l->hold_only = !want_dreq && !l->timewait;
             l->dreq_due = want_dreq;
-            if (l->timewait && e->cm_disconnected) note_disconnected(l);
             l->dreq_sent = want_dreq && e->disconnect_sent;  // a held id sends none of its own
+            if (l->timewait && e->cm_disconnected) note_disconnected(l);
             if (e->id->port_num) l->port = e->id->port_num;
             e->id->context = &l->owner;
         } else {
@@ -238,12 +248,15 @@ void linger_arm(linger* l, cm_id_ptr id, uint64_t token) {
         l->armed = true;
         if (l->timewait && token) {
             l->token = token;
-        } else {  // the QP was not kept after all, or the port went down
+            if (l->disconnected) l->give_up_ns.store(l->give_up_at);
+        } else {  // the QP was not kept after all
             if (token) qp_pool_drop(token);
             l->timewait = false;
-            l->give_up_ns.store(0);
         }
-        if (l->ended || (!l->timewait && !l->dreq_due && !l->hold_only))
+        // Nothing left to wait for: no DREQ of ours due or it was answered
+        // (the record waited only for the time-wait of a QP not kept).
+        const bool idle = !l->timewait && ((!l->dreq_due && !l->hold_only) || l->disconnected);
+        if (l->ended || idle)
             destroy = take_id(l);  // (a kept QP's wait ends in it)
         else if (l->hold_only ? port_active(l) : !l->dreq_sent && port_active(l) && !send_dreq(l))
             destroy = take_id(l);

@@ -41,13 +41,21 @@ struct ep;
 struct eq;
 struct linger;
 
+// What becomes of a closing endpoint's QP (qp_pool.h).
+enum class qp_verdict {
+    destroy,     // not kept
+    keep_wait,   // kept; the linger record waits for TIMEWAIT_EXIT
+    keep_now,    // kept and reusable at once (the time-wait already ended)
+};
+
 // fi_close of e, before its QP is destroyed (e's id is still on e->chan):
-// when e's connection is up, or when `timewait` (the QP may be kept: the
-// connection ended or ends cleanly) and its port is active, moves its id to a
-// new linger record (the id's events go to the record from now on) and
-// returns it; nullptr otherwise (then the caller destroys the id as usual).
-// Also frees records that ended.
-linger* linger_begin(ep* e, bool timewait);
+// when e's connection is up, or when its QP is kept (`keepable`: e's own
+// view, and rdma_cm's under the channel lock: the connection ended or ends
+// by a clean disconnect; *verdict says) and must wait out the time-wait with
+// its port active, moves its id to a new linger record (the id's events go
+// to the record from now on) and returns it; nullptr otherwise (then the
+// caller destroys the id as usual). Also frees records that ended.
+linger* linger_begin(ep* e, bool keepable, qp_verdict* verdict);
 // After the QP is gone (destroyed, or kept under `token`, 0 for none): the
 // record takes e's id and channel reference (the caller forgets the
 // reference), sends the DREQ now if one is due and the port is active, and

@@ -45,6 +45,17 @@ int post_recv_marker(struct ibv_qp* qp) {
     return ibv_post_recv(qp, &wr, &bad);
 }
 
+// Queues the receive marker once per connection (see ep::rq_marked).
+void mark_receives(ep* e) {
+    struct ibv_qp* qp = e->qp.get();
+    if (!qp || qp->srq || !e->rx_cq || e->rq_marked.load()) return;
+    e->rq_marked.store(true);  // before the post: a receive behind the marker sees it
+    if (int r = post_recv_marker(qp)) {
+        EVD_INFO(FI_LOG_EP_CTRL, "receive flush marker on QP %u: %s\n", qp->qp_num, strerror(r));
+        e->rq_marked.store(false);
+    }
+}
+
 }  // namespace
 
 int qp_to_error(struct ibv_qp* qp) {
@@ -54,12 +65,11 @@ int qp_to_error(struct ibv_qp* qp) {
 }
 
 void qp_mark_receives(ep* e) {
-    struct ibv_qp* qp = e->qp.get();
-    if (!qp || qp->srq || !e->rx_cq || e->rq_marked) return;
-    if (int r = post_recv_marker(qp))
-        EVD_INFO(FI_LOG_EP_CTRL, "receive flush marker on QP %u: %s\n", qp->qp_num, strerror(r));
-    else
-        e->rq_marked = true;
+    // Only for a QP that can be kept, and only when rdma_disconnect is
+    // about to move it to the error state (it does so for the id's QP):
+    // the marker must never sit in a live receive queue.
+    if (!get_params().qp_pool_size || !e->id || !e->qp || e->id->qp != e->qp.get()) return;
+    mark_receives(e);
 }
 
 bool qp_flush(ep* e) {
@@ -82,8 +92,8 @@ bool qp_flush(ep* e) {
     // no QP and are not flushed.
     // (When the connection ended first, the marker went in before the QP
     // left RTS: qp_mark_receives.)
-    if (attr.qp_state != IBV_QPS_ERR) qp_mark_receives(e);
-    const bool rq_marker = e->rq_marked;
+    if (attr.qp_state != IBV_QPS_ERR) mark_receives(e);
+    const bool rq_marker = e->rq_marked.load();
     if (attr.qp_state != IBV_QPS_ERR) {
         if (int r = qp_to_error(qp)) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_close: QP %u to error: %s; its queued work is lost\n",
@@ -127,7 +137,8 @@ bool qp_flush(ep* e) {
         }
         if (posted && !tx_want && !rx_want) {
             EVD_DBG(FI_LOG_EP_CTRL, "fi_close: QP %u flushed\n", qp->qp_num);
-            return qp->srq || rq_marker;
+            // complete: every receive is ahead of the marker
+            return qp->srq || (rq_marker && !e->rq_after_marker.load());
         }
         if (clock::now() >= deadline) break;
         std::this_thread::sleep_for(std::chrono::microseconds(200));

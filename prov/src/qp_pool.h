@@ -15,7 +15,8 @@
 //  * idle: in RESET, ready for qp_pool_take().
 // A waiting QP whose TIMEWAIT_EXIT does not come within FI_EVD_QP_POOL_TIMEWAIT
 // ms (the id was destroyed, the device went, rdma_cm lost the event) is
-// destroyed, never reused. Closing a CQ, an SRX or the domain a kept QP uses
+// destroyed, never reused. Endpoints on a shared receive context keep no QP
+// (a receive the QP took from the SRQ may complete after the close). Closing a CQ, an SRX or the domain a kept QP uses
 // destroys it first (a QP holds its CQs and SRQ), and so does the device's
 // removal. fi_evd(7), QP REUSE.
 #pragma once
