@@ -6,12 +6,14 @@
 // nothing of its previous connection: receives the application left posted
 // complete (FI_ECANCELED) before the QP is reused and never match a message
 // of the next connection; sends stuck on a peer without receives complete at
-// close; a reused QP is never handed out before its time-wait ends; closing
-// the CQs or the domain a kept QP still holds succeeds. Counters come from
+// close; a reused QP is never handed out before its time-wait ends; a fatal
+// completion on a reused QP ends the endpoint that has it now; closing the
+// CQs or the domain a kept QP still holds succeeds. Counters come from
 // fi_control(FI_EVD_QP_POOL_STATS).
 // Runs inside the VM: test/vm/run-in-vm -- ./evd_integration --gtest_filter='QpPool*'
 #include <gtest/gtest.h>
 #include <rdma/fi_ext_evd.h>
+#include <rdma/fi_rma.h>
 
 #include <chrono>
 #include <cstring>
@@ -58,7 +60,7 @@ protected:
         close_listener();
     }
 
-    struct fi_info* pair_hints() { return rxetest::make_hints(); }
+    struct fi_info* pair_hints() { return rxetest::rma_hints(16); }
     // The first request opens the side's domain, CQs and buffer; later
     // ones only a new endpoint on them.
     void open_side(rxetest::pair_side& x, struct fi_info* info) {
@@ -66,8 +68,8 @@ protected:
         if (!x.dom) {
             ASSERT_NO_FATAL_FAILURE(open_domain(x, info));
             ASSERT_NO_FATAL_FAILURE(open_cqs(x, FI_WAIT_NONE, 256));
-            ASSERT_EQ(fi_mr_reg(x.dom, b.mem.data(), b.mem.size(), FI_SEND | FI_RECV, 0, 0, 0,
-                                &b.mr, nullptr),
+            ASSERT_EQ(fi_mr_reg(x.dom, b.mem.data(), b.mem.size(), FI_SEND | FI_RECV | FI_WRITE,
+                                0, 0, 0, &b.mr, nullptr),
                       0);
         } else {
             fi_freeinfo(x.info);
@@ -310,6 +312,52 @@ TEST_F(QpPoolRxe, ClosingTheCqsAndDomainOfKeptQpsSucceeds) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     EXPECT_EQ(pool(s).idle, 1u);
+}
+
+// The QP number maps to the endpoint that has the QP now: a fatal
+// completion on a reused QP (an RDMA write with a key the peer never
+// issued) ends the new client endpoint, reported with its fid, and leaves
+// the QP out of the pool at close.
+TEST_F(QpPoolRxe, AFatalCompletionOnAReusedQpEndsTheEndpointThatHasItNow) {
+    ASSERT_NO_FATAL_FAILURE(handshake([](rxetest::pair_side&) {}));
+    ASSERT_NO_FATAL_FAILURE(disconnect());
+    ASSERT_TRUE(wait_idle(1));
+    ASSERT_NO_FATAL_FAILURE(reconnect());
+    expect_endpoints(1, 1);
+    int wctx = 0;
+    ASSERT_EQ(fi_write(c.ep, cb.at(0), kMsg, cb.desc(), 0, 0, 0x5eed, &wctx), 0);
+    int err = 0;
+    EXPECT_EQ(next_completion(c.tx, &err), &wctx);
+    EXPECT_EQ(err, FI_EACCES);
+    cm_rec r = next_event(c.eq);
+    ASSERT_EQ(r.rc, -FI_EAVAIL) << rxetest::describe(r);
+    EXPECT_EQ(r.err.fid, &c.ep->fid);
+    EXPECT_EQ(r.err.err, FI_EACCES);
+    EXPECT_EQ(fi_close(&c.ep->fid), 0);
+    c.ep = nullptr;
+    auto st = pool(c);
+    EXPECT_EQ(st.retired, 1u) << "only the first connection's QP was kept";
+    EXPECT_EQ(st.waiting + st.idle, 0u);
+}
+
+// A receive posted after the connection ended (between FI_SHUTDOWN and
+// fi_close) sits behind the receive flush marker and may never be flushed:
+// that QP is destroyed, not kept; the peer's is kept.
+TEST_F(QpPoolRxe, AReceivePostedAfterTheDisconnectKeepsTheQpOut) {
+    ASSERT_NO_FATAL_FAILURE(handshake([](rxetest::pair_side&) {}));
+    ASSERT_EQ(fi_shutdown(c.ep, 0), 0);
+    for (auto* x : {&s, &c}) {
+        cm_rec r = next_event(x->eq);
+        ASSERT_GT(r.rc, 0) << rxetest::describe(r);
+        EXPECT_EQ(r.event, static_cast<uint32_t>(FI_SHUTDOWN));
+    }
+    ASSERT_NO_FATAL_FAILURE(post_recv(s, 0, 0));
+    EXPECT_EQ(fi_close(&s.ep->fid), 0);
+    EXPECT_EQ(fi_close(&c.ep->fid), 0);
+    s.ep = c.ep = nullptr;
+    EXPECT_EQ(pool(s).retired, 0u);
+    EXPECT_EQ(pool(s).discarded, 1u);
+    EXPECT_EQ(pool(c).retired, 1u);
 }
 
 // A connection the server refused never had a QP worth keeping.
