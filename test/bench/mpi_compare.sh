@@ -8,12 +8,12 @@
 #
 # Each round runs test/bench/mpi_bench.c once per provider, evd first in odd
 # rounds and verbs first in even ones. Before the rounds each provider runs
-# once uncounted (mpi_bench -q): in earlier runs the first run after the
-# guest booted (Open MPI's components still being read over the guest's 9p
-# root) was the one up to 40% below in bandwidth (docs/perf-mpi.md). The registrations are the ibv_reg_mr
-# calls the provider under ofi_rxm made (the
-# fault interposer's counts, test/fault/interpose.cpp: libevd-fi.so's for
-# evd, libfabric.so's for verbs), summed over both ranks. Prints every round:
+# once uncounted (mpi_bench -q), so that whatever the first runs after the
+# guest boots pay (Open MPI's components are read over the guest's 9p root)
+# falls on no counted round. The registrations are the ibv_reg_mr calls the
+# provider under ofi_rxm made (the fault interposer's counts,
+# test/fault/interpose.cpp: libevd-fi.so's for evd, libfabric.so's for
+# verbs), summed over both ranks. Prints every round:
 #   round provider size lat_us bw_MBps
 #   round provider registrations N
 # then the per-size medians side by side.
