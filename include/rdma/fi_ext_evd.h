@@ -264,6 +264,27 @@ struct fi_evd_mr_cache_stats {
 	uint64_t bytes;         /* bytes they register */
 };
 
+/*
+ * QP reuse (fi_evd(7), QP REUSE): the counters of a domain's kept queue pairs.
+ *
+ *   struct fi_evd_qp_pool_stats st;
+ *   fi_control(&domain->fid, FI_EVD_QP_POOL_STATS, &st);
+ *
+ * Returns 0 (with FI_EVD_QP_POOL_SIZE=0 nothing is kept or reused, and
+ * every endpoint counts as created).
+ */
+#define FI_EVD_QP_POOL_STATS 0x65764404
+struct fi_evd_qp_pool_stats {
+	uint64_t reused;    /* endpoints that took a kept QP */
+	uint64_t created;   /* endpoints that created one (none compatible was idle) */
+	uint64_t retired;   /* closed endpoints' QPs kept to wait out the time-wait */
+	uint64_t discarded; /* closed endpoints' QPs destroyed instead (the connection
+	                       did not end cleanly, the flush did not complete, the
+	                       pool was full or off) */
+	uint64_t waiting;   /* kept QPs waiting for their time-wait to end, now */
+	uint64_t idle;      /* kept QPs reset and ready, now */
+};
+
 /* ===================================================================== */
 /* Section 3: connection management (issue 4).                           */
 /* ===================================================================== */

@@ -35,6 +35,7 @@
 #include "ep.h"
 #include "eq.h"
 #include "owners.h"
+#include "qp_pool.h"
 #include "wait.h"
 
 namespace evd {
@@ -520,6 +521,7 @@ int cq_close(struct fid* f) {
         }
         devctx_unregister(c->dom->dev, &devctx::cqs, c->ibcq.get());
         drain_channel(c);
+        qp_pool_purge_cq(c->ibcq.get());  // kept QPs still hold the CQ
         if (int e = release_with(c->ibcq, ibv_destroy_cq)) {
             EVD_WARN(FI_LOG_CQ, "ibv_destroy_cq: %s\n", strerror(e));
             devctx_register(c->dom->dev, &devctx::cqs, c->ibcq.get(), cq_target(c));
@@ -589,9 +591,10 @@ int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
             std::lock_guard<std::mutex> g(c->reg_mu);
             n = c->qps.size() + 1;
         }
-        {  // room for each QP's flush marker and probe (admit does not allocate)
+        {  // room for each QP's flush markers (send and receive, when the QP
+           // has this CQ for both) and probe (admit does not allocate)
             std::lock_guard<std::mutex> g(c->mu);
-            c->markers.reserve(n);
+            c->markers.reserve(2 * n);
             c->probes.reserve(n);
         }
         {

@@ -31,6 +31,7 @@
 #include "inline_probe.h"
 #include "device_netlink.h"
 #include "owners.h"
+#include "qp_pool.h"
 
 namespace evd {
 
@@ -342,6 +343,7 @@ void devctx_poll_async(devctx* d) {
             // The context is unusable from now on: no new domain or fi_getinfo
             // entry on it; it is released once its last user closed.
             d->dead.store(true);
+            qp_pool_purge_context(d->ctx.get());  // nothing kept holds the device
             break;
         default:
             break;

@@ -22,6 +22,7 @@
 #include "mem_monitor.h"
 #include "mr.h"
 #include "owners.h"
+#include "qp_pool.h"
 #include "srx.h"
 #include "poll_set.h"
 #include "wait.h"
@@ -79,6 +80,18 @@ int domain_close(struct fid* f) {
             dom->mrc.reset();  // deregisters what it kept, before the PD goes
             mem_monitor_put();
         }
+        {
+            struct fi_evd_qp_pool_stats st;
+            qp_pool_stats(dom, &st);
+            if (st.reused || st.retired)
+                EVD_INFO(FI_LOG_DOMAIN,
+                         "%s: QP reuse: %llu reused, %llu created, %llu kept, %llu discarded\n",
+                         dom->dev->name.c_str(), static_cast<unsigned long long>(st.reused),
+                         static_cast<unsigned long long>(st.created),
+                         static_cast<unsigned long long>(st.retired),
+                         static_cast<unsigned long long>(st.discarded));
+        }
+        qp_pool_purge_pd(dom->pd.get());  // kept QPs go before the PD
         if (int rc = release_with(dom->pd, ibv_dealloc_pd)) {
             EVD_WARN(FI_LOG_DOMAIN, "ibv_dealloc_pd: %d (a child object still uses it?)\n", rc);
             (void)dom->pd.release();  // left to the device context's close
@@ -166,6 +179,15 @@ int domain_control(struct fid* f, int command, void* arg) {
     return guard([&] {
         domain* dom = domain_from_fid(reinterpret_cast<struct fid_domain*>(f));
         if (!dom) return -FI_EINVAL;
+        if (command == FI_EVD_QP_POOL_STATS) {
+            auto* st = static_cast<struct fi_evd_qp_pool_stats*>(arg);
+            if (!st) {
+                EVD_WARN(FI_LOG_DOMAIN, "fi_control(FI_EVD_QP_POOL_STATS): NULL arg\n");
+                return -FI_EINVAL;
+            }
+            qp_pool_stats(dom, st);
+            return 0;
+        }
         if (command == FI_EVD_MR_CACHE_STATS) {
             auto* st = static_cast<struct fi_evd_mr_cache_stats*>(arg);
             if (!st) {

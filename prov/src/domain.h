@@ -40,6 +40,10 @@ struct domain {
     // The registration cache (mr_cache.h); null without one. Holds a
     // reference on the memory monitor.
     std::unique_ptr<mr_cache> mrc;
+    // QP reuse counters (qp_pool.h; fi_control FI_EVD_QP_POOL_STATS).
+    struct {
+        std::atomic<uint64_t> reused{0}, created{0}, retired{0}, discarded{0};
+    } qpp;
 };
 
 int domain_open(struct fid_fabric* fab, struct fi_info* info, struct fid_domain** out,

@@ -36,6 +36,7 @@
 
 #include "evd.h"
 #include "owners.h"
+#include "qp_pool.h"
 
 namespace evd {
 
@@ -149,6 +150,10 @@ struct ep {
     // error, device removal). fi_close lingers while established and not over.
     bool cm_established = false;
     bool cm_disconnected = false;
+    // ... and what ended it was a disconnect (DISCONNECTED with status 0),
+    // not an error or the device's removal: the QP may be kept (qp_pool.h).
+    bool cm_clean_end = false;
+    bool cm_timewait_over = false;        // RDMA_CM_EVENT_TIMEWAIT_EXIT came
     // The kernel's CM has state for id: rdma_connect or rdma_accept was
     // called, or id came from a connection request. Destroying such an id
     // makes the CM send a message (REJ, DREQ), so fi_close keeps it while its
@@ -163,6 +168,14 @@ struct ep {
     // its id (id->qp) once address resolution bound the id to a device;
     // until then id->qp is null. Either way e owns it: the id only drives it.
     ibv_qp_ptr qp;  // destroyed by ep_destroy_qp (ep.h), which takes it from the id first
+    qp_key qkey;    // what qp was made (or taken from the pool) for
+    // A receive flush marker is queued behind the application's receives
+    // (qp_flush.h), posted before the QP was moved to the error state; set
+    // before the marker is posted. A receive posted after it (the data path
+    // checks once its post succeeded) sets rq_after_marker: such a receive
+    // may never be flushed, so the QP is not kept (qp_pool.h).
+    std::atomic<bool> rq_marked{false};
+    std::atomic<bool> rq_after_marker{false};
     std::atomic<bool> qp_ready{false};
     // A progress probe is posted and its deadline armed (probe.h).
     std::atomic<bool> probing{false};

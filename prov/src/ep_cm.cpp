@@ -111,6 +111,7 @@ void on_disconnected(ep* e) {
     // The side that called fi_shutdown already sent its DREQ: this
     // DISCONNECTED is the answer, nothing more to send.
     if (e->id && !e->disconnect_sent) {
+        qp_mark_receives(e);  // rdma_disconnect moves the QP to the error state
         hb_release(e->id.get());
         rdma_disconnect(e->id.get());
         e->disconnect_sent = true;
@@ -137,12 +138,17 @@ cm_id_ptr ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a) {
     std::lock_guard lk(e->mu);
     const cm_row& r = *a.row;
     if (r.outcome == cm_outcome::shutdown || r.outcome == cm_outcome::error ||
-        r.outcome == cm_outcome::removal)
+        r.outcome == cm_outcome::removal) {
+        // What ended it first decides whether its QP may be kept (qp_pool.h).
+        if (!e->cm_disconnected)
+            e->cm_clean_end = r.outcome == cm_outcome::shutdown && ev->status == 0;
         e->cm_disconnected = true;  // nothing left to tell the peer at fi_close
+    }
     // rdma_cm's view, even when the application's view already ended (a
     // setup deadline that fired just before): the peer thinks it is
     // connected and must be told at fi_close (linger.h).
     if (r.outcome == cm_outcome::connected) e->cm_established = true;
+    if (ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT) e->cm_timewait_over = true;
     if (r.outcome == cm_outcome::shutdown && e->terminal.load() && e->id && !e->disconnect_sent) {
         hb_release(e->id.get());
         rdma_disconnect(e->id.get());  // still answer the peer's DREQ

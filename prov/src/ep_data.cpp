@@ -233,7 +233,12 @@ ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
     wr.wr_id = comp ? reinterpret_cast<uintptr_t>(context) : wr_id_suppressed();
     struct ibv_recv_wr* bad = nullptr;
     int r = ibv_post_recv(e->qp.get(), &wr, &bad);
-    if (r == 0) return 0;
+    if (r == 0) {
+        // Behind the receive flush marker of an ending connection: this one
+        // may never be flushed, so the QP is not kept for reuse (ep.h).
+        if (e->rq_marked.load()) e->rq_after_marker.store(true, std::memory_order_relaxed);
+        return 0;
+    }
     if (r == ENOMEM || r == EAGAIN) return -FI_EAGAIN;
     EVD_WARN(FI_LOG_EP_DATA, "ibv_post_recv: %s\n", strerror(r));
     return fi_err(r);

@@ -92,8 +92,12 @@ void drop_connreq(ep* e) {
 // fi_close, once no deadline can fire: the QP's queued work completes in
 // the CQs, then nothing routes to e any more (async events, fatal
 // completions, a progress probe's deadline) and the QP is destroyed.
-void retire_qp(ep* e) {
-    qp_flush(e);  // queued work completes in the CQ before the QP can discard it
+// Returns the QP when `keep` asks for it and its flush came out in full
+// (it is then in the error state, its queues empty, out of the id's hands);
+// otherwise it is destroyed.
+ibv_qp_ptr retire_qp(ep* e, bool keep) {
+    // queued work completes in the CQ before the QP can discard it
+    const bool flushed = qp_flush(e);
     if (e->qp) {
         devctx_unregister(e->dom->dev, &devctx::qps, e->qp.get());
         cq_detach_qp(e->tx_cq, e->qp->qp_num);
@@ -105,7 +109,25 @@ void retire_qp(ep* e) {
     }
     ep_data_close(e);
     e->qp_ready.store(false);
+    ibv_qp_ptr kept;
+    if (keep && flushed && e->qp) {
+        if (e->id && e->id->qp == e->qp.get()) e->id->qp = nullptr;  // rdma_cm lets go
+        kept = std::move(e->qp);
+    } else if (keep && e->qp) {
+        qp_pool_discarded(e->dom);
+    }
     ep_destroy_qp(e);
+    return kept;
+}
+
+// Whether e's QP may be kept for reuse (qp_pool.h), as far as e knows
+// before the flush: its connection came up and no error ended it. Not on a
+// shared receive context: a receive the QP took from the SRQ may still
+// complete after the close (only IBV_EVENT_QP_LAST_WQE_REACHED would say it
+// will not). linger_begin decides with rdma_cm's view under the channel lock.
+bool qp_keepable(ep* e) {
+    if (!get_params().qp_pool_size || !e->qp || !e->cm_established || e->srx_fid) return false;
+    return ep_state_of(e) != ep_state::error;
 }
 
 // fi_close, after the id is gone: what e holds of other objects (its
@@ -137,13 +159,29 @@ int ep_close(struct fid* f) {
             std::lock_guard chan_lk(e->chan->mu);
             cm_deadline_clear(e->chan, e);
         }
-        // A connection still up outlives e until the peer is told (linger.h);
+        // A connection still up outlives e until the peer is told, and one
+        // whose QP is kept until its time-wait is over (linger.h);
         // otherwise no more dispatch to e.
-        linger* lg = e->chan && e->id ? linger_begin(e) : nullptr;
-        retire_qp(e);
+        bool keepable = false;
+        {
+            std::lock_guard lk(e->mu);
+            keepable = qp_keepable(e);
+        }
+        qp_verdict v = qp_verdict::destroy;
+        linger* lg = e->chan && e->id ? linger_begin(e, keepable, &v) : nullptr;
+        uint64_t token = 0;
+        if (ibv_qp_ptr kept = retire_qp(e, v != qp_verdict::destroy)) {
+            const qp_key key = e->qkey;
+            token = qp_pool_retire(e->dom, key, std::move(kept));
+            if (token && v == qp_verdict::keep_now) {  // the peer can no longer address it
+                qp_pool_release(token);
+                token = 0;
+            }
+        }
         if (lg) {
-            linger_arm(lg, std::move(e->id));  // with the channel reference
+            linger_arm(lg, std::move(e->id), token);  // with the channel reference
         } else {
+            qp_pool_drop(token);  // nobody will see its time-wait end
             e->id.reset();  // before its channel can go
             if (e->chan) cm_chan_put(e->chan);
         }
@@ -536,6 +574,7 @@ int ep_shutdown(struct fid_ep* f, uint64_t flags) {
             }
             return 0;
         }
+        qp_mark_receives(e);  // rdma_disconnect moves the QP to the error state
         hb_release(e->id.get());
         if (rdma_disconnect(e->id.get())) {
             int err = errno;

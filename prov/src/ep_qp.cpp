@@ -121,8 +121,19 @@ int qp_failed(const struct ibv_qp_init_attr& a, int err, const char* what) {
 // QP from here on (e->id->qp: RTR and RTS at connect or accept, ERR at
 // disconnect); the endpoint still owns it (ep_destroy_qp).
 int make_qp(ep* e, struct ibv_qp_init_attr* a) {
-    ibv_qp_ptr qp(ibv_create_qp(e->dom->pd.get(), a));
-    if (!qp) return qp_failed(*a, errno, "ibv_create_qp");
+    const qp_key key = qp_key_of(e->dom->pd.get(), *a);
+    ibv_qp_ptr qp = qp_pool_take(e->dom, key);
+    if (qp) {
+        // A kept QP (qp_pool.h): in RESET, its queues empty, in no
+        // endpoint's name since its last one closed (async events raised for
+        // it meanwhile found no owner and were dropped; the record that
+        // waited out its time-wait kept the device's async fd on the EQ
+        // that delivered TIMEWAIT_EXIT, seconds after the QP's last event).
+        qp->qp_context = e;
+    } else {
+        qp.reset(ibv_create_qp(e->dom->pd.get(), a));
+        if (!qp) return qp_failed(*a, errno, "ibv_create_qp");
+    }
     agree_ece(e->id.get(), qp.get());  // before RTR: in RESET already
     bool bound = e->id->verbs != nullptr;
     if (int rc = bound ? init_bound_qp(e->id.get(), qp.get()) : init_unbound_qp(qp.get())) {
@@ -136,6 +147,9 @@ int make_qp(ep* e, struct ibv_qp_init_attr* a) {
     }
     if (bound) e->id->qp = qp.get();
     e->qp = std::move(qp);
+    e->qkey = key;
+    e->rq_marked.store(false);
+    e->rq_after_marker.store(false);
     return 0;
 }
 

@@ -66,6 +66,8 @@ struct params {
     bool mr_cache = true;           // FI_EVD_MR_CACHE: domains cache registrations (mr_cache.h)
     size_t mr_cache_max_count = 1024;  // FI_EVD_MR_CACHE_MAX_COUNT: entries per domain; 0 = no cache
     size_t mr_cache_max_size = 0;   // FI_EVD_MR_CACHE_MAX_SIZE: bytes per domain; 0 = RAM / CPUs / 2
+    size_t qp_pool_size = 256;      // FI_EVD_QP_POOL_SIZE: closed QPs a domain keeps for reuse; 0 = none
+    int qp_pool_timewait_ms = 10000;  // FI_EVD_QP_POOL_TIMEWAIT: longest wait for TIMEWAIT_EXIT
 };
 const params& get_params();
 

@@ -8,6 +8,7 @@
 #include <infiniband/verbs.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <iterator>
@@ -20,6 +21,7 @@
 #include "domain.h"
 #include "ep.h"
 #include "eq.h"
+#include "qp_pool.h"
 
 namespace evd {
 
@@ -39,6 +41,20 @@ struct linger {
     // held until the port is active.
     bool hold_only = false;
     bool ended = false;      // rdma_cm reported the connection over
+    // The QP may be kept (qp_pool.h): the record lives on after the
+    // disconnect until RDMA_CM_EVENT_TIMEWAIT_EXIT. Set at begin; cleared at
+    // arm when the QP was not kept after all.
+    bool timewait = false;
+    bool dreq_due = false;       // kept for a DREQ of ours (not only for the time-wait)
+    bool disconnected = false;   // rdma_cm reported the disconnect done (time-wait runs)
+    bool timewait_over = false;  // RDMA_CM_EVENT_TIMEWAIT_EXIT came
+    uint64_t token = 0;          // the kept QP's (qp_pool.h), from linger_arm
+    // steady_clock ns after which a record waiting for TIMEWAIT_EXIT gives
+    // up: give_up_at from the disconnect on; published to give_up_ns (which
+    // reap reads) only once the record is armed, so that reap never frees a
+    // record fi_close is still filling.
+    int64_t give_up_at = 0;
+    std::atomic<int64_t> give_up_ns{0};
     std::atomic<bool> done{false};  // nothing left but freeing the record
 };
 
@@ -54,6 +70,32 @@ std::vector<linger*>& list() {
 }
 
 bool port_active(const linger* l) { return port_active_now(l->dev->verbs, l->port); }
+
+int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+// The disconnect is done; the time-wait runs from now (chan->mu held).
+void note_disconnected(linger* l) {
+    l->disconnected = true;
+    l->dreq_sent = true;  // nothing more to send
+    const int64_t wait = get_params().qp_pool_timewait_ms;
+    l->give_up_at = now_ns() + wait * 1000000;
+    if (l->armed) l->give_up_ns.store(l->give_up_at);
+}
+
+// The kept QP's wait ends: reset for reuse after TIMEWAIT_EXIT, destroyed
+// otherwise. chan->mu held (qp_pool's lock comes after it).
+void end_wait(linger* l) {
+    if (!l->token) return;
+    if (l->timewait_over)
+        qp_pool_release(l->token);
+    else
+        qp_pool_drop(l->token);
+    l->token = 0;
+}
 
 // Sends the DREQ. chan->mu held. False when it could not be sent: the id is
 // then handed back for destruction (the kernel sends one DREQ as it goes).
@@ -72,6 +114,7 @@ bool send_dreq(linger* l) {
 // Takes the id away from the channel (chan->mu held): nothing if it is gone
 // (destroyed, or handed to dispatch to destroy) or not armed yet.
 cm_id_ptr take_id(linger* l) {
+    end_wait(l);
     if (!l->id) return nullptr;
     l->id->context = nullptr;
     l->done.store(true);
@@ -111,14 +154,27 @@ linger* unlist_one(F pick) {
     return l;
 }
 
-// Frees the records that ended (ids already destroyed or handed back).
+// Frees the records that ended (ids already destroyed or handed back), and
+// those whose TIMEWAIT_EXIT is overdue (rdma_cm may never report it).
 void reap() {
-    while (linger* l = unlist_one([](const linger* x) { return x->done.load(); })) finish(l);
+    const int64_t now = now_ns();
+    while (linger* l = unlist_one([now](const linger* x) {
+               const int64_t g = x->give_up_ns.load();
+               return x->done.load() || (g && now > g);
+           })) {
+        if (!l->done.load())
+            EVD_INFO(FI_LOG_EP_CTRL,
+                     "linger %p: no RDMA_CM_EVENT_TIMEWAIT_EXIT within %d ms of the disconnect "
+                     "(FI_EVD_QP_POOL_TIMEWAIT): its QP is not reused\n",
+                     static_cast<void*>(l), get_params().qp_pool_timewait_ms);
+        finish(l);
+    }
 }
 
 }  // namespace
 
-linger* linger_begin(ep* e) {
+linger* linger_begin(ep* e, bool keepable, qp_verdict* verdict) {
+    *verdict = qp_verdict::destroy;
     reap();
     if (!e->id || !e->chan) return nullptr;
     devctx* dev = devctx_by_name(e->dom->dev->name.c_str());
@@ -155,10 +211,18 @@ linger* linger_begin(ep* e) {
     {
         std::lock_guard lk(e->chan->mu);  // dispatch reads the context and e's flags under it
         const bool want_dreq = e->cm_established && !e->cm_disconnected;
-        keep = want_dreq || (port_down && e->cm_started);
+        // The QP is kept when nothing but a clean disconnect ended (or ends)
+        // the connection; it waits here unless its time-wait is over.
+        const bool clean = !e->cm_disconnected || e->cm_clean_end;
+        if (keepable && clean && !port_down)
+            *verdict = e->cm_timewait_over ? qp_verdict::keep_now : qp_verdict::keep_wait;
+        l->timewait = *verdict == qp_verdict::keep_wait;
+        keep = want_dreq || (port_down && e->cm_started) || l->timewait;
         if (keep) {
-            l->hold_only = !want_dreq;
+            l->hold_only = !want_dreq && !l->timewait;
+            l->dreq_due = want_dreq;
             l->dreq_sent = want_dreq && e->disconnect_sent;  // a held id sends none of its own
+            if (l->timewait && e->cm_disconnected) note_disconnected(l);
             if (e->id->port_num) l->port = e->id->port_num;
             e->id->context = &l->owner;
         } else {
@@ -175,15 +239,25 @@ linger* linger_begin(ep* e) {
     return l;
 }
 
-void linger_arm(linger* l, cm_id_ptr id) {
+void linger_arm(linger* l, cm_id_ptr id, uint64_t token) {
     cm_id_ptr destroy;
     bool dreq_sent = false;
     {
         std::lock_guard lk(l->chan->mu);
         l->id = std::move(id);
         l->armed = true;
-        if (l->ended)
-            destroy = take_id(l);
+        if (l->timewait && token) {
+            l->token = token;
+            if (l->disconnected) l->give_up_ns.store(l->give_up_at);
+        } else {  // the QP was not kept after all
+            if (token) qp_pool_drop(token);
+            l->timewait = false;
+        }
+        // Nothing left to wait for: no DREQ of ours due or it was answered
+        // (the record waited only for the time-wait of a QP not kept).
+        const bool idle = !l->timewait && ((!l->dreq_due && !l->hold_only) || l->disconnected);
+        if (l->ended || idle)
+            destroy = take_id(l);  // (a kept QP's wait ends in it)
         else if (l->hold_only ? port_active(l) : !l->dreq_sent && port_active(l) && !send_dreq(l))
             destroy = take_id(l);
         dreq_sent = l->dreq_sent;  // l may be freed by another thread once unlocked
@@ -246,13 +320,20 @@ bool linger_hold_request(cm_id_ptr& id, cm_chan* chan) {
 
 cm_id_ptr linger_cm_event(cm_owner* owner, struct rdma_cm_event* ev, const cm_action& a) {
     auto* l = reinterpret_cast<linger*>(reinterpret_cast<char*>(owner) - offsetof(linger, owner));
-    bool over = a.row->outcome == cm_outcome::shutdown || a.row->outcome == cm_outcome::error ||
-                a.row->outcome == cm_outcome::removal ||
-                ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT;
+    const bool tw_exit = ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT;
+    const bool shutdown = a.row->outcome == cm_outcome::shutdown;
+    // A kept QP waits on after a clean disconnect, for the time-wait's end.
+    const bool wait_on = shutdown && l->timewait && ev->status == 0;
+    bool over = (shutdown && !wait_on) || a.row->outcome == cm_outcome::error ||
+                a.row->outcome == cm_outcome::removal || tw_exit;
     EVD_DBG(FI_LOG_EP_CTRL, "linger %p: %s%s\n", static_cast<void*>(l), a.row->name,
-            over ? ": the disconnect is done" : "");
+            over      ? ": the disconnect is done"
+            : wait_on ? ": the disconnect is done; waiting for the time-wait's end"
+                      : "");
+    if (wait_on) note_disconnected(l);
     if (!over) return nullptr;
     l->ended = true;
+    l->timewait_over = tw_exit && l->timewait && l->disconnected;
     // Before arming, fi_close still uses the id: linger_arm destroys it.
     return l->armed ? take_id(l) : nullptr;
 }

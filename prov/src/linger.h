@@ -13,6 +13,14 @@
 // and is destroyed when rdma_cm reports the disconnect done, the device gone,
 // or the EQ closing. fi_evd(7), LINK AND PORT FAILURES.
 //
+// The record also waits out the time-wait of a connection whose QP the
+// domain keeps for reuse (qp_pool.h): then the id lives on after the
+// disconnect (DREQ/DREP) until RDMA_CM_EVENT_TIMEWAIT_EXIT says the peer can
+// no longer address the QP, which is then reset for the next endpoint. Any
+// other end (an error, the device's removal, the EQ closing, no
+// TIMEWAIT_EXIT within FI_EVD_QP_POOL_TIMEWAIT ms of the disconnect) destroys
+// the kept QP instead.
+//
 // Lock order: linger_mu -> cm_chan::mu. Nothing here is called with the
 // device registry lock held.
 #pragma once
@@ -33,14 +41,26 @@ struct ep;
 struct eq;
 struct linger;
 
+// What becomes of a closing endpoint's QP (qp_pool.h).
+enum class qp_verdict {
+    destroy,     // not kept
+    keep_wait,   // kept; the linger record waits for TIMEWAIT_EXIT
+    keep_now,    // kept and reusable at once (the time-wait already ended)
+};
+
 // fi_close of e, before its QP is destroyed (e's id is still on e->chan):
-// when e's connection is up, moves its id to a new linger record (the id's
-// events go to the record from now on) and returns it; nullptr otherwise
-// (then the caller destroys the id as usual). Also frees records that ended.
-linger* linger_begin(ep* e);
-// After the QP is gone: the record takes e's id and channel reference (the
-// caller forgets the reference) and sends the DREQ now if the port is active.
-void linger_arm(linger* l, cm_id_ptr id);
+// when e's connection is up, or when its QP is kept (`keepable`: e's own
+// view, and rdma_cm's under the channel lock: the connection ended or ends
+// by a clean disconnect; *verdict says) and must wait out the time-wait with
+// its port active, moves its id to a new linger record (the id's events go
+// to the record from now on) and returns it; nullptr otherwise (then the
+// caller destroys the id as usual). Also frees records that ended.
+linger* linger_begin(ep* e, bool keepable, qp_verdict* verdict);
+// After the QP is gone (destroyed, or kept under `token`, 0 for none): the
+// record takes e's id and channel reference (the caller forgets the
+// reference), sends the DREQ now if one is due and the port is active, and
+// from then on ends the kept QP's wait (qp_pool_release or qp_pool_drop).
+void linger_arm(linger* l, cm_id_ptr id, uint64_t token);
 // rdma_cm event for a lingering id, whose context is `owner` (cm.cpp
 // dispatch, cm_chan::mu held). Returns the id to destroy once the event is
 // acknowledged, or nothing.

@@ -72,6 +72,15 @@ const param_row kParams[] = {
      "Most bytes a domain's cache keeps registered; 0 means physical memory divided by twice "
      "the number of CPUs",
      &params::mr_cache_max_size},
+    {"qp_pool_size",
+     "Most queue pairs of closed endpoints a domain keeps for reuse (waiting out the peer's "
+     "time-wait, then reset and idle); an endpoint with the same CQs, SRX and sizes takes one "
+     "instead of creating a QP; 0 creates and destroys a QP per endpoint",
+     &params::qp_pool_size},
+    {"qp_pool_timewait",
+     "A kept queue pair whose connection's RDMA_CM_EVENT_TIMEWAIT_EXIT has not come this many "
+     "ms after its endpoint closed is destroyed instead of reused",
+     nullptr, &params::qp_pool_timewait_ms},
 };
 
 void define_param(const param_row& r) {

@@ -45,6 +45,17 @@ int post_recv_marker(struct ibv_qp* qp) {
     return ibv_post_recv(qp, &wr, &bad);
 }
 
+// Queues the receive marker once per connection (see ep::rq_marked).
+void mark_receives(ep* e) {
+    struct ibv_qp* qp = e->qp.get();
+    if (!qp || qp->srq || !e->rx_cq || e->rq_marked.load()) return;
+    e->rq_marked.store(true);  // before the post: a receive behind the marker sees it
+    if (int r = post_recv_marker(qp)) {
+        EVD_INFO(FI_LOG_EP_CTRL, "receive flush marker on QP %u: %s\n", qp->qp_num, strerror(r));
+        e->rq_marked.store(false);
+    }
+}
+
 }  // namespace
 
 int qp_to_error(struct ibv_qp* qp) {
@@ -53,17 +64,25 @@ int qp_to_error(struct ibv_qp* qp) {
     return ibv_modify_qp(qp, &a, IBV_QP_STATE);
 }
 
-void qp_flush(ep* e) {
+void qp_mark_receives(ep* e) {
+    // Only for a QP that can be kept, and only when rdma_disconnect is
+    // about to move it to the error state (it does so for the id's QP):
+    // the marker must never sit in a live receive queue.
+    if (!get_params().qp_pool_size || !e->id || !e->qp || e->id->qp != e->qp.get()) return;
+    mark_receives(e);
+}
+
+bool qp_flush(ep* e) {
     struct ibv_qp* qp = e->qp.get();
-    if (!qp || !e->tx_cq || get_params().flush_timeout_ms <= 0) return;
+    if (!qp || !e->tx_cq || get_params().flush_timeout_ms <= 0) return false;
     struct ibv_qp_attr attr {};
     struct ibv_qp_init_attr init {};
     if (ibv_query_qp(qp, &attr, IBV_QP_STATE, &init)) {
         EVD_INFO(FI_LOG_EP_CTRL, "fi_close: ibv_query_qp(%u): %s; not flushed\n", qp->qp_num,
                  strerror(errno));
-        return;
+        return false;
     }
-    if (!can_hold_sends(attr.qp_state)) return;
+    if (!can_hold_sends(attr.qp_state)) return false;
     // The receive queue is flushed apart from the send queue (on rxe by
     // another kernel task), so the send marker coming out says nothing about
     // the receives: a marker of their own goes behind them, posted while the
@@ -71,19 +90,15 @@ void qp_flush(ep* e) {
     // never be flushed). Should a message arrive for it meanwhile, the
     // marker completes in error all the same. An SRQ's receives belong to
     // no QP and are not flushed.
-    bool rq_marker = false;
-    if (!qp->srq && attr.qp_state != IBV_QPS_ERR && e->rx_cq) {
-        if (int r = post_recv_marker(qp))
-            EVD_INFO(FI_LOG_EP_CTRL, "fi_close: receive flush marker on QP %u: %s\n", qp->qp_num,
-                     strerror(r));
-        else
-            rq_marker = true;
-    }
+    // (When the connection ended first, the marker went in before the QP
+    // left RTS: qp_mark_receives.)
+    if (attr.qp_state != IBV_QPS_ERR) mark_receives(e);
+    const bool rq_marker = e->rq_marked.load();
     if (attr.qp_state != IBV_QPS_ERR) {
         if (int r = qp_to_error(qp)) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_close: QP %u to error: %s; its queued work is lost\n",
                      qp->qp_num, strerror(r));
-            return;
+            return false;
         }
     }
     using clock = std::chrono::steady_clock;
@@ -102,14 +117,14 @@ void qp_flush(ep* e) {
             } else if (r != ENOMEM && r != EAGAIN) {
                 EVD_WARN(FI_LOG_EP_CTRL, "fi_close: flush marker on QP %u: %s; not flushed\n",
                          qp->qp_num, strerror(r));
-                return;
+                return false;
             }
         }
         // Pulled even before the send marker is posted: a full send queue
         // empties into the CQ.
         for (;;) {
             int got = cq_pull_marker(e->tx_cq, qp->qp_num);
-            if (got < 0) return;
+            if (got < 0) return false;
             if (!got) break;
             if (tx_want) --tx_want;
             else if (one_cq && rx_want) --rx_want;
@@ -117,12 +132,13 @@ void qp_flush(ep* e) {
         }
         if (!one_cq && rx_want) {
             int got = cq_pull_marker(e->rx_cq, qp->qp_num);
-            if (got < 0) return;
+            if (got < 0) return false;
             if (got) --rx_want;
         }
         if (posted && !tx_want && !rx_want) {
             EVD_DBG(FI_LOG_EP_CTRL, "fi_close: QP %u flushed\n", qp->qp_num);
-            return;
+            // complete: every receive is ahead of the marker
+            return qp->srq || (rq_marker && !e->rq_after_marker.load());
         }
         if (clock::now() >= deadline) break;
         std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -131,6 +147,7 @@ void qp_flush(ep* e) {
              "fi_close: QP %u: its flush did not complete in %d ms (FI_EVD_FLUSH_TIMEOUT); "
              "work still queued on it is discarded without a completion\n",
              qp->qp_num, get_params().flush_timeout_ms);
+    return false;
 }
 
 }  // namespace evd

@@ -14,6 +14,7 @@
 #include "eq.h"
 #include "mr.h"
 #include "owners.h"
+#include "qp_pool.h"
 #include "srx.h"
 
 namespace evd {
@@ -118,6 +119,7 @@ int srx_close(struct fid* f) {
             return -FI_EBUSY;
         }
         devctx_unregister(s->dom->dev, &devctx::srqs, s->srq.get());
+        qp_pool_purge_srq(s->srq.get());  // kept QPs still hold the SRQ
         if (int e = release_with(s->srq, ibv_destroy_srq)) {
             EVD_WARN(FI_LOG_EP_CTRL, "ibv_destroy_srq: %s\n", strerror(e));
             return fi_err(e);

@@ -21,9 +21,18 @@
 //   * -B N: sequential cycles in blocks of N per contestant, each block after
 //     one uncounted cycle (the default, 1, alternates cycle by cycle; then
 //     each cycle also absorbs kernel work the previous contestant deferred).
+//   * -w S: steady churn. Before the counted cycles the contestants' cycles
+//     alternate uncounted for S seconds, and before each burst the provider
+//     runs one uncounted burst, closes it and reads its EQ for S seconds: the
+//     counted connections follow connections that closed seconds before, as
+//     on a server whose clients come and go (evd then reuses the closed
+//     connections' QPs once rdma_cm's time-wait, about 2 s on rxe, is over;
+//     its counters are printed per round). Without -w every round starts on
+//     fresh domains: the cold start.
 // Built by `make bench`; run inside the VM:
 //   test/vm/run-in-vm -- ./msg_bench [-n conns] [-i pingpongs] [-b messages] [-p evd,verbs]
 //                                    [-s iov_limit (4)] [-j inject_size (64)] [-r rounds (3)] [-P] [-c K] [-B N]
+//                                    [-w S]
 // Both providers are asked for the same queue shapes (256 deep, iov_limit and
 // inject_size as given; 0 = the provider's default).
 // FI_PROVIDER_PATH defaults to the .libs directory next to the binary.
@@ -35,6 +44,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_ext_evd.h>
 #include <rdma/rdma_cma.h>
 #include <unistd.h>
 
@@ -93,6 +103,7 @@ struct result {
     // -c K: K connections set up at once (all fi_connect calls issued, then
     // every CONNREQ accepted as it arrives), torn down at once
     double burst_rate = 0, burst_p50 = 0, burst_p99 = 0;
+    std::string reuse;  // evd: how many of the counted endpoints reused a QP
 };
 
 class bench {
@@ -206,6 +217,33 @@ public:
         drain(ccq_);
         if (!s_down) fprintf(stderr, "%s: no FI_SHUTDOWN on the server side\n", prov_);
         return s_down;
+    }
+
+    // Reads (and drops) whatever the EQ reports for `secs` seconds, as an
+    // application reading its EQ between connections does.
+    void idle(double secs) {
+        auto end = clk::now() + std::chrono::microseconds(static_cast<long>(secs * 1e6));
+        alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+        while (clk::now() < end) {
+            uint32_t ev;
+            ssize_t r = fi_eq_sread(eq_, &ev, buf, sizeof buf, 50, 0);
+            if (r == -FI_EAVAIL) {
+                struct fi_eq_err_entry err {};
+                fi_eq_readerr(eq_, &err, 0);
+            }
+        }
+    }
+
+    // evd's QP reuse counters, both domains summed: reused, created (false
+    // for another provider).
+    bool reuse(uint64_t& reused, uint64_t& created) {
+        struct fi_evd_qp_pool_stats c {}, s {};
+        if (fi_control(&cdom_->fid, FI_EVD_QP_POOL_STATS, &c) ||
+            fi_control(&sdom_->fid, FI_EVD_QP_POOL_STATS, &s))
+            return false;
+        reused = c.reused + s.reused;
+        created = c.created + s.created;
+        return true;
     }
 
     // K connections at once, the way a client of many servers (or ofi_rxm
@@ -688,6 +726,7 @@ double pct(std::vector<double> v, double p) {
 
 int g_burst = 0;  // -c K: also K connections at once
 int g_block = 1;  // -B N: sequential cycles in blocks of N per contestant
+double g_warm = 0;  // -w S: seconds of uncounted churn before the cycles and each burst
 
 // One round: every provider's objects are open at once and the sequential
 // connect/teardown cycles alternate between providers cycle by cycle, so
@@ -712,6 +751,30 @@ std::vector<result> run_round(const std::vector<std::string>& names, int round, 
             alive[k] = false;
         }
     }
+    // -w S: uncounted cycles, alternating, for S seconds.
+    if (g_warm > 0) {
+        auto end = clk::now() + std::chrono::microseconds(static_cast<long>(g_warm * 1e6));
+        while (clk::now() < end) {
+            for (size_t k = 0; k < names.size(); ++k) {
+                if (!alive[k]) continue;
+                std::vector<double>* ph = raws[k] ? raws[k]->phase_us : bs[k]->phase_us;
+                size_t before[kPhases];
+                for (int p = 0; p < kPhases; ++p) before[p] = ph[p].size();
+                double us = 0;
+                if (raws[k] ? !raws[k]->connect_once(us) : !bs[k]->connect_once(us, false)) {
+                    fprintf(stderr, "%s: warm-up connection failed\n", names[k].c_str());
+                    alive[k] = false;
+                }
+                for (int p = 0; p < kPhases; ++p) ph[p].resize(before[p]);
+            }
+        }
+    }
+    // evd: QPs reused and created by the counted endpoints (-w: the churn
+    // before them leaves QPs to reuse).
+    std::vector<uint64_t> ru0(names.size()), cr0(names.size()), ru1(names.size()), cr1(names.size());
+    std::vector<bool> has_pool(names.size(), false);
+    for (size_t k = 0; k < names.size(); ++k)
+        if (!raws[k] && alive[k]) has_pool[k] = bs[k]->reuse(ru0[k], cr0[k]);
     // -B N: blocks of N counted cycles per contestant, each after one cycle
     // that is not counted: that one follows another contestant's cycle and
     // absorbs whatever kernel work (DREP, time-wait, deferred destruction)
@@ -740,6 +803,8 @@ std::vector<result> run_round(const std::vector<std::string>& names, int round, 
         }
         done += n;
     }
+    for (size_t k = 0; k < names.size(); ++k)
+        if (has_pool[k]) bs[k]->reuse(ru1[k], cr1[k]);
     // bursts one provider after the other, the order flipped every round
     for (size_t j = 0; j < names.size(); ++j) {
         size_t k = round % 2 ? names.size() - 1 - j : j;
@@ -750,6 +815,13 @@ std::vector<result> run_round(const std::vector<std::string>& names, int round, 
         r.conn_rate = conns / (busy[k] / 1e6);
         r.conn_p50 = pct(lat[k], 50);
         r.conn_p99 = pct(lat[k], 99);
+        if (has_pool[k]) {
+            char line[160];
+            snprintf(line, sizeof line, "endpoints that reused a QP: cycles: %llu of %llu",
+                     static_cast<unsigned long long>(ru1[k] - ru0[k]),
+                     static_cast<unsigned long long>(ru1[k] - ru0[k] + cr1[k] - cr0[k]));
+            r.reuse = line;
+        }
         if (raws[k]) {  // connection cycles only
             for (int p = 0; p < kPhases; ++p) r.phase_us[p] = raws[k]->phase_us[p];
             r.ok = true;
@@ -758,6 +830,17 @@ std::vector<result> run_round(const std::vector<std::string>& names, int round, 
         for (int p = 0; p < kPhases; ++p) r.phase_us[p] = b.phase_us[p];
         if (g_burst > 0) {
             std::vector<double> bl;
+            if (g_warm > 0) {  // -w: the same burst a while ago, closed since
+                double unused = 0;
+                if (!b.burst(g_burst, unused, bl)) {
+                    fprintf(stderr, "%s: warm-up burst failed\n", r.prov.c_str());
+                    alive[k] = false;
+                    continue;
+                }
+                b.idle(g_warm);
+            }
+            uint64_t bru0 = 0, bcr0 = 0, bru1 = 0, bcr1 = 0;
+            if (has_pool[k]) b.reuse(bru0, bcr0);
             if (!b.burst(g_burst, r.burst_rate, bl)) {
                 fprintf(stderr, "%s: burst of %d connections failed\n", r.prov.c_str(), g_burst);
                 alive[k] = false;
@@ -765,6 +848,13 @@ std::vector<result> run_round(const std::vector<std::string>& names, int round, 
             }
             r.burst_p50 = pct(bl, 50);
             r.burst_p99 = pct(bl, 99);
+            if (has_pool[k] && b.reuse(bru1, bcr1)) {
+                char line[160];
+                snprintf(line, sizeof line, "; burst: %llu of %llu",
+                         static_cast<unsigned long long>(bru1 - bru0),
+                         static_cast<unsigned long long>(bru1 - bru0 + bcr1 - bcr0));
+                r.reuse += line;
+            }
         }
         double us = 0;
         if (!b.connect_once(us, true)) alive[k] = false;
@@ -809,7 +899,7 @@ int main(int argc, char** argv) {
     int conns = 50, iters = 2000, bw = 2000, rounds = 3;
     std::string provs = "evd,verbs";
     int opt;
-    while ((opt = getopt(argc, argv, "n:i:b:p:s:j:r:c:B:Ph")) != -1) {
+    while ((opt = getopt(argc, argv, "n:i:b:p:s:j:r:c:B:w:Ph")) != -1) {
         switch (opt) {
         case 'n': conns = atoi(optarg); break;
         case 'i': iters = atoi(optarg); break;
@@ -821,9 +911,10 @@ int main(int argc, char** argv) {
         case 'P': g_phases = true; break;
         case 'c': g_burst = atoi(optarg); break;
         case 'B': g_block = atoi(optarg); break;
+        case 'w': g_warm = atof(optarg); break;
         default:
             fprintf(stderr, "usage: %s [-n conns] [-i pingpongs] [-b 64KiB messages] [-p evd,verbs] "
-                    "[-s iov_limit] [-j inject_size] [-r rounds] [-P] [-c burst] [-B block]\n",
+                    "[-s iov_limit] [-j inject_size] [-r rounds] [-P] [-c burst] [-B block] [-w secs]\n",
                     argv[0]);
             return 2;
         }
@@ -870,6 +961,7 @@ int main(int argc, char** argv) {
             if (g_burst > 0)
                 printf("%-8s burst of %d: %.1f conn/s, connect p50 %.0f us, p99 %.0f us\n",
                        r.prov.c_str(), g_burst, r.burst_rate, r.burst_p50, r.burst_p99);
+            if (!r.reuse.empty()) printf("%-8s %s\n", r.prov.c_str(), r.reuse.c_str());
             fflush(stdout);
             all_res[k].push_back(r);
         }
