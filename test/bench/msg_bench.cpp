@@ -1010,8 +1010,8 @@ int main(int argc, char** argv) {
         // medians over every cycle of every round, per phase
         // mean (which adds up to the cycle) and median per phase, over every
         // cycle of every round
-        printf("\nconnection cycle phases, us over all cycles (-P): mean / median\n%-32s", "phase");
-        for (const auto& n : names) printf(" %16s", n.c_str());
+        printf("\nconnection cycle phases, us over all cycles (-P): mean / median / p99\n%-32s", "phase");
+        for (const auto& n : names) printf(" %23s", n.c_str());
         printf("\n");
         std::vector<double> total(names.size());
         for (int p = 0; p < kPhases; ++p) {
@@ -1023,12 +1023,12 @@ int main(int argc, char** argv) {
                 for (double x : v) sum += x;
                 double mean = v.empty() ? 0 : sum / static_cast<double>(v.size());
                 total[k] += mean;
-                printf(" %7.0f / %6.0f", mean, med(v));
+                printf(" %7.0f / %6.0f / %6.0f", mean, med(v), pct(v, 99));
             }
             printf("\n");
         }
         printf("%-32s", "sum of the means");
-        for (double t : total) printf(" %7.0f         ", t);
+        for (double t : total) printf(" %7.0f                ", t);
         printf("\n");
     }
     // the rdma_cm floor, when run: how close each provider comes to it, and
