@@ -86,6 +86,17 @@ int to_reset(struct ibv_qp* qp) {
     return ibv_modify_qp(qp, &a, IBV_QP_STATE);
 }
 
+// Destroys every kept QP `pick` selects.
+template <class F>
+void purge(F pick) {
+    node* dead = nullptr;
+    {
+        std::lock_guard lk(g_mu);
+        unlink_if(&dead, pick);
+    }
+    destroy_all(dead);
+}
+
 }  // namespace
 
 bool operator==(const qp_key& a, const qp_key& b) {
@@ -177,70 +188,38 @@ void qp_pool_discarded(domain* d) { d->qpp.discarded.fetch_add(1, std::memory_or
 
 void qp_pool_release(uint64_t token) {
     if (!token) return;
-    node* dead = nullptr;
-    {
-        std::lock_guard lk(g_mu);
-        unlink_if(&dead, [&](node& n) {
-            if (n.token != token || n.idle) return false;
-            if (int rc = to_reset(n.qp.get())) {
-                EVD_WARN(FI_LOG_EP_CTRL, "kept QP %u: ibv_modify_qp(RESET): %s; destroyed\n",
-                         n.qp->qp_num, strerror(rc));
-                return true;
-            }
-            n.idle = true;
-            EVD_DBG(FI_LOG_EP_CTRL, "kept QP %u: time-wait over, reset and idle\n",
-                    n.qp->qp_num);
-            return false;
-        });
-    }
-    destroy_all(dead);
+    // Reset in place; a QP that refuses RESET is destroyed instead.
+    purge([&](node& n) {
+        if (n.token != token || n.idle) return false;
+        if (int rc = to_reset(n.qp.get())) {
+            EVD_WARN(FI_LOG_EP_CTRL, "kept QP %u: ibv_modify_qp(RESET): %s; destroyed\n",
+                     n.qp->qp_num, strerror(rc));
+            return true;
+        }
+        n.idle = true;
+        EVD_DBG(FI_LOG_EP_CTRL, "kept QP %u: time-wait over, reset and idle\n", n.qp->qp_num);
+        return false;
+    });
 }
 
 void qp_pool_drop(uint64_t token) {
-    if (!token) return;
-    node* dead = nullptr;
-    {
-        std::lock_guard lk(g_mu);
-        unlink_if(&dead, [&](const node& n) { return n.token == token && !n.idle; });
-    }
-    destroy_all(dead);
+    if (token) purge([&](const node& n) { return n.token == token && !n.idle; });
 }
 
 void qp_pool_purge_cq(struct ibv_cq* cq) {
-    node* dead = nullptr;
-    {
-        std::lock_guard lk(g_mu);
-        unlink_if(&dead, [&](const node& n) { return n.key.send_cq == cq || n.key.recv_cq == cq; });
-    }
-    destroy_all(dead);
+    purge([&](const node& n) { return n.key.send_cq == cq || n.key.recv_cq == cq; });
 }
 
 void qp_pool_purge_srq(struct ibv_srq* srq) {
-    if (!srq) return;
-    node* dead = nullptr;
-    {
-        std::lock_guard lk(g_mu);
-        unlink_if(&dead, [&](const node& n) { return n.key.srq == srq; });
-    }
-    destroy_all(dead);
+    if (srq) purge([&](const node& n) { return n.key.srq == srq; });
 }
 
 void qp_pool_purge_pd(struct ibv_pd* pd) {
-    node* dead = nullptr;
-    {
-        std::lock_guard lk(g_mu);
-        unlink_if(&dead, [&](const node& n) { return n.key.pd == pd; });
-    }
-    destroy_all(dead);
+    purge([&](const node& n) { return n.key.pd == pd; });
 }
 
 void qp_pool_purge_context(struct ibv_context* ctx) {
-    node* dead = nullptr;
-    {
-        std::lock_guard lk(g_mu);
-        unlink_if(&dead, [&](const node& n) { return n.ctx == ctx; });
-    }
-    destroy_all(dead);
+    purge([&](const node& n) { return n.ctx == ctx; });
 }
 
 void qp_pool_stats(domain* d, struct fi_evd_qp_pool_stats* st) {
