@@ -3,7 +3,8 @@
 # root inside that node's VM by guest-run:
 #
 #   eth0 (virtio-net, MAC 52:54:00:ee:00:0<I>)  198.51.100.<I+1>/24
-#   rxe0 on eth0
+#   rxe0 on eth0, or with EVD_NODE_DRIVER=siw siw0 (Soft-iWARP, the module
+#   run-in-vm built with build-siw.sh and put in the run directory)
 #
 # Each node is a VM with its own kernel; the nodes' NICs are joined by the
 # host-side Ethernet switch of run-nodes. Nothing here routes by policy: the
@@ -16,7 +17,8 @@
 set -u
 set -o pipefail
 
-DEV=${EVD_NODE_DEV:-rxe0} NETDEV=${EVD_NODE_NETDEV:-eth0}
+DRIVER=${EVD_NODE_DRIVER:-rxe}
+DEV=${EVD_NODE_DEV:-${DRIVER}0} NETDEV=${EVD_NODE_NETDEV:-eth0}
 ADDR=${EVD_NODE_ADDR:?} PREFIX=24
 
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -31,8 +33,14 @@ setsys() { echo "$2" >"/proc/sys/${1//.//}" 2>/dev/null || fail "cannot set $1=$
 t0=$SECONDS
 
 step "loading modules"
-run modprobe crc32_generic
-run modprobe -a virtio_net rdma_rxe ib_uverbs rdma_ucm
+run modprobe -a virtio_net ib_uverbs rdma_ucm
+if [ "$DRIVER" = siw ]; then
+    run modprobe -a ib_core libcrc32c
+    grep -q '^siw ' /proc/modules || run insmod /run/evd-vm/siw.ko
+else
+    run modprobe crc32_generic
+    run modprobe rdma_rxe
+fi
 setsys net.core.netdev_max_backlog 100000
 
 step "waiting for $NETDEV"
@@ -45,8 +53,8 @@ echo 1 >"/proc/sys/net/ipv6/conf/$NETDEV/disable_ipv6" 2>/dev/null
 printf '%s\n' "link set lo up" "addr add $ADDR/$PREFIX dev $NETDEV" "link set $NETDEV up" |
     ip -batch - || fail "cannot configure $NETDEV"
 
-step "rxe device $DEV on $NETDEV"
-rdma link add "$DEV" type rxe netdev "$NETDEV" || fail "rdma link add $DEV failed"
+step "$DRIVER device $DEV on $NETDEV"
+rdma link add "$DEV" type "$DRIVER" netdev "$NETDEV" || fail "rdma link add $DEV failed"
 
 port_state() { local st=; read -r st <"/sys/class/infiniband/$DEV/ports/1/state" 2>/dev/null; echo "$st"; }
 v4gid() {
@@ -56,6 +64,8 @@ v4gid() {
     printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$1" "$2" "$3" "$4"
 }
 has_gid() {
+    # iWARP has no RoCE GIDs: siw's GID is made from the MAC
+    [ "$DRIVER" = siw ] && return 0
     local i g
     for i in {0..15}; do
         read -r g <"/sys/class/infiniband/$DEV/ports/1/gids/$i" 2>/dev/null || continue

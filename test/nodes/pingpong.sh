@@ -1,0 +1,65 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+# libfabric's fi_pingpong across two nodes of the multi-node bed, evd beside
+# verbs: server on node A (0), client on node B (1), each on its own kernel
+# and its own rxe device, 64 B and 64 KiB.
+#
+#   test/vm/run-nodes --nodes 2 -- bash test/nodes/pingpong.sh BUILD_DIR
+#
+# Node B prints "ok - ..."/"not ok - ..." per run and a "PINGPONG" line with
+# the round trip (usec/xfer) and bandwidth of each.
+set -u
+build=$(cd "${1:?usage: pingpong.sh BUILD_DIR}" && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
+nctl=$top/test/vm/node-ctl
+: "${EVD_NODE:?run on a node of test/vm/run-nodes}"
+export FI_PROVIDER_PATH=$build/.libs
+A=198.51.100.1
+runs=("evd msg" "verbs msg" "evd;ofi_rxm rdm" "verbs;ofi_rxm rdm")
+sizes=(64 65536)
+
+n=0
+if [ "$EVD_NODE" = 0 ]; then
+    for r in "${runs[@]}"; do
+        read -r prov ep <<<"$r"
+        for s in "${sizes[@]}"; do
+            n=$((n + 1))
+            port=$((7600 + n))
+            # -B: the server's port; each run its own, so no run waits on the
+            # previous one's listener
+            # -s: verbs;ofi_rxm's listener fails fi_enable (-FI_EINVAL) without
+            # a source address
+            timeout 120 fi_pingpong -p "$prov" -e "$ep" -s "$EVD_NODE_ADDR" -B "$port" -S "$s" -I 50 -c \
+                >"/tmp/srv.$n" 2>&1 &
+            sleep 0.5
+            "$nctl" post "srv-$n"
+            wait $!
+            "$nctl" post "srv-done-$n" "$(cat "/tmp/srv.$n")"
+        done
+    done
+    exit 0
+fi
+[ "$EVD_NODE" = 1 ] || exit 0
+fail=0
+for r in "${runs[@]}"; do
+    read -r prov ep <<<"$r"
+    for s in "${sizes[@]}"; do
+        n=$((n + 1))
+        port=$((7600 + n))
+        "$nctl" wait "srv-$n" 120 >/dev/null
+        out=$(timeout 120 fi_pingpong -p "$prov" -e "$ep" -P "$port" -S "$s" -I 50 -c "$A" 2>&1)
+        rc=$?
+        "$nctl" wait "srv-done-$n" 150 >/dev/null
+        line=$(awk '$1 ~ /^[0-9]/ && NF >= 8 { print; exit }' <<<"$out")
+        if [ "$rc" = 0 ] && [ -n "$line" ]; then
+            echo "ok - fi_pingpong -p '$prov' -e $ep -S $s across two nodes"
+            read -r _ _ _ _ _ mbps usec _ <<<"$line"
+            echo "PINGPONG $prov $ep $s usec_per_xfer=$usec MBps=$mbps"
+        else
+            echo "not ok - fi_pingpong -p '$prov' -e $ep -S $s across two nodes (exit $rc)"
+            sed 's/^/#   /' <<<"$out"
+            fail=1
+        fi
+    done
+done
+exit $fail
