@@ -39,18 +39,18 @@ EPS=4
 
 # ------------------------------------------------------------------ node A
 serve_loop() {
-    local handled req id prov port secs srv t0 t1
+    local handled req id prov port secs eps srv t0 t1
     handled=$(cat "$ctl/a-handled" 2>/dev/null)
     # this boot's clock against the host's, for B to place A's times
     "$nctl" post offset-a "$("$nctl" offset)"
     while :; do
         req=$("$nctl" wait serve 900) || exit 1
-        read -r id prov port secs <<<"$req"
+        read -r id prov port secs eps <<<"$req"
         [ "$id" = done ] && exit 0
         if [ "$id" = "$handled" ]; then sleep 0.2; continue; fi
         handled=$id
         echo "$id" >"$ctl/a-handled"
-        "$peer" -p "$prov" -r server -a "$A" -P "$port" -n "$EPS" -t "$secs" >"$ctl/a-$id.log" 2>&1 &
+        "$peer" -p "$prov" -r server -a "$A" -P "$port" -n "${eps:-$EPS}" -t "$secs" >"$ctl/a-$id.log" 2>&1 &
         srv=$!
         "$nctl" post "started-$id"
         while kill -0 "$srv" 2>/dev/null; do
@@ -135,7 +135,7 @@ done_at() { # "ok T ...": T (the host's clock) on B's clock
 }
 on_a() { shift_clock "$1" -1; }
 run() { # SCENARIO PROV
-    local sc=$1 prov=$2 id out cli t_fault t_back rc rec=() srv_secs=40
+    local sc=$1 prov=$2 id out cli t_fault t_back rc rec=() srv_secs=100
     id=$sc-$prov
     port=$((port + 1))
     out=/tmp/b-$id.log
@@ -143,7 +143,9 @@ run() { # SCENARIO PROV
     "$nctl" post serve "$id $prov $port $srv_secs"
     "$nctl" wait "started-$id" 120 >/dev/null || { notok "$id: A did not start its server"; return; }
     case $sc in flap | cut) rec=(-R -E) ;; kill) rec=(-R) ;; esac
-    "$peer" -p "$prov" -r client -a "$A" -P "$port" -n "$EPS" -m busy -t 90 "${rec[@]}" >"$out" 2>&1 &
+    # 60 s: time for the transport to give up (about 14 s on rxe, 26 s on
+    # siw), A's reboot (about 20 s) and a new connection
+    "$peer" -p "$prov" -r client -a "$A" -P "$port" -n "$EPS" -m busy -t 60 "${rec[@]}" >"$out" 2>&1 &
     cli=$!
     if ! wait_line "$out" '^READY' 60; then
         notok "$id: B's connections did not carry a round trip"
@@ -170,7 +172,8 @@ run() { # SCENARIO PROV
         t_fault=$(done_at "$("$nctl" kill 0)")
         t_back=$t_fault
         sleep 2
-        "$nctl" post serve "$id-again $prov $port 40"
+        # the rebooted A serves the one connection B makes again
+        "$nctl" post serve "$id-again $prov $port 60 1"
         "$nctl" reboot 0 >/dev/null
         ;;
     remove)

@@ -8,10 +8,13 @@
 //   node_peer -p PROV -r server|client -a SERVER_ADDR [-P PORT] [-n EPS]
 //             [-m busy|idle] [-t SECS] [-g GRACE_S] [-R] [-E]
 //
-// busy: both ends of every connection stream sequence numbers, one send in
-// flight at a time, and check that each one received is the one after the
-// last (so a peer that dies always has a send of ours to fail); idle: one
-// message each way, then nothing. Lines (times are CLOCK_REALTIME seconds,
+// busy: on every connection the client sends sequence numbers and the
+// server echoes each one, one send in flight per side; both check that each
+// number received is the one after the last. A client whose last ping is
+// unanswered for 0.2 s sends the next anyway (up to 4 unanswered), so a
+// peer that dies always has a send of the client's to fail, and no side ever
+// finds the other's receives all taken (on iWARP a message that finds no
+// receive ends the connection). idle: one ping and its echo, then nothing. Lines (times are CLOCK_REALTIME seconds,
 // comparable with `date +%s.%N` on the same node):
 //   DOMAIN-EQ bound|<error>          whether the domain's events reach the EQ
 //   READY t=T eps=N                  client: every connection received
@@ -52,6 +55,8 @@
 #include <string>
 #include <vector>
 
+#include "../common/tool_util.h"
+
 namespace {
 
 double now() {
@@ -60,15 +65,6 @@ double now() {
     return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-[[noreturn]] void die(const char* what, int ret) {
-    std::printf("FATAL %s: %s (%d)\n", what, fi_strerror(-ret), ret);
-    std::exit(1);
-}
-#define CHECK(call)                      \
-    do {                                 \
-        int r_ = static_cast<int>(call); \
-        if (r_ < 0) die(#call, r_);      \
-    } while (0)
 
 // The FI_E* names the failure matrix compares (fi_strerror gives prose).
 std::string err_name(int err) {
@@ -101,6 +97,7 @@ const char* event_name(int type) {
 }
 
 constexpr int kRecvs = 8;
+constexpr uint64_t kWindow = 4;  // unanswered pings a client may have out
 
 struct conn {
     int id = 0;
@@ -114,6 +111,7 @@ struct conn {
     struct fi_context rctx[kRecvs]{}, sctx{};
     bool connected = false, send_out = false;
     uint64_t next_send = 1, next_recv = 1, received = 0;
+    double last_send = 0;
     int terminal = 0;
     double first_fail = 0;  // > 0: ended then; < 0: the connection attempt failed
 };
@@ -164,15 +162,15 @@ struct peer {
     }
 
     void open_conn(conn& c, struct fi_info* fi) {
-        CHECK(fi_endpoint(dom, fi, &c.ep, &c));
+        FI_CHECK(fi_endpoint(dom, fi, &c.ep, &c));
         struct fi_cq_attr ca = {};
         ca.format = FI_CQ_FORMAT_MSG;
         ca.size = 64;
-        CHECK(fi_cq_open(dom, &ca, &c.cq, nullptr));
-        CHECK(fi_ep_bind(c.ep, &eq->fid, 0));
-        CHECK(fi_ep_bind(c.ep, &c.cq->fid, FI_TRANSMIT | FI_RECV));
-        CHECK(fi_enable(c.ep));
-        CHECK(fi_mr_reg(dom, &c.buf, sizeof c.buf, FI_SEND | FI_RECV, 0, 0, 0, &c.mr, nullptr));
+        FI_CHECK(fi_cq_open(dom, &ca, &c.cq, nullptr));
+        FI_CHECK(fi_ep_bind(c.ep, &eq->fid, 0));
+        FI_CHECK(fi_ep_bind(c.ep, &c.cq->fid, FI_TRANSMIT | FI_RECV));
+        FI_CHECK(fi_enable(c.ep));
+        FI_CHECK(fi_mr_reg(dom, &c.buf, sizeof c.buf, FI_SEND | FI_RECV, 0, 0, 0, &c.mr, nullptr));
         for (int i = 0; i < kRecvs; i++) post_recv(c, i);
     }
 
@@ -223,13 +221,27 @@ struct peer {
             }
             last_rx = t;
         }
-        bool want = o.mode == "busy" || c.next_send == 1;
-        if (want && !c.send_out && c.first_fail <= 0) {
-            c.buf.s = c.next_send;
-            if (fi_send(c.ep, &c.buf.s, sizeof c.buf.s, fi_mr_desc(c.mr), 0, &c.sctx) == 0) {
-                c.send_out = true;
-                c.next_send++;
-            }
+        if (c.send_out || c.first_fail > 0) return;
+        double t = now();
+        bool go;
+        if (o.role == "server") {
+            go = c.next_send < c.next_recv;  // a ping not echoed yet
+        } else {
+            // the next ping when the last was answered, or (the peer may be
+            // gone: keep a send of ours on the wire) 0.2 s after the last
+            // one, up to kWindow unanswered; the peer's kRecvs receives are
+            // never all taken (iWARP has no RNR retry: a message finding no
+            // receive ends the connection)
+            uint64_t unanswered = c.next_send - 1 - c.received;
+            bool want = o.mode == "busy" || c.next_send == 1;
+            go = want && (unanswered == 0 || (unanswered < kWindow && t - c.last_send > 0.2));
+        }
+        if (!go) return;
+        c.buf.s = c.next_send;
+        if (fi_send(c.ep, &c.buf.s, sizeof c.buf.s, fi_mr_desc(c.mr), 0, &c.sctx) == 0) {
+            c.send_out = true;
+            c.next_send++;
+            c.last_send = t;
         }
     }
 
@@ -283,25 +295,14 @@ struct peer {
         return ev;
     }
 
-    struct fi_info* hints() {
-        struct fi_info* h = fi_allocinfo();
-        h->ep_attr->type = FI_EP_MSG;
-        h->caps = FI_MSG;
-        h->mode = FI_CONTEXT;
-        h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-        h->addr_format = FI_SOCKADDR_IN;
-        h->fabric_attr->prov_name = strdup(o.prov.c_str());
-        h->tx_attr->size = 16;
-        h->rx_attr->size = 16;
-        return h;
-    }
+    struct fi_info* hints() { return evdtool::msg_hints(o.prov.c_str(), 16); }
 
     void setup_common() {
         struct fi_eq_attr ea = {};
         ea.wait_obj = FI_WAIT_UNSPEC;
-        CHECK(fi_fabric(info->fabric_attr, &fab, nullptr));
-        CHECK(fi_eq_open(fab, &ea, &eq, nullptr));
-        CHECK(fi_domain(fab, info, &dom, nullptr));
+        FI_CHECK(fi_fabric(info->fabric_attr, &fab, nullptr));
+        FI_CHECK(fi_eq_open(fab, &ea, &eq, nullptr));
+        FI_CHECK(fi_domain(fab, info, &dom, nullptr));
         // the domain's own events (port, device), with evd's FI_NOTIFY
         // records for the good news (PORT_ACTIVE); a provider without them
         // refuses the bind
@@ -325,12 +326,12 @@ struct peer {
 
     void serve() {
         struct fi_info* h = hints();
-        CHECK(fi_getinfo(FI_VERSION(1, 17), o.addr.c_str(), o.port.c_str(), FI_SOURCE, h, &info));
+        FI_CHECK(fi_getinfo(FI_VERSION(1, 17), o.addr.c_str(), o.port.c_str(), FI_SOURCE, h, &info));
         fi_freeinfo(h);
         setup_common();
-        CHECK(fi_passive_ep(fab, info, &pep, nullptr));
-        CHECK(fi_pep_bind(pep, &eq->fid, 0));
-        CHECK(fi_listen(pep));
+        FI_CHECK(fi_passive_ep(fab, info, &pep, nullptr));
+        FI_CHECK(fi_pep_bind(pep, &eq->fid, 0));
+        FI_CHECK(fi_listen(pep));
         std::printf("LISTENING t=%.3f %s:%s\n", now(), o.addr.c_str(), o.port.c_str());
         double end = now() + o.secs;
         while (now() < end && !finished()) {
@@ -339,7 +340,7 @@ struct peer {
                 auto c = std::make_unique<conn>();
                 c->id = static_cast<int>(conns.size());
                 open_conn(*c, cm.info);
-                CHECK(fi_accept(c->ep, nullptr, 0));
+                FI_CHECK(fi_accept(c->ep, nullptr, 0));
                 fi_freeinfo(cm.info);
                 conns.push_back(std::move(c));
             }
@@ -387,11 +388,11 @@ struct peer {
         while ((r = fi_getinfo(FI_VERSION(1, 17), o.addr.c_str(), o.port.c_str(), 0, h, &info)) < 0 &&
                now() < end)
             usleep(200000);
-        CHECK(r);
+        FI_CHECK(r);
         setup_common();
         while (!connect(o.eps, 30)) {  // the server may still be starting
             drop_from(0);
-            if (now() > end) die("connecting", -FI_ETIMEDOUT);
+            if (now() > end) evdtool::die("connecting", -FI_ETIMEDOUT);
             usleep(300000);
         }
         bool reconnected = false;
@@ -463,6 +464,7 @@ struct peer {
 }  // namespace
 
 int main(int argc, char** argv) {
+    evdtool::prog = "node_peer";
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     peer p;
     int ch;
