@@ -125,6 +125,25 @@ if [ -z "${EVD_SKIP_VM:-}" ]; then
         step vm-fault 1200 env EVD_VM_TIMEOUT=1100 EVD_VM_CPUS=2 "$top/test/vm/run-in-vm" -- \
             env EVD_FAULT_CAP="${EVD_FAULT_CAP:-4}" bash "$top/test/fault/run.sh" "$top/build-asan"
     fi
+    # Two nodes, each its own VM and kernel with rxe on its own NIC, joined by
+    # run-nodes' switch (test/vm/README.md, "Multi-node bed"): fi_pingpong
+    # across them, the failure matrix (link flap, silent partition, node
+    # death and reboot, device removal) and Open MPI, evd beside verbs.
+    step nodes-pingpong 900 env EVD_VM_TIMEOUT=800 "$top/test/vm/run-nodes" -- \
+        bash "$top/test/nodes/pingpong.sh" "$top/build"
+    step nodes-failures 1800 env EVD_VM_TIMEOUT=1600 "$top/test/vm/run-nodes" -- \
+        bash "$top/test/nodes/failures.sh" "$top/build"
+    # Open MPI with ranks on both nodes (2 and 4), checked data, evd;ofi_rxm
+    # (verbs;ofi_rxm reported beside it)
+    step nodes-mpi 1200 env EVD_VM_TIMEOUT=1100 "$top/test/vm/run-nodes" -- \
+        bash "$top/test/nodes/mpi.sh" "$top/build"
+    # The same two suites on Soft-iWARP: siw.ko built for the VM's kernel from
+    # Debian's linux-source (test/vm/build-siw.sh, cached), siw0 on each node.
+    step nodes-siw-build 1200 bash -c "bash '$top/test/vm/build-siw.sh' && echo 'ok - siw.ko for the VM kernel'"
+    step nodes-siw-pingpong 900 env EVD_VM_TIMEOUT=800 "$top/test/vm/run-nodes" --driver siw -- \
+        bash "$top/test/nodes/pingpong.sh" "$top/build"
+    step nodes-siw-failures 1800 env EVD_VM_TIMEOUT=1600 "$top/test/vm/run-nodes" --driver siw -- \
+        bash "$top/test/nodes/failures.sh" "$top/build"
     # evd installed from its package: found with no variable, MPI passes
     step package-vm 1200 bash "$top/test/package/vm-installed.sh" "$results/debs-host"
 fi

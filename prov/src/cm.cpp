@@ -309,14 +309,21 @@ int cm_post_cm(eq* q, uint32_t event, struct fid* f, struct fi_info* info, const
     return eq_post(q, event, buf, sizeof(struct fi_eq_cm_entry) + len);
 }
 
-void cm_fill_conn_param(struct rdma_conn_param* p, const uint8_t* data, size_t len) {
+uint8_t cm_retry_count(uint32_t vendor_id) {
+    int set = get_params().retry_count;
+    if (set >= 0) return static_cast<uint8_t>(set);
+    return vendor_id == kSoftRoceVendorId ? 6 : 7;
+}
+
+void cm_fill_conn_param(struct rdma_conn_param* p, const uint8_t* data, size_t len,
+                        uint8_t retry_count) {
     std::memset(p, 0, sizeof(*p));
     p->private_data = data;
     p->private_data_len = static_cast<uint8_t>(len);
     p->responder_resources = RDMA_MAX_RESP_RES;  // librdmacm: the device maximum
     p->initiator_depth = RDMA_MAX_INIT_DEPTH;
     p->flow_control = 1;
-    p->retry_count = 7;
+    p->retry_count = retry_count;
     p->rnr_retry_count = 7;  // retry receiver-not-ready forever, like other MSG providers
 }
 

@@ -134,8 +134,17 @@ cm_chan* cm_chan_get(eq* q, int* err);
 void cm_chan_put(cm_chan* chan);
 void cm_chan_ref(cm_chan* chan);  // another id now lives on c
 // rdma_connect/rdma_accept parameters evd uses for every connection, with
-// len bytes of private data (header and user data, cm_pack).
-void cm_fill_conn_param(struct rdma_conn_param* p, const uint8_t* data, size_t len);
+// len bytes of private data (header and user data, cm_pack) and the
+// transport retry count cm_retry_count chose.
+void cm_fill_conn_param(struct rdma_conn_param* p, const uint8_t* data, size_t len,
+                        uint8_t retry_count);
+// The retry count a connection on a device with this vendor id asks for
+// (it governs both ends' QPs: the passive side takes the request's):
+// FI_EVD_RETRY_COUNT, or when unset 7, except 6 on Soft-RoCE, whose
+// completer takes 7 as "retry forever" (a peer that died would never be
+// noticed, rxe_comp.c).
+uint8_t cm_retry_count(uint32_t vendor_id);
+constexpr uint32_t kSoftRoceVendorId = 0xffffff;  // rxe's ibv_device_attr.vendor_id
 // A new RC id on chan whose events go to owner: 0, or a negative FI_E* code
 // (logged) with *out left empty.
 int cm_create_id(cm_chan* chan, cm_owner* owner, cm_id_ptr* out);

@@ -58,7 +58,8 @@ void on_addr_resolved(ep* e) {
 void on_route_resolved(ep* e) {
     if (ep_state_of(e) != ep_state::resolving) return;
     struct rdma_conn_param cp;
-    cm_fill_conn_param(&cp, e->conn_data, e->conn_data_len);
+    cm_fill_conn_param(&cp, e->conn_data, e->conn_data_len,
+                       cm_retry_count(e->dom->dev->attr.orig_attr.vendor_id));
     if (!port_active_now(e->id->verbs, e->id->port_num)) {
         // The REQ would be lost, and on rxe its failed send disables
         // the device's connection management (linger.h).

@@ -537,7 +537,8 @@ int ep_accept(struct fid_ep* f, const void* param, size_t paramlen) {
         int n = cm_pack(buf, sizeof(buf), param, paramlen);
         if (n < 0) return n;
         struct rdma_conn_param cp;
-        cm_fill_conn_param(&cp, buf, static_cast<size_t>(n));
+        cm_fill_conn_param(&cp, buf, static_cast<size_t>(n),
+                           cm_retry_count(e->dom->dev->attr.orig_attr.vendor_id));
         ep_set_state(e, ep_state::accepting);
         hb_release(e->id.get());
         if (rdma_accept(e->id.get(), &cp)) {

@@ -68,6 +68,8 @@ struct params {
     size_t mr_cache_max_size = 0;   // FI_EVD_MR_CACHE_MAX_SIZE: bytes per domain; 0 = RAM / CPUs / 2
     size_t qp_pool_size = 256;      // FI_EVD_QP_POOL_SIZE: closed QPs a domain keeps for reuse; 0 = none
     int qp_pool_timewait_ms = 10000;  // FI_EVD_QP_POOL_TIMEWAIT: longest wait for TIMEWAIT_EXIT
+    int retry_count = -1;           // FI_EVD_RETRY_COUNT: transport retries a connection asks
+                                    // for (0..7); -1 = 7, but 6 on Soft-RoCE (cm.cpp)
 };
 const params& get_params();
 

@@ -22,6 +22,7 @@ struct param_row {
     int params::*int_field = nullptr;
     bool params::*bool_field = nullptr;
     long min = 0;
+    long max = 0x7fffffffL;
 };
 
 const param_row kParams[] = {
@@ -81,6 +82,12 @@ const param_row kParams[] = {
      "A kept queue pair whose connection's RDMA_CM_EVENT_TIMEWAIT_EXIT has not come this many "
      "ms after its endpoint closed is destroyed instead of reused",
      nullptr, &params::qp_pool_timewait_ms},
+    {"retry_count",
+     "Transport retries (0-7) the connections this process requests ask for: how many times "
+     "an unacknowledged send is sent again before it fails and its endpoint ends, so a peer "
+     "that died is noticed; -1: 7, except 6 on Soft-RoCE (rxe), which takes 7 as 'retry "
+     "forever' and would never notice",
+     nullptr, &params::retry_count, nullptr, -1, 7},
 };
 
 void define_param(const param_row& r) {
@@ -108,14 +115,14 @@ void read_param(const param_row& r) {
         if (rc != FI_SUCCESS) return;
         v = i;
     }
-    if (v < r.min) {
+    if (v < r.min || v > r.max) {
         char env[32];
         size_t n = 0;
         for (const char* c = r.name; *c && n + 1 < sizeof env; ++c)
             env[n++] = static_cast<char>(std::toupper(static_cast<unsigned char>(*c)));
         env[n] = '\0';
-        EVD_WARN(FI_LOG_CORE, "FI_EVD_%s=%lld is below its minimum %ld: the default is kept\n",
-                 env, v, r.min);
+        EVD_WARN(FI_LOG_CORE, "FI_EVD_%s=%lld is outside %ld..%ld: the default is kept\n", env,
+                 v, r.min, r.max);
         return;
     }
     if (r.size_field)

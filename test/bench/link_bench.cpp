@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "../integration/vm_link.h"
+#include "../common/tool_util.h"
 
 namespace {
 
@@ -38,15 +39,6 @@ using clk = std::chrono::steady_clock;
 using rxetest::env_or;
 using rxetest::secs;
 
-[[noreturn]] void die(const char* what, int ret) {
-    std::printf("link_bench: %s: %s (%d)\n", what, fi_strerror(-ret), ret);
-    std::exit(1);
-}
-#define CHECK(call)                                 \
-    do {                                            \
-        int r_ = static_cast<int>(call);            \
-        if (r_ < 0) die(#call, r_);                 \
-    } while (0)
 
 constexpr size_t kLen = 64;
 
@@ -64,34 +56,23 @@ struct side {
     std::string what = "nothing";
 };
 
-struct fi_info* hints(const char* prov) {
-    struct fi_info* h = fi_allocinfo();
-    h->ep_attr->type = FI_EP_MSG;
-    h->caps = FI_MSG;
-    h->mode = FI_CONTEXT;
-    h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-    h->addr_format = FI_SOCKADDR_IN;
-    h->fabric_attr->prov_name = strdup(prov);
-    h->tx_attr->size = 64;
-    h->rx_attr->size = 64;
-    return h;
-}
+struct fi_info* hints(const char* prov) { return evdtool::msg_hints(prov, 64); }
 
 void open_side(side& s, struct fid_fabric* fab, struct fi_info* info) {
-    CHECK(fi_domain(fab, info, &s.dom, nullptr));
+    FI_CHECK(fi_domain(fab, info, &s.dom, nullptr));
     struct fi_eq_attr ea = {};
     ea.wait_obj = FI_WAIT_UNSPEC;
-    CHECK(fi_eq_open(fab, &ea, &s.eq, nullptr));
+    FI_CHECK(fi_eq_open(fab, &ea, &s.eq, nullptr));
     struct fi_cq_attr ca = {};
     ca.format = FI_CQ_FORMAT_MSG;
     ca.size = 128;
-    CHECK(fi_cq_open(s.dom, &ca, &s.cq, nullptr));
-    CHECK(fi_endpoint(s.dom, info, &s.ep, nullptr));
-    CHECK(fi_ep_bind(s.ep, &s.eq->fid, 0));
-    CHECK(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV));
-    CHECK(fi_enable(s.ep));
-    CHECK(fi_mr_reg(s.dom, s.buf, sizeof s.buf, FI_SEND | FI_RECV, 0, 0, 0, &s.mr, nullptr));
-    CHECK(fi_recv(s.ep, s.buf[0], kLen, fi_mr_desc(s.mr), 0, &s.rctx));
+    FI_CHECK(fi_cq_open(s.dom, &ca, &s.cq, nullptr));
+    FI_CHECK(fi_endpoint(s.dom, info, &s.ep, nullptr));
+    FI_CHECK(fi_ep_bind(s.ep, &s.eq->fid, 0));
+    FI_CHECK(fi_ep_bind(s.ep, &s.cq->fid, FI_TRANSMIT | FI_RECV));
+    FI_CHECK(fi_enable(s.ep));
+    FI_CHECK(fi_mr_reg(s.dom, s.buf, sizeof s.buf, FI_SEND | FI_RECV, 0, 0, 0, &s.mr, nullptr));
+    FI_CHECK(fi_recv(s.ep, s.buf[0], kLen, fi_mr_desc(s.mr), 0, &s.rctx));
 }
 
 // Waits for one event on eq (progressing `other` meanwhile).
@@ -113,11 +94,11 @@ uint32_t wait_event(struct fid_eq* eq, struct fid_eq* other, struct fi_eq_cm_ent
         if (r == -FI_EAVAIL) {
             struct fi_eq_err_entry err = {};
             fi_eq_readerr(eq, &err, 0);
-            die("connection setup error", -err.err);
+            evdtool::die("connection setup error", -err.err);
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    die("connection setup timed out", -FI_ETIMEDOUT);
+    evdtool::die("connection setup timed out", -FI_ETIMEDOUT);
 }
 
 void note_failure(side& s, const std::string& what) {
@@ -162,6 +143,7 @@ int poll_side(side& s, bool& send_done) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    evdtool::prog = "link_bench";
     const char* prov = "evd";
     std::string mode = "busy";
     double down_s = 4, watch_s = 25;
@@ -176,39 +158,39 @@ int main(int argc, char** argv) {
     const bool busy = mode == "busy";
     struct fi_info* h = hints(prov);
     struct fi_info* srv = nullptr;
-    CHECK(fi_getinfo(FI_VERSION(1, 17), env_or("EVD_VM_ADDR0", "192.0.2.1"), "0", FI_SOURCE, h, &srv));
+    FI_CHECK(fi_getinfo(FI_VERSION(1, 17), env_or("EVD_VM_ADDR0", "192.0.2.1"), "0", FI_SOURCE, h, &srv));
     struct fid_fabric* fab = nullptr;
-    CHECK(fi_fabric(srv->fabric_attr, &fab, nullptr));
+    FI_CHECK(fi_fabric(srv->fabric_attr, &fab, nullptr));
     struct fid_eq* peq = nullptr;
     struct fi_eq_attr ea = {};
     ea.wait_obj = FI_WAIT_UNSPEC;
-    CHECK(fi_eq_open(fab, &ea, &peq, nullptr));
+    FI_CHECK(fi_eq_open(fab, &ea, &peq, nullptr));
     struct fid_pep* pep = nullptr;
-    CHECK(fi_passive_ep(fab, srv, &pep, nullptr));
-    CHECK(fi_pep_bind(pep, &peq->fid, 0));
-    CHECK(fi_listen(pep));
+    FI_CHECK(fi_passive_ep(fab, srv, &pep, nullptr));
+    FI_CHECK(fi_pep_bind(pep, &peq->fid, 0));
+    FI_CHECK(fi_listen(pep));
     struct sockaddr_in sin = {};
     size_t len = sizeof sin;
-    CHECK(fi_getname(&pep->fid, &sin, &len));
+    FI_CHECK(fi_getname(&pep->fid, &sin, &len));
     auto* src = static_cast<struct sockaddr_in*>(calloc(1, sizeof(struct sockaddr_in)));
     src->sin_family = AF_INET;
     inet_pton(AF_INET, env_or("EVD_VM_ADDR1", "192.0.2.2"), &src->sin_addr);
     h->src_addr = src;
     h->src_addrlen = sizeof *src;
     struct fi_info* cli = nullptr;
-    CHECK(fi_getinfo(FI_VERSION(1, 17), env_or("EVD_VM_ADDR0", "192.0.2.1"),
+    FI_CHECK(fi_getinfo(FI_VERSION(1, 17), env_or("EVD_VM_ADDR0", "192.0.2.1"),
                      std::to_string(ntohs(sin.sin_port)).c_str(), 0, h, &cli));
     side S, C;
     S.name = "server(rxe0)";
     C.name = "client(rxe1)";
     open_side(C, fab, cli);
-    CHECK(fi_connect(C.ep, cli->dest_addr, nullptr, 0));
+    FI_CHECK(fi_connect(C.ep, cli->dest_addr, nullptr, 0));
     struct fi_eq_cm_entry ent = {};
-    if (wait_event(peq, C.eq, &ent) != FI_CONNREQ) die("no FI_CONNREQ", -FI_EOTHER);
+    if (wait_event(peq, C.eq, &ent) != FI_CONNREQ) evdtool::die("no FI_CONNREQ", -FI_EOTHER);
     open_side(S, fab, ent.info);
-    CHECK(fi_accept(S.ep, nullptr, 0));
-    if (wait_event(S.eq, C.eq, nullptr) != FI_CONNECTED) die("server not connected", -FI_EOTHER);
-    if (wait_event(C.eq, nullptr, nullptr) != FI_CONNECTED) die("client not connected", -FI_EOTHER);
+    FI_CHECK(fi_accept(S.ep, nullptr, 0));
+    if (wait_event(S.eq, C.eq, nullptr) != FI_CONNECTED) evdtool::die("server not connected", -FI_EOTHER);
+    if (wait_event(C.eq, nullptr, nullptr) != FI_CONNECTED) evdtool::die("client not connected", -FI_EOTHER);
 
     clk::time_point t_down{}, t_up{};
     std::atomic<int> phase{0};

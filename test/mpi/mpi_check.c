@@ -17,6 +17,8 @@
  * "not ok - mpi: [LABEL: ]NAME", then "# mpi: [LABEL: ]summary ...".
  * Exit status: 0 if every check passed, 1 otherwise (every rank).
  * -s: smoke mode, fewer iterations (for very slow machines).
+ * -m BYTES: no message, allreduce vector or bandwidth message larger than
+ *    BYTES (across emulated nodes, where a megabyte takes a second).
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -244,6 +246,7 @@ static double bandwidth(uint8_t *sbuf, uint8_t *rbuf, size_t size, int nmsg, int
 int main(int argc, char **argv)
 {
     int smoke = 0;
+    size_t cap = (size_t)-1;
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nranks);
@@ -252,9 +255,11 @@ int main(int argc, char **argv)
             label = argv[++a];
         else if (strcmp(argv[a], "-s") == 0)
             smoke = 1;
+        else if (strcmp(argv[a], "-m") == 0 && a + 1 < argc && atol(argv[a + 1]) > 0)
+            cap = (size_t)atol(argv[++a]);
         else {
             if (rank == 0)
-                fprintf(stderr, "usage: mpi_check [-l LABEL] [-s]\n");
+                fprintf(stderr, "usage: mpi_check [-l LABEL] [-s] [-m BYTES]\n");
             MPI_Finalize();
             return 2;
         }
@@ -279,16 +284,18 @@ int main(int argc, char **argv)
     static const size_t sizes[] = {1, 64, 4 << 10, 64 << 10, 1 << 20, 4 << 20};
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
         size_t size = sizes[s];
+        if (size > cap)
+            break;
         int iters = size <= (64 << 10) ? 10 : size <= (1 << 20) ? 4 : 2;
         if (smoke)
             iters = iters > 2 ? 2 : iters;
         pingpong(sbuf, rbuf, size, iters);
     }
 
-    allreduce(1, 0);
-    allreduce(1000, 1);
-    allreduce(65536, 0);
-    allreduce(1 << 20, 0);
+    static const size_t counts[] = {1, 1000, 65536, 1 << 20};
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+        if (counts[c] == 1 || counts[c] * sizeof(int64_t) <= cap)
+            allreduce(counts[c], counts[c] == 1000);
 
     long lat_err = 0, bw_err = 0;
     int lat_iters = smoke ? 10 : 50, bw_msgs = smoke ? 4 : 8;
@@ -296,14 +303,15 @@ int main(int argc, char **argv)
     char name[96];
     snprintf(name, sizeof name, "latency 8 B x%d (data checked)", lat_iters);
     report(name, lat_err, lat_err ? "bad 8 B payload" : "");
-    double bw = bandwidth(sbuf, rbuf, 1 << 20, bw_msgs, window, &bw_err);
-    snprintf(name, sizeof name, "bandwidth stream %d x 1 MiB (data checked)", bw_msgs);
-    report(name, bw_err, bw_err ? "bad 1 MiB payload" : "");
+    size_t bw_size = cap < (1u << 20) ? cap : (1u << 20);
+    double bw = bandwidth(sbuf, rbuf, bw_size, bw_msgs, window, &bw_err);
+    snprintf(name, sizeof name, "bandwidth stream %d x %zu B (data checked)", bw_msgs, bw_size);
+    report(name, bw_err, bw_err ? "bad bandwidth payload" : "");
 
     if (rank == 0) {
         printf("# mpi: %s%ssummary: %d checks, %d failed, %d ranks; latency 8 B %.1f us (half round trip, %d "
-               "iterations); bandwidth 1 MiB %.2f MB/s (%d messages, window %d)\n",
-               label, *label ? ": " : "", nchecks, nfailed, nranks, lat, lat_iters, bw, bw_msgs, window);
+               "iterations); bandwidth %zu B %.2f MB/s (%d messages, window %d)\n",
+               label, *label ? ": " : "", nchecks, nfailed, nranks, lat, lat_iters, bw_size, bw, bw_msgs, window);
         fflush(stdout);
     }
     free(sbuf);

@@ -359,3 +359,24 @@ TEST(CmTable, ManPageListsEveryRow) {
     }
     EXPECT_NE(page.find(std::to_string(kCmDataMax)), std::string::npos);
 }
+
+// The transport retry count a connection asks for. Unset (the default), it is
+// 7 except on Soft-RoCE, whose completer never runs out of 7 retries: there a
+// peer that died would never be noticed (the multi-node failure matrix,
+// test/nodes/failures.sh "kill", shows it). The request carries it for both
+// ends, so the rdma_conn_param evd fills must hold it.
+TEST(CmTable, RetryCountIsSixOnSoftRoceSevenElsewhere) {
+    ASSERT_EQ(get_params().retry_count, -1) << "FI_EVD_RETRY_COUNT set in the test environment";
+    EXPECT_EQ(cm_retry_count(kSoftRoceVendorId), 6);
+    EXPECT_EQ(cm_retry_count(0x02c9), 7);  // Mellanox
+    EXPECT_EQ(cm_retry_count(0x8086), 7);  // Intel
+    EXPECT_EQ(cm_retry_count(0), 7);
+    struct rdma_conn_param p;
+    const uint8_t data[3] = {1, 2, 3};
+    cm_fill_conn_param(&p, data, sizeof data, cm_retry_count(kSoftRoceVendorId));
+    EXPECT_EQ(p.retry_count, 6);
+    EXPECT_EQ(p.rnr_retry_count, 7);
+    EXPECT_EQ(p.private_data_len, 3);
+    cm_fill_conn_param(&p, data, sizeof data, cm_retry_count(0x02c9));
+    EXPECT_EQ(p.retry_count, 7);
+}

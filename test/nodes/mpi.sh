@@ -1,0 +1,87 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+# Open MPI across two nodes of the multi-node bed: test/mpi/mpi_check.c
+# (checked ping-pong, allreduce, numbers; messages up to 256 KiB: across
+# emulated nodes a megabyte takes about a second) with 2 and 4 ranks, half on each
+# node, over `evd;ofi_rxm` and `verbs;ofi_rxm` (cm PML, ofi MTL, nothing
+# else allowed). mpirun runs on node B (1) and starts node A's (0) ranks
+# through test/vm/node-exec (its rsh agent: no ssh in the bed).
+#
+#   test/vm/run-nodes --nodes 2 -- bash test/nodes/mpi.sh BUILD_DIR
+#
+# Node B prints, for evd, "ok - ..."/"not ok - ..." (mpi_check's own checks,
+# and that every rank chose the provider), and each run's summary line;
+# verbs's runs are reported as comments.
+set -u
+build=$(cd "${1:?usage: mpi.sh BUILD_DIR}" && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
+nctl=$top/test/vm/node-ctl
+nexec=$top/test/vm/node-exec
+: "${EVD_NODE:?run on a node of test/vm/run-nodes}" "${EVD_NODE_CTL:?}"
+ctl=$EVD_NODE_CTL
+export FI_PROVIDER_PATH=$build/.libs FI_UNIVERSE_SIZE=4 FI_VERBS_IFACE=$EVD_NODE_NETDEV
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+unset FI_PROVIDER
+ulimit -l unlimited
+
+if [ "$EVD_NODE" = 0 ]; then
+    "$nexec" serve &
+    "$nctl" wait mpi-done 1500 >/dev/null
+    "$nexec" stop
+    wait
+    exit 0
+fi
+[ "$EVD_NODE" = 1 ] || exit 0
+trap '"$nctl" post mpi-done' EXIT
+
+fail=0
+# the binary where both nodes see it at the same path
+mpicc -O2 -o "$ctl/mpi_check" "$top/test/mpi/mpi_check.c" || { echo "not ok - mpi: mpicc"; exit 1; }
+major=$(mpirun --version 2>/dev/null | sed -n 's/.*(Open MPI) \([0-9]*\).*/\1/p' | head -n 1)
+over=(--oversubscribe)
+[ "$major" = 5 ] && over=(--map-by :OVERSUBSCRIBE)
+for prov in "evd;ofi_rxm" "verbs;ofi_rxm"; do
+    for np in 2 4; do
+        label="$prov across 2 nodes, $np ranks"
+        half=$((np / 2))
+        start=$(date +%s.%N)
+        timeout -k 10 600 mpirun -np "$np" --host "evd-node-1:$half,evd-node-0:$half" \
+            --allow-run-as-root "${over[@]}" --bind-to none \
+            --mca plm_rsh_agent "$nexec" --mca plm_rsh_no_tree_spawn 1 \
+            --mca oob_tcp_if_include eth0 \
+            --mca pml cm --mca mtl ofi --mca btl self --mca mtl_ofi_provider_include "$prov" \
+            --mca mtl_ofi_verbose 1 --mca mpi_yield_when_idle 1 \
+            -x FI_PROVIDER_PATH -x FI_UNIVERSE_SIZE -x FI_VERBS_IFACE \
+            "$ctl/mpi_check" -l "$label" -s -m 262144 >/tmp/mpi.out 2>/tmp/mpi.err
+        rc=$?
+        secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+        tr -d '\000' </tmp/mpi.err >/tmp/mpi.err2
+        # every rank names the provider it chose ("mtl:ofi:prov: P" in 4.x,
+        # "mtl:ofi:provider: P" in 5.x)
+        chose=$(grep -ac "mtl:ofi:prov\(ider\)\{0,1\}: $prov\$" /tmp/mpi.err2)
+        if [ "${prov%%;*}" = verbs ]; then
+            # verbs is the comparison: reported, not judged
+            echo "# verbs (report only): $label: mpirun exit $rc in $secs s," \
+                "$(grep -ac '^ok - ' /tmp/mpi.out) checks passed, $(grep -ac '^not ok' /tmp/mpi.out) failed," \
+                "$chose of $np ranks chose $prov"
+            grep -a '^# mpi' /tmp/mpi.out
+            continue
+        fi
+        grep -a '^\(ok\|not ok\) - ' /tmp/mpi.out
+        grep -a '^# mpi' /tmp/mpi.out
+        if [ "$rc" = 0 ] && ! grep -aq '^not ok' /tmp/mpi.out && grep -aq '^ok - ' /tmp/mpi.out; then
+            echo "ok - mpi: $label: mpirun exited 0 in $secs s"
+        else
+            echo "not ok - mpi: $label: mpirun exit $rc after $secs s"
+            tail -n 30 /tmp/mpi.err2 | sed 's/^/#   /'
+            fail=1
+        fi
+        if [ "$chose" -ge "$np" ]; then
+            echo "ok - mpi: $label: every rank chose $prov ($chose of $np said so)"
+        else
+            echo "not ok - mpi: $label: $chose of $np ranks said they chose $prov"
+            fail=1
+        fi
+    done
+done
+exit $fail
