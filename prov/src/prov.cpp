@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 // Provider entry: fi_prov_ini, tunables, cleanup.
 #include <cctype>
+#include <limits>
 #include <cstdio>
 
 #include "evd.h"
@@ -22,7 +23,7 @@ struct param_row {
     int params::*int_field = nullptr;
     bool params::*bool_field = nullptr;
     long min = 0;
-    long max = 0x7fffffffL;
+    long max = std::numeric_limits<long>::max();
 };
 
 const param_row kParams[] = {

@@ -35,7 +35,7 @@ if [ "$EVD_NODE" = 0 ]; then
             sleep 0.5
             "$nctl" post "srv-$n"
             wait $!
-            "$nctl" post "srv-done-$n" "$(cat "/tmp/srv.$n")"
+            "$nctl" post "srv-done-$n" "$(echo "rc=$?"; cat "/tmp/srv.$n")"
         done
     done
     exit 0
@@ -48,22 +48,29 @@ for r in "${runs[@]}"; do
         n=$((n + 1))
         port=$((7600 + n))
         "$nctl" wait "srv-$n" 120 >/dev/null
-        out=$(timeout 120 fi_pingpong -p "$prov" -e "$ep" -P "$port" -S "$s" -I 50 -c "$A" 2>&1)
-        rc=$?
+        # the server's control socket may not listen yet (0.5 s head start
+        # under emulation): fi_pingpong connects it once, so try again
+        for try in 1 2 3; do
+            out=$(timeout 120 fi_pingpong -p "$prov" -e "$ep" -P "$port" -S "$s" -I 50 -c "$A" 2>&1)
+            rc=$?
+            grep -q 'ctrl/connect\|failed to connect' <<<"$out" || break
+            sleep 1
+        done
         ctl_out=$EVD_NODE_CTL/flag-srv-done-$n
         "$nctl" wait "srv-done-$n" 150 >/dev/null
         line=$(awk '$1 ~ /^[0-9]/ && NF >= 8 { print; exit }' <<<"$out")
-        if [ "$rc" = 0 ] && [ -n "$line" ]; then
+        srv_rc=$(sed -n '1s/^rc=//p' "$ctl_out" 2>/dev/null)
+        if [ "$rc" = 0 ] && [ "$srv_rc" = 0 ] && [ -n "$line" ]; then
             echo "ok - fi_pingpong -p '$prov' -e $ep -S $s across two nodes"
             read -r _ _ _ _ _ mbps usec _ <<<"$line"
             echo "PINGPONG $prov $ep $s usec_per_xfer=$usec MBps=$mbps"
         elif [ "${prov%%;*}" = verbs ]; then
             # verbs is the comparison, not the subject: reported, not judged
             # (verbs;ofi_rxm's server fails fi_enable with -FI_EINVAL here)
-            echo "# verbs (report only): fi_pingpong -p '$prov' -e $ep -S $s failed (exit $rc): server: $(head -n 1 "$ctl_out" 2>/dev/null)"
+            echo "# verbs (report only): fi_pingpong -p '$prov' -e $ep -S $s failed (client exit $rc, server ${srv_rc:-?}): server said: $(sed -n 2p "$ctl_out" 2>/dev/null)"
             echo "PINGPONG $prov $ep $s failed"
         else
-            echo "not ok - fi_pingpong -p '$prov' -e $ep -S $s across two nodes (exit $rc)"
+            echo "not ok - fi_pingpong -p '$prov' -e $ep -S $s across two nodes (client exit $rc, server ${srv_rc:-?})"
             sed 's/^/#   /' <<<"$out"
             fail=1
         fi

@@ -62,6 +62,13 @@ if [ -s "$out" ]; then
     echo "$out"
     exit 0
 fi
+# one build at a time (run-nodes starts every node's run-in-vm at once)
+exec 9>"$cache_dir/siw-build.lock"
+flock 9
+if [ -s "$out" ]; then
+    echo "$out"
+    exit 0
+fi
 
 work=$(mktemp -d "$cache_dir/siw-build.XXXXXX") || exit 1
 trap 'rm -rf "$work"' EXIT
@@ -77,6 +84,6 @@ make -s -C "/lib/modules/$kver/build" M="$mod" CONFIG_RDMA_SIW=m modules >"$work
 [ -s "$mod/siw.ko" ] || { err "no siw.ko after the build"; exit 1; }
 modinfo -F vermagic "$mod/siw.ko" | grep -q "^$kver " ||
     { err "siw.ko's vermagic '$(modinfo -F vermagic "$mod/siw.ko")' is not $kver"; exit 1; }
-cp "$mod/siw.ko" "$out.tmp" && mv -f "$out.tmp" "$out" || exit 1
+cp "$mod/siw.ko" "$work/siw.ko.done" && mv -f "$work/siw.ko.done" "$out" || exit 1
 find "$cache_dir" -maxdepth 1 -name "siw-$kver-*.ko" ! -name "${out##*/}" -delete 2>/dev/null
 echo "$out"
