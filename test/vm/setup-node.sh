@@ -24,10 +24,9 @@ ADDR=${EVD_NODE_ADDR:?} PREFIX=24
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 
-step() { echo "setup-node: [$(cut -d' ' -f1 /proc/uptime)] $*"; }
-fail() { echo "setup-node: FAILED: $*"; exit 1; }
-run() { "$@" || fail "command failed: $*"; }
-setsys() { echo "$2" >"/proc/sys/${1//.//}" 2>/dev/null || fail "cannot set $1=$2"; }
+SETUP_NAME=setup-node
+# shellcheck source=setup-lib.sh
+. "$(dirname "$0")/setup-lib.sh" || { echo "setup-node: FAILED: no setup-lib.sh beside it"; exit 1; }
 
 [ -d /run/evd-vm ] || fail "not inside the evd test VM (no /run/evd-vm)"
 t0=$SECONDS
@@ -56,26 +55,12 @@ printf '%s\n' "link set lo up" "addr add $ADDR/$PREFIX dev $NETDEV" "link set $N
 step "$DRIVER device $DEV on $NETDEV"
 rdma link add "$DEV" type "$DRIVER" netdev "$NETDEV" || fail "rdma link add $DEV failed"
 
-port_state() { local st=; read -r st <"/sys/class/infiniband/$DEV/ports/1/state" 2>/dev/null; echo "$st"; }
-v4gid() {
-    local IFS=.
-    # shellcheck disable=SC2086
-    set -- $1
-    printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$1" "$2" "$3" "$4"
-}
-has_gid() {
-    # iWARP has no RoCE GIDs: siw's GID is made from the MAC
-    [ "$DRIVER" = siw ] && return 0
-    local i g
-    for i in {0..15}; do
-        read -r g <"/sys/class/infiniband/$DEV/ports/1/gids/$i" 2>/dev/null || continue
-        [ "$g" = "$(v4gid "$ADDR")" ] && return 0
-    done
-    return 1
+ready() { # ACTIVE, with the GID of ADDR (iWARP has no RoCE GIDs: siw's comes from the MAC)
+    [[ "$(port_state "$DEV")" == *ACTIVE ]] && { [ "$DRIVER" = siw ] || has_gid "$DEV" "$ADDR"; }
 }
 deadline=$((SECONDS + 30))
-until [[ "$(port_state)" == *ACTIVE ]] && has_gid; do
-    [ "$SECONDS" -lt "$deadline" ] || fail "$DEV not ACTIVE with the GID of $ADDR after 30 s: '$(port_state)'"
+until ready; do
+    [ "$SECONDS" -lt "$deadline" ] || fail "$DEV not ACTIVE with the GID of $ADDR after 30 s: '$(port_state "$DEV")'"
     sleep 0.1
 done
 rdma link show

@@ -46,13 +46,9 @@ done
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 
-step() { echo "setup-rxe: [$(cut -d' ' -f1 /proc/uptime)] $*"; }
-fail() { echo "setup-rxe: FAILED: $*"; exit 1; }
-run() { "$@" || fail "command failed: $*"; }
-# Few processes below: every exec reads its binary over 9p, under emulation.
-setsys() { # NAME VALUE: sysctl without a fork
-    echo "$2" >"/proc/sys/${1//.//}" 2>/dev/null || fail "cannot set $1=$2"
-}
+SETUP_NAME=setup-rxe
+# shellcheck source=setup-lib.sh
+. "$(dirname "$0")/setup-lib.sh" || { echo "setup-rxe: FAILED: no setup-lib.sh beside it"; exit 1; }
 
 if [ "$FORCE" != 1 ] && [ ! -d /run/evd-vm ]; then
     fail "not inside the evd test VM (no /run/evd-vm); use --force in a disposable guest only"
@@ -138,25 +134,6 @@ printf '%s\n' \
     rdma -b - || fail "rdma link add failed"
 
 step "waiting for ACTIVE ports and IPv4 GIDs"
-port_state() { # DEV -> e.g. "4: ACTIVE"
-    local st=
-    read -r st <"/sys/class/infiniband/$1/ports/1/state" 2>/dev/null
-    echo "$st"
-}
-gid_of() { # DEV: the first 16 entries of the port's GID table, one per line
-    # (rxe has 1024 entries: reading all of them on every poll costs seconds)
-    local i g
-    for i in {0..15}; do
-        read -r g <"/sys/class/infiniband/$1/ports/1/gids/$i" 2>/dev/null && echo "$g"
-    done
-}
-v4gid() { # 192.0.2.1 -> 0000:0000:0000:0000:0000:ffff:c000:0201
-    local IFS=.
-    # shellcheck disable=SC2086
-    set -- $1
-    printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$1" "$2" "$3" "$4"
-}
-has_gid() { local g; g=$(gid_of "$1"); [[ "$g" == *"$(v4gid "$2")"* ]]; }
 deadline=$((SECONDS + 30))
 until [[ "$(port_state "$DEV0")" == *ACTIVE && "$(port_state "$DEV1")" == *ACTIVE ]]; do
     [ "$SECONDS" -lt "$deadline" ] ||
