@@ -331,6 +331,15 @@ const device_limit kDeviceLimits[] = {
 std::string device_mismatch(const dev_desc& d, const fi_info* h) {
     if (d.port_state != IBV_PORT_ACTIVE) return "no active port";
     if (!h) return "";
+    if (h->ep_attr && h->ep_attr->protocol != FI_PROTO_UNSPEC &&
+        h->ep_attr->protocol != device_protocol(d)) {
+        const uint32_t have = device_protocol(d);
+        std::string s = "hints->ep_attr->protocol is ";
+        s += fi_tostr(&h->ep_attr->protocol, FI_TYPE_PROTOCOL);
+        s += ", the device speaks ";
+        s += fi_tostr(&have, FI_TYPE_PROTOCOL);
+        return s;
+    }
     if (h->domain_attr && h->domain_attr->name &&
         strcasecmp(h->domain_attr->name, d.name.c_str()) != 0)
         return "hints->domain_attr->name is '" + std::string(h->domain_attr->name) + "'";
@@ -399,7 +408,7 @@ void fill_rx_attr(fi_rx_attr* rx, const dev_desc& d, uint32_t version, const wan
 // The endpoint attributes: an RC connection through rdma_cm.
 void fill_ep_attr(fi_ep_attr* ep, const dev_desc& d, const fi_info* h) {
     ep->type = FI_EP_MSG;
-    ep->protocol = FI_PROTO_RDMA_CM_IB_RC;
+    ep->protocol = device_protocol(d);
     ep->protocol_version = 1;
     ep->max_msg_size = d.max_msg_sz;
     ep->msg_prefix_size = 0;
@@ -498,6 +507,10 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
 }
 
 }  // namespace
+
+uint32_t device_protocol(const dev_desc& d) {
+    return d.transport == IBV_TRANSPORT_IWARP ? FI_PROTO_IWARP : FI_PROTO_RDMA_CM_IB_RC;
+}
 
 std::string fabric_name(const dev_desc& d) {
     if (d.transport == IBV_TRANSPORT_IWARP) return "Ethernet-iWARP";

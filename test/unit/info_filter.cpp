@@ -207,6 +207,41 @@ TEST(InfoFilter, FabricNamesFollowVerbs) {
     EXPECT_EQ(evd::fabric_name(iw), "Ethernet-iWARP");
 }
 
+// Each device offers its own protocol, as verbs does: iWARP endpoints are
+// FI_PROTO_IWARP, and a hint naming one protocol keeps only its devices.
+TEST(InfoFilter, ProtocolFollowsTheTransport) {
+    dev_desc iw = roce();
+    iw.name = "iw0";
+    iw.transport = IBV_TRANSPORT_IWARP;
+    iw.addrs = {v4("198.51.100.9")};
+    const std::vector<dev_desc> devs = {roce(), iw};
+    {
+        infos out;
+        ASSERT_EQ(run(nullptr, out, {}, devs), 0);
+        for (fi_info* i : out.list())
+            EXPECT_EQ(i->ep_attr->protocol, std::string(i->domain_attr->name) == "iw0"
+                                                ? (uint32_t)FI_PROTO_IWARP
+                                                : (uint32_t)FI_PROTO_RDMA_CM_IB_RC);
+    }
+    struct {
+        uint32_t proto;
+        std::vector<std::string> domains;
+    } cases[] = {{FI_PROTO_IWARP, {"iw0"}},
+                 {FI_PROTO_RDMA_CM_IB_RC, {"roce0", "roce0"}},
+                 {FI_PROTO_UNSPEC, {"roce0", "roce0", "iw0"}}};
+    for (const auto& c : cases) {
+        hints_ptr h;
+        h.h->ep_attr->protocol = c.proto;
+        infos out;
+        ASSERT_EQ(run(h.h, out, {}, devs), 0) << c.proto;
+        EXPECT_EQ(out.domains(), c.domains) << c.proto;
+    }
+    hints_ptr h;
+    h.h->ep_attr->protocol = FI_PROTO_IWARP;
+    infos out;
+    EXPECT_EQ(run(h.h, out), -FI_ENODATA);  // no iWARP device among all()
+}
+
 TEST(InfoFilter, NoDevicesIsNoData) {
     infos out;
     EXPECT_EQ(run(nullptr, out, {}, {}), -FI_ENODATA);
