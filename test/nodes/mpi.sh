@@ -24,8 +24,11 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset FI_PROVIDER
 ulimit -l unlimited
 
+parts=${EVD_NODES_MPI_PARTS:-checked death}
 if [ "$EVD_NODE" = 0 ]; then
     "$nexec" serve &
+    # B waits for this after rebooting A (the peer-death runs)
+    "$nctl" post "exec-up-$EVD_NODE_BOOT"
     "$nctl" wait mpi-done 1500 >/dev/null
     "$nexec" stop
     wait
@@ -41,6 +44,7 @@ major=$(mpirun --version 2>/dev/null | sed -n 's/.*(Open MPI) \([0-9]*\).*/\1/p'
 over=(--oversubscribe)
 [ "$major" = 5 ] && over=(--map-by :OVERSUBSCRIBE)
 for prov in "evd;ofi_rxm" "verbs;ofi_rxm"; do
+    [[ " $parts " == *" checked "* ]] || break
     for np in 2 4; do
         label="$prov across 2 nodes, $np ranks"
         half=$((np / 2))
@@ -84,4 +88,88 @@ for prov in "evd;ofi_rxm" "verbs;ofi_rxm"; do
         fi
     done
 done
+
+# ---- the peer node dies
+# Two ranks, one per node, exchange checked messages (test/mpi/mpi_flap.c,
+# MPI_ERRORS_RETURN); once traffic flows node A's VM is killed. The survivor
+# (rank 0, on B beside mpirun) must get an MPI error and the job must end
+# within a bound instead of hanging. Measured: seconds from the kill to the
+# survivor's error line and to mpirun's exit. A is rebooted afterwards.
+off_b=$("$nctl" offset) || off_b=0
+done_at() { # "ok T ...": T (the host's clock) on B's clock
+    awk -v a="$1" -v b="$off_b" 'BEGIN { split(a, w, " "); printf "%.3f", w[2] - b }'
+}
+since() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == "") print "-"; else printf "%.1f", b - a }'; }
+boot=0
+death() { # PROV LIMIT_S
+    local prov=$1 limit=$2 mp t_kill t_err= t_end rc out=/tmp/death.out err=/tmp/death.err
+    "$nctl" wait "exec-up-$boot" 180 >/dev/null || { echo "not ok - mpi: node A did not come back (boot $boot)"; fail=1; return; }
+    timeout -k 5 $((limit + 120)) mpirun -np 2 --host "evd-node-1:1,evd-node-0:1" \
+        --allow-run-as-root "${over[@]}" --bind-to none \
+        --mca plm_rsh_agent "$nexec" --mca plm_rsh_no_tree_spawn 1 \
+        --mca oob_tcp_if_include eth0 \
+        --mca pml cm --mca mtl ofi --mca btl self --mca mtl_ofi_provider_include "$prov" \
+        -x FI_PROVIDER_PATH -x FI_UNIVERSE_SIZE -x FI_VERBS_IFACE \
+        "$ctl/mpi_flap" 600 >"$out" 2>"$err" &
+    mp=$!
+    local end=$((SECONDS + 120))
+    until grep -aq 'first round trip' "$out"; do
+        if [ "$SECONDS" -ge "$end" ] || ! kill -0 "$mp" 2>/dev/null; then
+            echo "not ok - mpi: $prov: the two-node job did not start"
+            tail -n 20 "$err" | tr -d '\000' | sed 's/^/#   /'
+            kill "$mp" 2>/dev/null; wait "$mp"; fail=1; return
+        fi
+        sleep 0.1
+    done
+    sleep 3
+    t_kill=$(done_at "$("$nctl" kill 0)")
+    boot=$((boot + 1))
+    end=$((SECONDS + limit))
+    local t_gone=
+    while kill -0 "$mp" 2>/dev/null && [ "$SECONDS" -lt "$end" ]; do
+        [ -z "$t_err" ] && grep -aq '^mpi_flap: error' "$out" && t_err=$(date +%s.%N)
+        # the survivor is the rank on this node
+        [ -z "$t_gone" ] && ! pgrep -f "^$ctl/mpi_flap" >/dev/null && t_gone=$(date +%s.%N)
+        sleep 0.1
+    done
+    [ -z "$t_err" ] && grep -aq '^mpi_flap: error' "$out" && t_err=$(date +%s.%N)
+    [ -z "$t_gone" ] && ! pgrep -f "^$ctl/mpi_flap" >/dev/null && t_gone=$(date +%s.%N)
+    if kill -0 "$mp" 2>/dev/null; then
+        t_end=
+        # mpirun, the local rank and the launcher's agents for the dead node
+        pkill -TERM -x mpirun 2>/dev/null
+        sleep 3
+        pkill -KILL -x mpirun 2>/dev/null
+        pkill -KILL -f "$ctl/mpi_flap" 2>/dev/null
+        pkill -KILL -f "node-exec evd-node-0" 2>/dev/null
+    else
+        t_end=$(date +%s.%N)
+    fi
+    wait "$mp"
+    rc=$?
+    pkill -KILL -f "node-exec evd-node-0" 2>/dev/null  # agents still waiting for the dead node
+    "$nctl" reboot 0 >/dev/null
+    local what="survivor's error $(since "$t_kill" "$t_err") s after the kill, its exit $(since "$t_kill" "$t_gone") s, mpirun"
+    if [ -n "$t_end" ]; then what+=" exit $rc $(since "$t_kill" "$t_end") s after it"; else what+=" still running after ${limit} s (killed)"; fi
+    local line
+    line=$(grep -a '^mpi_flap: ' "$out" | head -n 1)
+    if [ "${prov%%;*}" = verbs ]; then
+        echo "# verbs (report only): mpi: peer node killed: $what; ${line:-no outcome line}"
+        return
+    fi
+    echo "# mpi: $prov: peer node killed: $what; ${line:-no outcome line}"
+    if [ -n "$t_err" ] && [ -n "$t_gone" ]; then
+        echo "ok - mpi: $prov: peer node killed: the survivor got an MPI error and exited ($what)"
+    else
+        echo "not ok - mpi: $prov: peer node killed: $what"
+        tail -n 20 "$err" | tr -d '\000' | sed 's/^/#   /'
+        fail=1
+    fi
+}
+if [[ " $parts " == *" death "* ]]; then
+    mpicc -O2 -o "$ctl/mpi_flap" "$top/test/mpi/mpi_flap.c" || { echo "not ok - mpi: mpicc mpi_flap"; exit 1; }
+    death "evd;ofi_rxm" 90
+    death "verbs;ofi_rxm" 90
+    "$nctl" wait "exec-up-$boot" 180 >/dev/null
+fi
 exit $fail
