@@ -50,7 +50,8 @@ constexpr cm_row kRows[] = {
      "The remote CM did not answer (timeout) or cannot be reached: error FI_EHOSTUNREACH."},
     {RDMA_CM_EVENT_REJECTED, "RDMA_CM_EVENT_REJECTED", cm_outcome::error, 0, FI_ECONNREFUSED,
      true, "Error FI_ECONNREFUSED; prov_errno is the reject reason: 28 = the peer's fi_reject "
-           "(err_data = its data), 8 = nobody listens on that port."},
+           "(err_data = its data), 8 = nobody listens on that port (on iWARP, whose "
+           "status is an errno: -ECONNRESET gives 28, -ECONNREFUSED 8)."},
     {RDMA_CM_EVENT_ESTABLISHED, "RDMA_CM_EVENT_ESTABLISHED", cm_outcome::connected, FI_CONNECTED,
      0, false, "FI_CONNECTED on both sides; the active side gets the accept data after the "
                "record, the passive side none."},
@@ -147,7 +148,12 @@ cm_action cm_translate(const struct rdma_cm_event& ev) {
             carries_data = true;
             break;
         case RDMA_CM_EVENT_REJECTED:
-            a.peer_reject = ev.status == kRejConsumer;
+            // iWARP reports rejects as negative errnos: the peer's MPA
+            // reject as -ECONNRESET, a TCP reset (nobody listens) as
+            // -ECONNREFUSED. They get the IB reasons, one contract for both.
+            if (ev.status == -ECONNRESET) a.prov_errno = kRejConsumer;
+            if (ev.status == -ECONNREFUSED) a.prov_errno = kRejNoListener;
+            a.peer_reject = a.prov_errno == kRejConsumer;
             carries_data = a.peer_reject;
             break;
         case RDMA_CM_EVENT_DEVICE_REMOVAL:

@@ -131,8 +131,12 @@ int make_qp(ep* e, struct ibv_qp_init_attr* a) {
         // that delivered TIMEWAIT_EXIT, seconds after the QP's last event).
         qp->qp_context = e;
     } else {
+        // Some providers fail without setting errno (libsiw when the kernel
+        // could not map the queues): a stale EAGAIN would have the
+        // application retry forever, so no errno is "out of resources".
+        errno = 0;
         qp.reset(ibv_create_qp(e->dom->pd.get(), a));
-        if (!qp) return qp_failed(*a, errno, "ibv_create_qp");
+        if (!qp) return qp_failed(*a, errno ? errno : ENOMEM, "ibv_create_qp");
     }
     agree_ece(e->id.get(), qp.get());  // before RTR: in RESET already
     bool bound = e->id->verbs != nullptr;

@@ -340,6 +340,15 @@ std::string device_mismatch(const dev_desc& d, const fi_info* h) {
         s += fi_tostr(&have, FI_TYPE_PROTOCOL);
         return s;
     }
+    if (d.transport == IBV_TRANSPORT_IWARP) {
+        if (h->domain_attr && h->domain_attr->cq_data_size)
+            return "hints->domain_attr->cq_data_size is " +
+                   std::to_string(h->domain_attr->cq_data_size) +
+                   ": iWARP carries no immediate data";
+        if (h->tx_attr && (h->tx_attr->op_flags & FI_TRANSMIT_COMPLETE))
+            return "hints->tx_attr->op_flags has FI_TRANSMIT_COMPLETE: an iWARP send completes "
+                   "before the peer is known to have it";
+    }
     if (h->domain_attr && h->domain_attr->name &&
         strcasecmp(h->domain_attr->name, d.name.c_str()) != 0)
         return "hints->domain_attr->name is '" + std::string(h->domain_attr->name) + "'";
@@ -474,12 +483,20 @@ void fill_domain_attr(fi_domain_attr* dom, const dev_desc& d, uint32_t version, 
 }
 
 // One fi_info for device d with the given addresses.
-info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi_info* h,
+info_ptr make_info(const dev_desc& d, uint32_t version, const wants& all, const fi_info* h,
                    const sockaddr_any& src, const sockaddr_any* dest) {
     info_ptr fi(fi_allocinfo());
     if (!fi) throw std::bad_alloc();
     fi_info* i = fi.get();
 
+    // iWARP carries no immediate data (verbs answers the same): no CQ data,
+    // so no FI_RX_CQ_DATA either
+    wants dw = all;
+    if (d.transport == IBV_TRANSPORT_IWARP) {
+        dw.cq_data = false;
+        dw.mode &= ~uint64_t{FI_RX_CQ_DATA};
+    }
+    const wants& w = dw;
     i->caps = w.caps;
     i->mode = w.mode;
     i->addr_format = format_of_family(src.family());

@@ -242,6 +242,51 @@ TEST(InfoFilter, ProtocolFollowsTheTransport) {
     EXPECT_EQ(run(h.h, out), -FI_ENODATA);  // no iWARP device among all()
 }
 
+// iWARP carries no immediate data and completes sends locally: its answer
+// has neither, and hints that need them skip it.
+TEST(InfoFilter, IwarpHasNoCqDataNorTransmitComplete) {
+    dev_desc iw = roce();
+    iw.name = "iw0";
+    iw.transport = IBV_TRANSPORT_IWARP;
+    iw.addrs = {v4("198.51.100.9")};
+    const std::vector<dev_desc> devs = {roce(), iw};
+    {
+        hints_ptr h;
+        h.h->mode = FI_RX_CQ_DATA;
+        infos out;
+        ASSERT_EQ(run(h.h, out, {}, devs), 0);
+        for (fi_info* i : out.list()) {
+            const bool is_iw = std::string(i->domain_attr->name) == "iw0";
+            SCOPED_TRACE(i->domain_attr->name);
+            EXPECT_EQ(i->domain_attr->cq_data_size, is_iw ? 0u : 4u);
+            EXPECT_EQ(i->mode & FI_RX_CQ_DATA, is_iw ? 0u : (uint64_t)FI_RX_CQ_DATA);
+            EXPECT_EQ(i->rx_attr->mode & FI_RX_CQ_DATA, is_iw ? 0u : (uint64_t)FI_RX_CQ_DATA);
+        }
+    }
+    {
+        hints_ptr h;
+        h.h->mode = FI_RX_CQ_DATA;
+        h.h->domain_attr->cq_data_size = 4;
+        infos out;
+        ASSERT_EQ(run(h.h, out, {}, devs), 0);
+        EXPECT_EQ(out.domains(), (std::vector<std::string>{"roce0", "roce0"}));
+    }
+    {
+        hints_ptr h;
+        h.h->tx_attr->op_flags = FI_TRANSMIT_COMPLETE;
+        infos out;
+        ASSERT_EQ(run(h.h, out, {}, devs), 0);
+        EXPECT_EQ(out.domains(), (std::vector<std::string>{"roce0", "roce0"}));
+    }
+    {
+        hints_ptr h;
+        h.h->tx_attr->op_flags = FI_INJECT_COMPLETE;
+        infos out;
+        ASSERT_EQ(run(h.h, out, {}, devs), 0);
+        EXPECT_EQ(out.domains(), (std::vector<std::string>{"roce0", "roce0", "iw0"}));
+    }
+}
+
 TEST(InfoFilter, NoDevicesIsNoData) {
     infos out;
     EXPECT_EQ(run(nullptr, out, {}, {}), -FI_ENODATA);
