@@ -210,7 +210,14 @@ void ep_setup_timed_out(ep* e) {
     ep_post_terminal_err(e, FI_ETIMEDOUT, -ETIMEDOUT, nullptr, 0);
 }
 
-bool ep_claim_terminal(ep* e) { return !e->terminal.exchange(true); }
+bool ep_claim_terminal(ep* e) {
+    const bool won = !e->terminal.exchange(true);
+    // siw neither completes nor flushes work posted once its QP has left
+    // RTS, even at close: on iWARP the endpoint takes no more posts from its
+    // terminal event on (fi_evd(7), IWARP)
+    if (won && e->dom->dev->iwarp) e->qp_ready.store(false, std::memory_order_release);
+    return won;
+}
 
 bool ep_claim_terminal_cb(void* owner) {
     ep* e = static_cast<ep*>(owner);

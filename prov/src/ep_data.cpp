@@ -100,7 +100,10 @@ bool tx_wants_completion(ep* e, uint64_t flags) {
 
 ssize_t post_send(ep* e, struct ibv_send_wr& wr) {
     if (!e->qp_ready.load(std::memory_order_acquire)) {
-        EVD_WARN(FI_LOG_EP_DATA, "post: endpoint has no queue pair yet (fi_enable/fi_connect first)\n");
+        if (e->terminal.load())
+            EVD_WARN(FI_LOG_EP_DATA, "post: the endpoint's connection has ended (iWARP)\n");
+        else
+            EVD_WARN(FI_LOG_EP_DATA, "post: endpoint has no queue pair yet (fi_enable/fi_connect first)\n");
         return -FI_EOPBADSTATE;
     }
     struct ibv_send_wr* bad = nullptr;
@@ -225,7 +228,10 @@ ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
         return -FI_EOPBADSTATE;
     }
     if (!e->qp_ready.load(std::memory_order_acquire)) {
-        EVD_WARN(FI_LOG_EP_DATA, "fi_recv: endpoint has no queue pair yet (fi_enable first)\n");
+        if (e->terminal.load())
+            EVD_WARN(FI_LOG_EP_DATA, "fi_recv: the endpoint's connection has ended (iWARP)\n");
+        else
+            EVD_WARN(FI_LOG_EP_DATA, "fi_recv: endpoint has no queue pair yet (fi_enable first)\n");
         return -FI_EOPBADSTATE;
     }
     struct ibv_recv_wr wr {};
