@@ -215,7 +215,7 @@ bool ep_claim_terminal(ep* e) {
     // siw neither completes nor flushes work posted once its QP has left
     // RTS, even at close: on iWARP the endpoint takes no more posts from its
     // terminal event on (fi_evd(7), IWARP)
-    if (won && e->dom->dev->iwarp) e->qp_ready.store(false, std::memory_order_release);
+    if (won && e->dom->dev->iwarp) e->qp_ready.store(false);
     return won;
 }
 

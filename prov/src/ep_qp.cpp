@@ -185,7 +185,11 @@ int ep_create_qp(ep* e) {
     if (!ret && e->rx_cq != e->tx_cq) ret = cq_attach_qp(e->rx_cq, e->qp->qp_num, e);
     if (ret && ret != -FI_ENOSYS)
         EVD_WARN(FI_LOG_EP_CTRL, "cq_attach_qp: %d (fatal completions not routed)\n", ret);
-    e->qp_ready.store(true, std::memory_order_release);
+    e->qp_ready.store(true);
+    // an iWARP endpoint whose terminal event came first stays closed to
+    // posts (ep_claim_terminal): both sides store, then load, sequentially
+    // consistent, so one of them sees the other
+    if (d->dev->iwarp && e->terminal.load()) e->qp_ready.store(false);
     return 0;
 }
 

@@ -334,11 +334,10 @@ std::string device_mismatch(const dev_desc& d, const fi_info* h) {
     if (h->ep_attr && h->ep_attr->protocol != FI_PROTO_UNSPEC &&
         h->ep_attr->protocol != device_protocol(d)) {
         const uint32_t have = device_protocol(d);
-        std::string s = "hints->ep_attr->protocol is ";
-        s += fi_tostr(&h->ep_attr->protocol, FI_TYPE_PROTOCOL);
-        s += ", the device speaks ";
-        s += fi_tostr(&have, FI_TYPE_PROTOCOL);
-        return s;
+        char want_s[64] = "", have_s[64] = "";
+        fi_tostr_r(want_s, sizeof want_s, &h->ep_attr->protocol, FI_TYPE_PROTOCOL);
+        fi_tostr_r(have_s, sizeof have_s, &have, FI_TYPE_PROTOCOL);
+        return std::string("hints->ep_attr->protocol is ") + want_s + ", the device speaks " + have_s;
     }
     if (d.transport == IBV_TRANSPORT_IWARP) {
         if (h->domain_attr && h->domain_attr->cq_data_size)

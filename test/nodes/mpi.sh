@@ -40,6 +40,19 @@ fi
 trap '"$nctl" post mpi-done' EXIT
 
 fail=0
+# node_mpirun SECS PROV HOSTS NP PROGRAM ARGS...: mpirun across the nodes with
+# only PROV allowed (cm PML, ofi MTL), killed after SECS
+node_mpirun() {
+    local secs=$1 prov=$2 hosts=$3 np=$4
+    shift 4
+    timeout -k 10 "$secs" env EVD_NODE_EXEC_ALIVE="${EVD_NODE_EXEC_ALIVE:-30}" mpirun -np "$np" --host "$hosts" \
+        --allow-run-as-root "${over[@]}" --bind-to none \
+        --mca plm_rsh_agent "$nexec" --mca plm_rsh_no_tree_spawn 1 \
+        --mca oob_tcp_if_include eth0 \
+        --mca pml cm --mca mtl ofi --mca btl self --mca mtl_ofi_provider_include "$prov" \
+        --mca mtl_ofi_verbose 1 --mca mpi_yield_when_idle 1 \
+        -x FI_PROVIDER_PATH -x FI_UNIVERSE_SIZE -x FI_VERBS_IFACE "$@"
+}
 # the binary where both nodes see it at the same path
 mpicc -O2 -o "$ctl/mpi_check" "$top/test/mpi/mpi_check.c" || { echo "not ok - mpi: mpicc"; exit 1; }
 major=$(mpirun --version 2>/dev/null | sed -n 's/.*(Open MPI) \([0-9]*\).*/\1/p' | head -n 1)
@@ -51,13 +64,7 @@ for prov in "evd;ofi_rxm" "verbs;ofi_rxm"; do
         label="$prov across 2 nodes, $np ranks"
         half=$((np / 2))
         start=$(date +%s.%N)
-        timeout -k 10 600 mpirun -np "$np" --host "evd-node-1:$half,evd-node-0:$half" \
-            --allow-run-as-root "${over[@]}" --bind-to none \
-            --mca plm_rsh_agent "$nexec" --mca plm_rsh_no_tree_spawn 1 \
-            --mca oob_tcp_if_include eth0 \
-            --mca pml cm --mca mtl ofi --mca btl self --mca mtl_ofi_provider_include "$prov" \
-            --mca mtl_ofi_verbose 1 --mca mpi_yield_when_idle 1 \
-            -x FI_PROVIDER_PATH -x FI_UNIVERSE_SIZE -x FI_VERBS_IFACE \
+        node_mpirun 600 "$prov" "evd-node-1:$half,evd-node-0:$half" "$np" \
             "$ctl/mpi_check" -l "$label" -s -m 262144 >/tmp/mpi.out 2>/tmp/mpi.err
         rc=$?
         secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
@@ -108,12 +115,9 @@ boot=0
 death() { # PROV LIMIT_S
     local prov=$1 limit=$2 mp t_kill t_err= t_end rc out=/tmp/death.out err=/tmp/death.err
     "$nctl" wait "exec-up-$boot" 180 >/dev/null || { echo "not ok - mpi: node A did not come back (boot $boot)"; fail=1; return; }
-    timeout -k 5 $((limit + 120)) mpirun -np 2 --host "evd-node-1:1,evd-node-0:1" \
-        --allow-run-as-root "${over[@]}" --bind-to none \
-        --mca plm_rsh_agent "$nexec" --mca plm_rsh_no_tree_spawn 1 \
-        --mca oob_tcp_if_include eth0 \
-        --mca pml cm --mca mtl ofi --mca btl self --mca mtl_ofi_provider_include "$prov" \
-        -x FI_PROVIDER_PATH -x FI_UNIVERSE_SIZE -x FI_VERBS_IFACE \
+    # the launch agent gives up on the dead node only after the limit: what
+    # ends the survivor within it is the fabric, not the launcher
+    EVD_NODE_EXEC_ALIVE=$((limit + 30)) node_mpirun $((limit + 120)) "$prov" "evd-node-1:1,evd-node-0:1" 2 \
         "$ctl/mpi_flap" 600 >"$out" 2>"$err" &
     mp=$!
     local end=$((SECONDS + 120))
@@ -190,12 +194,7 @@ death() { # PROV LIMIT_S
 # 4 s. The job must complete with checked data; reported: the longest gap.
 flap() { # PROV
     local prov=$1 mp out=/tmp/flap.out err=/tmp/flap.err rc line
-    timeout -k 5 150 mpirun -np 2 --host "evd-node-1:1,evd-node-0:1" \
-        --allow-run-as-root "${over[@]}" --bind-to none \
-        --mca plm_rsh_agent "$nexec" --mca plm_rsh_no_tree_spawn 1 \
-        --mca oob_tcp_if_include eth0 \
-        --mca pml cm --mca mtl ofi --mca btl self --mca mtl_ofi_provider_include "$prov" \
-        -x FI_PROVIDER_PATH -x FI_UNIVERSE_SIZE -x FI_VERBS_IFACE \
+    node_mpirun 150 "$prov" "evd-node-1:1,evd-node-0:1" 2 \
         "$ctl/mpi_flap" 30 >"$out" 2>"$err" &
     mp=$!
     local end=$((SECONDS + 120))

@@ -216,6 +216,15 @@ TEST(CmPrivateData, IwarpRejectsGetTheIbReasons) {
     EXPECT_EQ(b.prov_errno, kRejNoListener);
     EXPECT_EQ(b.data_len, 0u);
 
+    // cxgb4 and irdma report the peer's reject as -ECONNREFUSED: its data says
+    auto other = make_event(RDMA_CM_EVENT_REJECTED, -ECONNREFUSED, pd.data(),
+                            static_cast<uint8_t>(pd.size()));
+    cm_action o = cm_translate(other);
+    EXPECT_TRUE(o.peer_reject);
+    EXPECT_EQ(o.prov_errno, kRejConsumer);
+    ASSERT_TRUE(o.data_ok);
+    EXPECT_EQ(o.data_len, 7u);
+
     // an MPA reject whose data is not evd's: the reason, no data
     auto foreign = make_event(RDMA_CM_EVENT_REJECTED, -ECONNRESET, nullptr, 0);
     cm_action c = cm_translate(foreign);

@@ -94,6 +94,15 @@ dev_desc down() {
     return d;
 }
 
+// An iWARP device (siw-like): its own protocol, no immediate data.
+dev_desc iwarp() {
+    dev_desc d = roce();
+    d.name = "iw0";
+    d.transport = IBV_TRANSPORT_IWARP;
+    d.addrs = {v4("198.51.100.9")};
+    return d;
+}
+
 std::vector<dev_desc> all() { return {roce(), ib(), down()}; }
 
 // Stores a value that is not one of the enum's (as a careless application
@@ -210,11 +219,7 @@ TEST(InfoFilter, FabricNamesFollowVerbs) {
 // Each device offers its own protocol, as verbs does: iWARP endpoints are
 // FI_PROTO_IWARP, and a hint naming one protocol keeps only its devices.
 TEST(InfoFilter, ProtocolFollowsTheTransport) {
-    dev_desc iw = roce();
-    iw.name = "iw0";
-    iw.transport = IBV_TRANSPORT_IWARP;
-    iw.addrs = {v4("198.51.100.9")};
-    const std::vector<dev_desc> devs = {roce(), iw};
+    const std::vector<dev_desc> devs = {roce(), iwarp()};
     {
         infos out;
         ASSERT_EQ(run(nullptr, out, {}, devs), 0);
@@ -245,11 +250,7 @@ TEST(InfoFilter, ProtocolFollowsTheTransport) {
 // iWARP carries no immediate data and completes sends locally: its answer
 // has neither, and hints that need them skip it.
 TEST(InfoFilter, IwarpHasNoCqDataNorTransmitComplete) {
-    dev_desc iw = roce();
-    iw.name = "iw0";
-    iw.transport = IBV_TRANSPORT_IWARP;
-    iw.addrs = {v4("198.51.100.9")};
-    const std::vector<dev_desc> devs = {roce(), iw};
+    const std::vector<dev_desc> devs = {roce(), iwarp()};
     {
         hints_ptr h;
         h.h->mode = FI_RX_CQ_DATA;

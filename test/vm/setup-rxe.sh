@@ -64,15 +64,7 @@ printf '%s\n' "link delete $DEV0" "link delete $DEV1" | rdma -b - || fail "rdma 
 else
 step "loading modules"
 run modprobe -a veth ib_uverbs rdma_ucm
-if [ "$DRIVER" = siw ]; then
-    run modprobe -a ib_core libcrc32c
-    grep -q '^siw ' /proc/modules || run insmod /run/evd-vm/siw.ko
-else
-    # rdma_rxe computes the ICRC with crc32, whose generic implementation it
-    # does not pull in by itself.
-    run modprobe crc32_generic
-    run modprobe rdma_rxe
-fi
+load_driver "$DRIVER"
 
 step "sysctls"
 # Large RDMA READ responses arrive as bursts of packets; at the default
