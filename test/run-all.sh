@@ -141,8 +141,9 @@ if [ -z "${EVD_SKIP_VM:-}" ]; then
     step nodes-failures 1800 env EVD_VM_TIMEOUT=1600 "$top/test/vm/run-nodes" -- \
         bash "$top/test/nodes/failures.sh" "$top/build"
     # Open MPI with ranks on both nodes (2 and 4), checked data, evd;ofi_rxm
-    # (verbs;ofi_rxm reported beside it); then a job whose peer node dies
-    # (the survivor must get an MPI error and exit)
+    # (verbs;ofi_rxm reported beside it); then a job across a 4 s link flap of
+    # one node (must complete) and one whose peer node dies (the survivor must
+    # get an MPI error and exit)
     step nodes-mpi 1200 env EVD_VM_TIMEOUT=1100 "$top/test/vm/run-nodes" -- \
         bash "$top/test/nodes/mpi.sh" "$top/build"
     # The same suites on Soft-iWARP, siw0 on each node (siw-build above).
