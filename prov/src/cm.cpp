@@ -50,7 +50,8 @@ constexpr cm_row kRows[] = {
      "The remote CM did not answer (timeout) or cannot be reached: error FI_EHOSTUNREACH."},
     {RDMA_CM_EVENT_REJECTED, "RDMA_CM_EVENT_REJECTED", cm_outcome::error, 0, FI_ECONNREFUSED,
      true, "Error FI_ECONNREFUSED; prov_errno is the reject reason: 28 = the peer's fi_reject "
-           "(err_data = its data), 8 = nobody listens on that port."},
+           "(err_data = its data), 8 = nobody listens on that port (on iWARP, whose "
+           "status is an errno: 28 when it carries evd's data or is -ECONNRESET, else 8)."},
     {RDMA_CM_EVENT_ESTABLISHED, "RDMA_CM_EVENT_ESTABLISHED", cm_outcome::connected, FI_CONNECTED,
      0, false, "FI_CONNECTED on both sides; the active side gets the accept data after the "
                "record, the passive side none."},
@@ -147,7 +148,22 @@ cm_action cm_translate(const struct rdma_cm_event& ev) {
             carries_data = true;
             break;
         case RDMA_CM_EVENT_REJECTED:
-            a.peer_reject = ev.status == kRejConsumer;
+            // iWARP reports rejects as negative errnos, and its drivers
+            // disagree on which: siw says -ECONNRESET for the peer's MPA
+            // reject, cxgb4 and irdma -ECONNREFUSED, which is also what a TCP
+            // reset (nobody listens) gives. They get the IB reasons, one
+            // contract for both transports: a reject that carries evd's
+            // private data, or siw's -ECONNRESET, is the peer's.
+            if (ev.status < 0) {
+                const uint8_t* d = nullptr;
+                size_t n = 0;
+                const bool evd_data =
+                    cm_unpack(ev.param.conn.private_data,
+                              ev.param.conn.private_data ? ev.param.conn.private_data_len : 0,
+                              &d, &n) == 0;
+                a.prov_errno = evd_data || ev.status == -ECONNRESET ? kRejConsumer : kRejNoListener;
+            }
+            a.peer_reject = a.prov_errno == kRejConsumer;
             carries_data = a.peer_reject;
             break;
         case RDMA_CM_EVENT_DEVICE_REMOVAL:

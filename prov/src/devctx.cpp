@@ -68,6 +68,7 @@ std::unique_ptr<devctx> make_devctx(struct ibv_context* verbs) {
     auto d = std::make_unique<devctx>();
     d->verbs = verbs;
     d->name = ibv_get_device_name(verbs->device);
+    d->iwarp = verbs->device->transport_type == IBV_TRANSPORT_IWARP;
     d->ctx.reset(ibv_open_device(verbs->device));
     if (!d->ctx) {
         EVD_WARN(FI_LOG_DOMAIN, "%s: ibv_open_device failed: %s; device not used\n",

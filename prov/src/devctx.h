@@ -62,6 +62,7 @@ struct devctx {
     // device removal).
     ibv_context_ptr ctx;
     std::string name;                     // ibv_get_device_name()
+    bool iwarp = false;                   // transport_type is IBV_TRANSPORT_IWARP
     struct ibv_device_attr_ex attr {};
     std::vector<struct ibv_port_attr> ports;  // index 0 = port 1
 

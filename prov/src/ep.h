@@ -197,6 +197,10 @@ struct ep {
     void* data_priv = nullptr;            // free for ep_data.cpp
 };
 
+// The errno of an ibv_post_* failure. ibv_post_send(3) returns an errno
+// value; libsiw returns it negated (a full send queue is -ENOMEM there).
+inline int post_errno(int r) noexcept { return r < 0 ? -r : r; }
+
 inline ep_state ep_state_of(const ep* e) { return static_cast<ep_state>(e->state.load()); }
 inline void ep_set_state(ep* e, ep_state s) { e->state.store(static_cast<int>(s)); }
 

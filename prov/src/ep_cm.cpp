@@ -74,7 +74,13 @@ void on_route_resolved(ep* e) {
     if (rdma_connect(e->id.get(), &cp)) {
         int err = errno;
         EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: rdma_connect: %s\n", strerror(err));
-        if (ep_claim_terminal(e)) ep_post_terminal_err(e, FI_ECONNABORTED, err, nullptr, 0);
+        // iWARP connects TCP inside rdma_connect: a port nobody listens on
+        // is refused here, the same error as a reject from IB's CM
+        if (err == ECONNREFUSED) {
+            if (ep_claim_terminal(e)) ep_post_terminal_err(e, FI_ECONNREFUSED, kRejNoListener, nullptr, 0);
+        } else if (ep_claim_terminal(e)) {
+            ep_post_terminal_err(e, FI_ECONNABORTED, err, nullptr, 0);
+        }
     } else {
         cm_deadline_set(e->chan, e);
     }
@@ -204,7 +210,14 @@ void ep_setup_timed_out(ep* e) {
     ep_post_terminal_err(e, FI_ETIMEDOUT, -ETIMEDOUT, nullptr, 0);
 }
 
-bool ep_claim_terminal(ep* e) { return !e->terminal.exchange(true); }
+bool ep_claim_terminal(ep* e) {
+    const bool won = !e->terminal.exchange(true);
+    // siw neither completes nor flushes work posted once its QP has left
+    // RTS, even at close: on iWARP the endpoint takes no more posts from its
+    // terminal event on (fi_evd(7), IWARP)
+    if (won && e->dom->dev->iwarp) e->qp_ready.store(false);
+    return won;
+}
 
 bool ep_claim_terminal_cb(void* owner) {
     ep* e = static_cast<ep*>(owner);

@@ -100,11 +100,14 @@ bool tx_wants_completion(ep* e, uint64_t flags) {
 
 ssize_t post_send(ep* e, struct ibv_send_wr& wr) {
     if (!e->qp_ready.load(std::memory_order_acquire)) {
-        EVD_WARN(FI_LOG_EP_DATA, "post: endpoint has no queue pair yet (fi_enable/fi_connect first)\n");
+        if (e->terminal.load())
+            EVD_WARN(FI_LOG_EP_DATA, "post: the endpoint's connection has ended (iWARP)\n");
+        else
+            EVD_WARN(FI_LOG_EP_DATA, "post: endpoint has no queue pair yet (fi_enable/fi_connect first)\n");
         return -FI_EOPBADSTATE;
     }
     struct ibv_send_wr* bad = nullptr;
-    int r = ibv_post_send(e->qp.get(), &wr, &bad);
+    int r = post_errno(ibv_post_send(e->qp.get(), &wr, &bad));
     if (r == 0) return 0;
     if (r == ENOMEM || r == EAGAIN) return -FI_EAGAIN;  // send queue full
     EVD_WARN(FI_LOG_EP_DATA, "ibv_post_send: %s\n", strerror(r));
@@ -190,8 +193,14 @@ ssize_t do_sq(ep* e, enum ibv_wr_opcode op, const struct iovec* iov, void* const
     if (op == IBV_WR_SEND && has_imm) op = IBV_WR_SEND_WITH_IMM;
     if (op == IBV_WR_RDMA_WRITE && has_imm) op = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.opcode = op;
-    if (has_imm)
+    if (has_imm) {
+        if (e->dom->dev->iwarp) {
+            EVD_WARN(FI_LOG_EP_DATA, "remote CQ data on %s: iWARP carries no immediate data "
+                     "(cq_data_size is 0)\n", e->dom->dev->name.c_str());
+            return -FI_EOPNOTSUPP;
+        }
         if (int r = imm_of(data, wr.imm_data)) return r;
+    }
     if (op != IBV_WR_SEND && op != IBV_WR_SEND_WITH_IMM) {
         if (rkey > UINT32_MAX) {
             EVD_WARN(FI_LOG_EP_DATA, "RMA key 0x%llx is not an evd key (keys are 32-bit rkeys)\n",
@@ -219,7 +228,10 @@ ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
         return -FI_EOPBADSTATE;
     }
     if (!e->qp_ready.load(std::memory_order_acquire)) {
-        EVD_WARN(FI_LOG_EP_DATA, "fi_recv: endpoint has no queue pair yet (fi_enable first)\n");
+        if (e->terminal.load())
+            EVD_WARN(FI_LOG_EP_DATA, "fi_recv: the endpoint's connection has ended (iWARP)\n");
+        else
+            EVD_WARN(FI_LOG_EP_DATA, "fi_recv: endpoint has no queue pair yet (fi_enable first)\n");
         return -FI_EOPBADSTATE;
     }
     struct ibv_recv_wr wr {};
@@ -232,7 +244,7 @@ ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
     bool comp = !(e->rx_flags & FI_SELECTIVE_COMPLETION) || (flags & FI_COMPLETION);
     wr.wr_id = comp ? reinterpret_cast<uintptr_t>(context) : wr_id_suppressed();
     struct ibv_recv_wr* bad = nullptr;
-    int r = ibv_post_recv(e->qp.get(), &wr, &bad);
+    int r = post_errno(ibv_post_recv(e->qp.get(), &wr, &bad));
     if (r == 0) {
         // Behind the receive flush marker of an ending connection: this one
         // may never be flushed, so the QP is not kept for reuse (ep.h).

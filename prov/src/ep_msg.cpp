@@ -124,9 +124,13 @@ ibv_qp_ptr retire_qp(ep* e, bool keep) {
 // before the flush: its connection came up and no error ended it. Not on a
 // shared receive context: a receive the QP took from the SRQ may still
 // complete after the close (only IBV_EVENT_QP_LAST_WQE_REACHED would say it
-// will not). linger_begin decides with rdma_cm's view under the channel lock.
+// will not). Not on iWARP either. linger_begin decides with rdma_cm's view
+// under the channel lock.
 bool qp_keepable(ep* e) {
     if (!get_params().qp_pool_size || !e->qp || !e->cm_established || e->srx_fid) return false;
+    // iWARP: the QP ends with its TCP stream; siw does not flush a closed
+    // one the way the reuse needs (fi_evd(7), IWARP)
+    if (e->dom->dev->iwarp) return false;
     return ep_state_of(e) != ep_state::error;
 }
 

@@ -131,8 +131,12 @@ int make_qp(ep* e, struct ibv_qp_init_attr* a) {
         // that delivered TIMEWAIT_EXIT, seconds after the QP's last event).
         qp->qp_context = e;
     } else {
+        // Some providers fail without setting errno (libsiw when the kernel
+        // could not map the queues): a stale EAGAIN would have the
+        // application retry forever, so no errno is "out of resources".
+        errno = 0;
         qp.reset(ibv_create_qp(e->dom->pd.get(), a));
-        if (!qp) return qp_failed(*a, errno, "ibv_create_qp");
+        if (!qp) return qp_failed(*a, errno ? errno : ENOMEM, "ibv_create_qp");
     }
     agree_ece(e->id.get(), qp.get());  // before RTR: in RESET already
     bool bound = e->id->verbs != nullptr;
@@ -181,7 +185,11 @@ int ep_create_qp(ep* e) {
     if (!ret && e->rx_cq != e->tx_cq) ret = cq_attach_qp(e->rx_cq, e->qp->qp_num, e);
     if (ret && ret != -FI_ENOSYS)
         EVD_WARN(FI_LOG_EP_CTRL, "cq_attach_qp: %d (fatal completions not routed)\n", ret);
-    e->qp_ready.store(true, std::memory_order_release);
+    e->qp_ready.store(true);
+    // an iWARP endpoint whose terminal event came first stays closed to
+    // posts (ep_claim_terminal): both sides store, then load, sequentially
+    // consistent, so one of them sees the other
+    if (d->dev->iwarp && e->terminal.load()) e->qp_ready.store(false);
     return 0;
 }
 

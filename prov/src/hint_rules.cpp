@@ -29,7 +29,7 @@ using C = hint_cmp;
 constexpr uint64_t kEpTypes[] = {FI_EP_UNSPEC, FI_EP_MSG};
 constexpr uint64_t kAddrFormats[] = {FI_FORMAT_UNSPEC, FI_SOCKADDR, FI_SOCKADDR_IN,
                                      FI_SOCKADDR_IN6, FI_SOCKADDR_IB};
-constexpr uint64_t kProtocols[] = {FI_PROTO_UNSPEC, FI_PROTO_RDMA_CM_IB_RC};
+constexpr uint64_t kProtocols[] = {FI_PROTO_UNSPEC, FI_PROTO_RDMA_CM_IB_RC, FI_PROTO_IWARP};
 constexpr uint64_t kRxCtxCnts[] = {0, 1, FI_SHARED_CONTEXT};
 constexpr uint32_t kApi20 = FI_VERSION(2, 0);
 
@@ -90,7 +90,9 @@ constexpr hint_rule kRules[] = {
      .limit = kMaxErrData, .reason = "the largest rdma_cm private data an EQ error carries"},
     // endpoint attributes
     {.step = S::attributes, .field = F(ep, protocol), .cmp = C::one_of, .allowed = kProtocols,
-     .tostr = FI_TYPE_PROTOCOL, .reason = "evd speaks FI_PROTO_RDMA_CM_IB_RC"},
+     .tostr = FI_TYPE_PROTOCOL,
+     .reason = "evd speaks FI_PROTO_RDMA_CM_IB_RC (InfiniBand, RoCE) and FI_PROTO_IWARP (iWARP); "
+               "each device only its own"},
     {.step = S::attributes, .field = F(ep, protocol_version), .cmp = C::at_most, .limit = 1,
      .reason = "the protocol version evd speaks"},
     {.step = S::attributes, .field = F(ep, tx_ctx_cnt), .cmp = C::at_most, .limit = 1,

@@ -331,6 +331,23 @@ const device_limit kDeviceLimits[] = {
 std::string device_mismatch(const dev_desc& d, const fi_info* h) {
     if (d.port_state != IBV_PORT_ACTIVE) return "no active port";
     if (!h) return "";
+    if (h->ep_attr && h->ep_attr->protocol != FI_PROTO_UNSPEC &&
+        h->ep_attr->protocol != device_protocol(d)) {
+        const uint32_t have = device_protocol(d);
+        char want_s[64] = "", have_s[64] = "";
+        fi_tostr_r(want_s, sizeof want_s, &h->ep_attr->protocol, FI_TYPE_PROTOCOL);
+        fi_tostr_r(have_s, sizeof have_s, &have, FI_TYPE_PROTOCOL);
+        return std::string("hints->ep_attr->protocol is ") + want_s + ", the device speaks " + have_s;
+    }
+    if (d.transport == IBV_TRANSPORT_IWARP) {
+        if (h->domain_attr && h->domain_attr->cq_data_size)
+            return "hints->domain_attr->cq_data_size is " +
+                   std::to_string(h->domain_attr->cq_data_size) +
+                   ": iWARP carries no immediate data";
+        if (h->tx_attr && (h->tx_attr->op_flags & FI_TRANSMIT_COMPLETE))
+            return "hints->tx_attr->op_flags has FI_TRANSMIT_COMPLETE: an iWARP send completes "
+                   "before the peer is known to have it";
+    }
     if (h->domain_attr && h->domain_attr->name &&
         strcasecmp(h->domain_attr->name, d.name.c_str()) != 0)
         return "hints->domain_attr->name is '" + std::string(h->domain_attr->name) + "'";
@@ -399,7 +416,7 @@ void fill_rx_attr(fi_rx_attr* rx, const dev_desc& d, uint32_t version, const wan
 // The endpoint attributes: an RC connection through rdma_cm.
 void fill_ep_attr(fi_ep_attr* ep, const dev_desc& d, const fi_info* h) {
     ep->type = FI_EP_MSG;
-    ep->protocol = FI_PROTO_RDMA_CM_IB_RC;
+    ep->protocol = device_protocol(d);
     ep->protocol_version = 1;
     ep->max_msg_size = d.max_msg_sz;
     ep->msg_prefix_size = 0;
@@ -465,12 +482,20 @@ void fill_domain_attr(fi_domain_attr* dom, const dev_desc& d, uint32_t version, 
 }
 
 // One fi_info for device d with the given addresses.
-info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi_info* h,
+info_ptr make_info(const dev_desc& d, uint32_t version, const wants& all, const fi_info* h,
                    const sockaddr_any& src, const sockaddr_any* dest) {
     info_ptr fi(fi_allocinfo());
     if (!fi) throw std::bad_alloc();
     fi_info* i = fi.get();
 
+    // iWARP carries no immediate data (verbs answers the same): no CQ data,
+    // so no FI_RX_CQ_DATA either
+    wants dw = all;
+    if (d.transport == IBV_TRANSPORT_IWARP) {
+        dw.cq_data = false;
+        dw.mode &= ~uint64_t{FI_RX_CQ_DATA};
+    }
+    const wants& w = dw;
     i->caps = w.caps;
     i->mode = w.mode;
     i->addr_format = format_of_family(src.family());
@@ -498,6 +523,10 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& w, const fi
 }
 
 }  // namespace
+
+uint32_t device_protocol(const dev_desc& d) {
+    return d.transport == IBV_TRANSPORT_IWARP ? FI_PROTO_IWARP : FI_PROTO_RDMA_CM_IB_RC;
+}
 
 std::string fabric_name(const dev_desc& d) {
     if (d.transport == IBV_TRANSPORT_IWARP) return "Ethernet-iWARP";

@@ -93,6 +93,9 @@ inline constexpr size_t kMaxErrData = 255; // largest rdma_cm private data carri
 // The fabric name verbs uses for this device ("IB-0x<subnet prefix>" on IB
 // transports, RoCE included; "Ethernet-iWARP" on iWARP).
 std::string fabric_name(const dev_desc& d);
+// The ep_attr->protocol of the device's endpoints: FI_PROTO_IWARP on iWARP,
+// FI_PROTO_RDMA_CM_IB_RC on InfiniBand and RoCE.
+uint32_t device_protocol(const dev_desc& d);
 // Port of an address (host order), and setting it.
 void set_port(sockaddr_any& a, uint16_t port);
 // An address as text, for logs.

@@ -12,13 +12,16 @@
 
 namespace evd {
 
-int mr_ibv_access(uint64_t a) noexcept {
+int mr_ibv_access(uint64_t a, bool iwarp) noexcept {
     int acc = 0;
     if (a & FI_REMOTE_READ) acc |= IBV_ACCESS_REMOTE_READ;
     // the device writes into the buffer: incoming RMA writes, received
     // messages, data fetched by fi_read
     if (a & FI_REMOTE_WRITE) acc |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
     if (a & (FI_RECV | FI_READ)) acc |= IBV_ACCESS_LOCAL_WRITE;
+    // iWARP (RFC 5040) returns RDMA READ data as tagged writes into the
+    // sink buffer, which must therefore allow remote writes
+    if (iwarp && (a & FI_READ)) acc |= IBV_ACCESS_REMOTE_WRITE;
     // no access bits at all: the buffer may be used for anything local
     if (!(a & (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
         acc |= IBV_ACCESS_LOCAL_WRITE;
@@ -128,7 +131,7 @@ int do_reg(struct fid* dfid, const struct iovec* iov, size_t count, uint64_t acc
         return -FI_EINVAL;
     }
     auto m = std::make_unique<mr>();
-    const int acc = mr_ibv_access(access);
+    const int acc = mr_ibv_access(access, dom->dev->iwarp);
     if (dom->mrc && !(flags & kNoCache)) {
         int err = 0;
         m->ent = dom->mrc->get(addr, len, acc, &err);

@@ -34,7 +34,7 @@ int post_probe(struct ibv_qp* qp) {
     wr.opcode = IBV_WR_RDMA_WRITE;  // zero bytes: no address or key is checked
     wr.send_flags = IBV_SEND_SIGNALED;
     struct ibv_send_wr* bad = nullptr;
-    return ibv_post_send(qp, &wr, &bad);
+    return post_errno(ibv_post_send(qp, &wr, &bad));
 }
 
 }  // namespace

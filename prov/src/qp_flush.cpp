@@ -33,7 +33,7 @@ int post_marker(struct ibv_qp* qp) {
     wr.opcode = IBV_WR_SEND;
     wr.send_flags = IBV_SEND_SIGNALED;
     struct ibv_send_wr* bad = nullptr;
-    return ibv_post_send(qp, &wr, &bad);
+    return post_errno(ibv_post_send(qp, &wr, &bad));
 }
 
 // The same marker at the end of the receive queue (no buffer: it takes no
@@ -42,7 +42,7 @@ int post_recv_marker(struct ibv_qp* qp) {
     struct ibv_recv_wr wr {};
     wr.wr_id = wr_id_flush_marker();
     struct ibv_recv_wr* bad = nullptr;
-    return ibv_post_recv(qp, &wr, &bad);
+    return post_errno(ibv_post_recv(qp, &wr, &bad));
 }
 
 // Queues the receive marker once per connection (see ep::rq_marked).

@@ -11,6 +11,7 @@
 
 #include "cq.h"
 #include "domain.h"
+#include "ep.h"
 #include "eq.h"
 #include "mr.h"
 #include "owners.h"
@@ -61,7 +62,7 @@ ssize_t post_recv(srx* s, const struct iovec* iov, void* const* desc, size_t cou
     wr.sg_list = n ? sge : nullptr;
     wr.num_sge = n;
     struct ibv_recv_wr* bad = nullptr;
-    int r = ibv_post_srq_recv(s->srq.get(), &wr, &bad);
+    int r = post_errno(ibv_post_srq_recv(s->srq.get(), &wr, &bad));
     if (r == 0) return 0;
     if (r == ENOMEM || r == EAGAIN) return -FI_EAGAIN;
     EVD_WARN(FI_LOG_EP_DATA, "ibv_post_srq_recv: %s\n", strerror(r));

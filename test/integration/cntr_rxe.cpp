@@ -275,6 +275,7 @@ TEST_F(CntrRxe, RmaReadAndWriteCounters) {
 }
 
 TEST_F(CntrRxe, BadKeyIncrementsTheErrorCount) {
+    if (rxetest::on_iwarp()) GTEST_SKIP() << "iWARP completes an RDMA WRITE locally: a bad key ends the connection later (fi_evd(7), IWARP)";
     client_cqs = false;  // counter-only: the error is found by counter progress
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> lb(1024), target(1024);

@@ -270,6 +270,19 @@ TEST_F(DataRxe, RemoteCqDataOnSendAndWrite) {
     sm = reg(c, sb.data(), sb.size(), FI_SEND | FI_WRITE);
     tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
     int r1, r2;
+    if (rxetest::on_iwarp()) {
+        // iWARP carries no immediate data: none offered, none sent
+        EXPECT_EQ(c.info->domain_attr->cq_data_size, 0u);
+        EXPECT_EQ(c.info->mode & FI_RX_CQ_DATA, 0u);
+        EXPECT_EQ(fi_senddata(c.ep, sb.data(), 100, fi_mr_desc(sm), 1, 0, nullptr), -FI_EOPNOTSUPP);
+        EXPECT_EQ(fi_writedata(c.ep, sb.data(), 8, fi_mr_desc(sm), 1, 0,
+                               reinterpret_cast<uintptr_t>(target.data()), fi_mr_key(tm), nullptr),
+                  -FI_EOPNOTSUPP);
+        fi_close(&rm->fid);
+        fi_close(&sm->fid);
+        fi_close(&tm->fid);
+        return;
+    }
     ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, &r1), 0);
     ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, &r2), 0);
     fill(sb, 3000, 5);
@@ -347,6 +360,7 @@ TEST_F(DataRxe, InjectUpToInlineSizeWithoutCompletion) {
 // progress made by reading the CQ, no visible completion, and every message
 // delivered intact and in order.
 TEST_F(DataRxe, InjectBurstBeyondQueueDepthRetriesOnEagain) {
+    if (rxetest::on_iwarp()) GTEST_SKIP() << "iWARP has no receiver-not-ready retry: a burst that outruns the posted receives ends the connection";
     ASSERT_NO_FATAL_FAILURE(connect());
     const size_t inj = std::min<size_t>(inject_size(), 128);
     ASSERT_GT(inj, 0u);
@@ -486,6 +500,7 @@ TEST_F(DataRxe, SelectiveCompletionReportsOnlyRequested) {
 }
 
 TEST_F(DataRxe, BadKeyIsReportedAndEndsTheEndpointOnce) {
+    if (rxetest::on_iwarp()) GTEST_SKIP() << "iWARP completes an RDMA WRITE locally: a bad key comes back later as the peer's TERMINATE, which ends the connection (FailedInjectIsTheTerminalEvent... checks that on iWARP)";
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> lb(4096), target(4096);
     struct fid_mr *lm = nullptr, *tm = nullptr;
@@ -554,6 +569,7 @@ TEST_F(DataRxe, FailedInjectIsTheTerminalEventNeverAContextlessCqError) {
     struct fid_mr* tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
     const uint64_t addr = reinterpret_cast<uintptr_t>(target.data());
     ASSERT_EQ(fi_inject_write(c.ep, lb.data(), 8, 0, addr, fi_mr_key(tm) ^ 0x5a5a00), 0);
+    const bool iwarp = rxetest::on_iwarp();
 
     // reading the CQ finds the failure; it never shows up there
     int terminal = 0;
@@ -569,6 +585,11 @@ TEST_F(DataRxe, FailedInjectIsTheTerminalEventNeverAContextlessCqError) {
         if (r == -FI_EAVAIL) {
             ASSERT_EQ(fi_eq_readerr(c.eq, &ee, 0), static_cast<ssize_t>(sizeof ee));
             ++terminal;
+        } else if (r > 0 && ev == FI_SHUTDOWN && iwarp) {
+            // iWARP: the write completed locally and the peer's TERMINATE
+            // ended the connection
+            ee.fid = reinterpret_cast<const struct fi_eq_entry*>(buf)->fid;
+            ++terminal;
         } else {
             ASSERT_EQ(r, -FI_EAGAIN) << "unexpected event " << ev;
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -576,14 +597,20 @@ TEST_F(DataRxe, FailedInjectIsTheTerminalEventNeverAContextlessCqError) {
     }
     ASSERT_EQ(terminal, 1) << "no terminal event within 10 s";
     EXPECT_EQ(ee.fid, &c.ep->fid);
-    EXPECT_EQ(ee.err, FI_EACCES);
-    EXPECT_EQ(ee.prov_errno, FI_EVD_PERR(FI_EVD_PERR_WC, IBV_WC_REM_ACCESS_ERR));
+    if (!iwarp) {
+        EXPECT_EQ(ee.err, FI_EACCES);
+        EXPECT_EQ(ee.prov_errno, FI_EVD_PERR(FI_EVD_PERR_WC, IBV_WC_REM_ACCESS_ERR));
+    }
     struct fi_cq_err_entry ce {};
     EXPECT_EQ(fi_cq_readerr(c.tx, &ce, 0), -FI_EAGAIN);
 
     // the next request with a context is refused or flushed with that context
     int ctx;
     ssize_t r = fi_send(c.ep, lb.data(), 8, fi_mr_desc(lm), 0, &ctx);
+    // siw would never complete it: refused on iWARP (fi_evd(7), IWARP)
+    if (iwarp) {
+        EXPECT_EQ(r, -FI_EOPBADSTATE);
+    }
     if (r == 0) {
         struct fi_cq_data_entry e {};
         ASSERT_EQ(cq_one(c.tx, e), -FI_EAVAIL);
@@ -604,6 +631,7 @@ TEST_F(DataRxe, FailedInjectIsTheTerminalEventNeverAContextlessCqError) {
 // connection behind an endpoint right after fi_close, so a record read later
 // would hand it a dangling fid.
 TEST_F(DataRxe, CloseDropsTheEndpointsQueuedEvents) {
+    if (rxetest::on_iwarp()) GTEST_SKIP() << "iWARP completes an RDMA WRITE locally: a bad key comes back later as the peer's TERMINATE, which ends the connection (FailedInjectIsTheTerminalEvent... checks that on iWARP)";
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> lb(64), target(64);
     struct fid_mr *lm = nullptr, *tm = nullptr;
@@ -633,6 +661,7 @@ TEST_F(DataRxe, CloseDropsTheEndpointsQueuedEvents) {
 // that died and then reads its CQ once: a send that vanished with the QP
 // would leave the MPI request behind it waiting forever.
 TEST_F(DataRxe, CloseCompletesQueuedWorkInTheCq) {
+    if (rxetest::on_iwarp()) GTEST_SKIP() << "iWARP has no receiver-not-ready wait: a send that finds no posted receive completes and ends the connection";
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> sb(4096);
     struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
@@ -687,6 +716,7 @@ TEST_F(DataRxe, CloseCompletesQueuedReceivesInTheCq) {
 // Completions keep their order around an error: the ones before it are read,
 // then the error, then the requests flushed behind it, each with its context.
 TEST_F(DataRxe, ErrorKeepsCompletionOrder) {
+    if (rxetest::on_iwarp()) GTEST_SKIP() << "iWARP completes an RDMA WRITE locally: a bad key comes back later as the peer's TERMINATE, which ends the connection (FailedInjectIsTheTerminalEvent... checks that on iWARP)";
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> lb(4096), target(4096);
     struct fid_mr* lm = reg(c, lb.data(), lb.size(), FI_WRITE);

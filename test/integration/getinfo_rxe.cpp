@@ -150,7 +150,9 @@ TEST_F(GetinfoRxe, ListsBothDevicesWithDeviceLimits) {
         const ibv_device_attr& a = t.attr.orig_attr;
         EXPECT_STREQ(i->fabric_attr->prov_name, "evd");
         EXPECT_EQ(i->ep_attr->type, FI_EP_MSG);
-        EXPECT_EQ(i->ep_attr->protocol, (uint32_t)FI_PROTO_RDMA_CM_IB_RC);
+        const bool iwarp = t.ctx->device->transport_type == IBV_TRANSPORT_IWARP;
+        EXPECT_EQ(i->ep_attr->protocol,
+                  iwarp ? (uint32_t)FI_PROTO_IWARP : (uint32_t)FI_PROTO_RDMA_CM_IB_RC);
         EXPECT_EQ(i->ep_attr->max_msg_size, t.port.max_msg_sz);
         // default depth when hints are silent (FI_EVD_TX_SIZE, 384), never above the device
         EXPECT_EQ(i->tx_attr->size, std::min<size_t>(384, (size_t)a.max_qp_wr));
@@ -162,10 +164,10 @@ TEST_F(GetinfoRxe, ListsBothDevicesWithDeviceLimits) {
         EXPECT_EQ(i->domain_attr->mr_cnt, (size_t)a.max_mr);
         EXPECT_EQ(i->domain_attr->max_ep_srx_ctx, (size_t)a.max_srq);
         EXPECT_EQ(i->domain_attr->mr_key_size, sizeof(uint32_t));
-        EXPECT_EQ(i->domain_attr->cq_data_size, sizeof(uint32_t));
+        EXPECT_EQ(i->domain_attr->cq_data_size, iwarp ? 0u : sizeof(uint32_t));  // fi_evd(7), IWARP
         char fabric[40];
         snprintf(fabric, sizeof fabric, "IB-0x%llx", (unsigned long long)t.subnet_prefix);
-        EXPECT_STREQ(i->fabric_attr->name, fabric);
+        EXPECT_STREQ(i->fabric_attr->name, iwarp ? "Ethernet-iWARP" : fabric);
         // inject_size is the largest inline size an RC QP accepts.
         EXPECT_GT(i->tx_attr->inject_size, 0u);
         EXPECT_TRUE(qp_accepts_inline(t.ctx, i->tx_attr->inject_size));

@@ -691,7 +691,10 @@ TEST_F(CmRxe, SourceAddressOnAnotherDeviceIsOneErrorEvent) {
 }
 
 TEST_F(CmRxe, HundredConcurrentConnectionsOnOneEq) {
-    constexpr int kN = 100;
+    // Soft-iWARP (Linux 6.1) stops creating QPs after a few dozen per device
+    // context, the number depending on queue sizes (fi_evd(7), IWARP): 32
+    // there, which these sizes allow.
+    const int kN = rxetest::on_iwarp() ? 32 : 100;
     // Fresh sides with CQs big enough for 100 endpoints' worth of nothing.
     std::vector<struct fid_ep*> ceps(kN, nullptr);
     std::map<fid_t, int> cidx;
@@ -707,7 +710,7 @@ TEST_F(CmRxe, HundredConcurrentConnectionsOnOneEq) {
     std::map<fid_t, int> srv_connected, cli_connected;
     auto t0 = std::chrono::steady_clock::now();
     // Drive both EQs until every connection is up on both sides.
-    while ((srv_connected.size() < kN || cli_connected.size() < kN) &&
+    while ((srv_connected.size() < size_t(kN) || cli_connected.size() < size_t(kN)) &&
            std::chrono::steady_clock::now() - t0 < std::chrono::seconds(240)) {
         rec s = next_event(srv.eq, 10);
         if (s.rc > 0 && s.event == FI_CONNREQ) {
@@ -738,14 +741,14 @@ TEST_F(CmRxe, HundredConcurrentConnectionsOnOneEq) {
         }
     }
     double up_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    ASSERT_EQ(requested.size(), size_t{kN});
-    ASSERT_EQ(srv_connected.size(), size_t{kN});
-    ASSERT_EQ(cli_connected.size(), size_t{kN});
+    ASSERT_EQ(requested.size(), size_t(kN));
+    ASSERT_EQ(srv_connected.size(), size_t(kN));
+    ASSERT_EQ(cli_connected.size(), size_t(kN));
     // Tear all down from the client side at once: 100 FI_SHUTDOWN each side.
     for (auto* ep : ceps) ASSERT_EQ(fi_shutdown(ep, 0), 0);
     std::set<fid_t> cdown, sdown;
     t0 = std::chrono::steady_clock::now();
-    while ((cdown.size() < kN || sdown.size() < kN) &&
+    while ((cdown.size() < size_t(kN) || sdown.size() < size_t(kN)) &&
            std::chrono::steady_clock::now() - t0 < std::chrono::seconds(240)) {
         rec s = next_event(srv.eq, 10);
         if (s.rc > 0) {
@@ -762,8 +765,8 @@ TEST_F(CmRxe, HundredConcurrentConnectionsOnOneEq) {
             ASSERT_EQ(c.rc, -FI_EAGAIN) << describe(c);
         }
     }
-    EXPECT_EQ(cdown.size(), size_t{kN});
-    EXPECT_EQ(sdown.size(), size_t{kN});
+    EXPECT_EQ(cdown.size(), size_t(kN));
+    EXPECT_EQ(sdown.size(), size_t(kN));
     expect_quiet(cli.eq);
     expect_quiet(srv.eq);
     std::printf("# %d connections up in %.0f ms\n", kN, up_ms);

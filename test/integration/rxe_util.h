@@ -126,6 +126,20 @@ inline bool have_two_devices() {
     return n >= 2;
 }
 
+// The suites run on rxe and, with test/vm/run-in-vm --driver siw, on
+// Soft-iWARP: true when the first device (EVD_VM_DEV0) is an iWARP one.
+inline bool on_iwarp() {
+    const char* want = getenv("EVD_VM_DEV0");
+    int n = 0;
+    bool iw = false;
+    struct ibv_device** l = ibv_get_device_list(&n);
+    for (int i = 0; l && i < n; ++i)
+        if (want && strcmp(ibv_get_device_name(l[i]), want) == 0)
+            iw = l[i]->transport_type == IBV_TRANSPORT_IWARP;
+    if (l) ibv_free_device_list(l);
+    return iw;
+}
+
 // Connection events advance when their EQ is read: while a test waits on one
 // EQ, the others are progressed with fi_trywait (as a threaded app would).
 inline void pump_eqs(struct fid_fabric* fab, std::initializer_list<struct fid_eq*> eqs,
@@ -339,6 +353,11 @@ inline int link_up() {
 
 // ---- removing and re-creating an rxe device (the device-removal tests)
 inline bool sh_ok(const std::string& cmd) { return std::system(cmd.c_str()) == 0; }
+// The devices' driver: rxe, or siw under run-in-vm --driver siw.
+inline std::string driver() {
+    const char* d = getenv("EVD_VM_DRIVER");
+    return d && *d ? d : "rxe";
+}
 inline bool device_exists(const std::string& dev) {
     return sh_ok("test -e /sys/class/infiniband/" + dev);
 }
@@ -350,21 +369,23 @@ inline bool wait_device_gone(const std::string& dev, int secs) {
 }
 // Port 1 of dev ACTIVE and its IPv4-mapped GID present (rdma_cm needs both;
 // the GID appears shortly after the port turns ACTIVE).
+// (iWARP has no IP-derived GIDs: there, ACTIVE is enough.)
 inline bool wait_device_ready(const std::string& dev, int secs) {
+    const bool iwarp = driver() == "siw";
     return evdtest::wait_until(
         [&] {
-            return sh_ok("grep -q ACTIVE /sys/class/infiniband/" + dev +
-                         "/ports/1/state 2>/dev/null && cat /sys/class/infiniband/" + dev +
-                         "/ports/1/gids/* 2>/dev/null | grep -q ffff:c000");
+            return sh_ok("grep -q ACTIVE /sys/class/infiniband/" + dev + "/ports/1/state 2>/dev/null") &&
+                   (iwarp || sh_ok("cat /sys/class/infiniband/" + dev +
+                                   "/ports/1/gids/* 2>/dev/null | grep -q ffff:c000"));
         },
         std::chrono::milliseconds(secs * 1000));
 }
-// Re-creates rxe device dev on netdev and waits until it is ready. The
+// Re-creates device dev (rxe or siw) on netdev and waits until it is ready. The
 // netdev stays claimed for a moment after the device went away, so the add
 // is retried; false when it never succeeded or the device never got ready.
 inline bool readd_device(const std::string& dev, const std::string& netdev, int secs) {
     const bool added = evdtest::wait_until(
-        [&] { return sh_ok("rdma link add " + dev + " type rxe netdev " + netdev + " 2>/dev/null"); },
+        [&] { return sh_ok("rdma link add " + dev + " type " + driver() + " netdev " + netdev + " 2>/dev/null"); },
         std::chrono::milliseconds(secs * 1000));
     return added && wait_device_ready(dev, secs);
 }

@@ -75,6 +75,10 @@ int main(int argc, char **argv)
             }
             last = now;
             go = now - t0 < secs;
+            if (iter == 0) {
+                printf("# mpi_flap: first round trip after %.2f s\n", now - t0);
+                fflush(stdout);
+            }
         } else {
             if ((err = MPI_Recv(in, LEN, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE)))
                 fail(rank, "MPI_Recv", err, MPI_Wtime() - t0);

@@ -195,6 +195,44 @@ TEST(CmPrivateData, PeerRejectVersusTransportReject) {
     EXPECT_EQ(b.data_len, 0u);  // transport rejects carry no user data
 }
 
+// iWARP reports rejects as negative errnos; they get the IB reasons.
+TEST(CmPrivateData, IwarpRejectsGetTheIbReasons) {
+    auto user = pattern(7, 3);
+    auto pd = wire(user, kCmRejSpace);
+    auto mpa = make_event(RDMA_CM_EVENT_REJECTED, -ECONNRESET, pd.data(),
+                          static_cast<uint8_t>(pd.size()));
+    cm_action a = cm_translate(mpa);
+    EXPECT_EQ(a.row->fi_err, FI_ECONNREFUSED);
+    EXPECT_TRUE(a.peer_reject);
+    EXPECT_EQ(a.prov_errno, kRejConsumer);
+    ASSERT_TRUE(a.data_ok);
+    ASSERT_EQ(a.data_len, 7u);
+    EXPECT_EQ(0, std::memcmp(a.data, user.data(), 7));
+
+    auto rst = make_event(RDMA_CM_EVENT_REJECTED, -ECONNREFUSED, nullptr, 0);
+    cm_action b = cm_translate(rst);
+    EXPECT_EQ(b.row->fi_err, FI_ECONNREFUSED);
+    EXPECT_FALSE(b.peer_reject);
+    EXPECT_EQ(b.prov_errno, kRejNoListener);
+    EXPECT_EQ(b.data_len, 0u);
+
+    // cxgb4 and irdma report the peer's reject as -ECONNREFUSED: its data says
+    auto other = make_event(RDMA_CM_EVENT_REJECTED, -ECONNREFUSED, pd.data(),
+                            static_cast<uint8_t>(pd.size()));
+    cm_action o = cm_translate(other);
+    EXPECT_TRUE(o.peer_reject);
+    EXPECT_EQ(o.prov_errno, kRejConsumer);
+    ASSERT_TRUE(o.data_ok);
+    EXPECT_EQ(o.data_len, 7u);
+
+    // an MPA reject whose data is not evd's: the reason, no data
+    auto foreign = make_event(RDMA_CM_EVENT_REJECTED, -ECONNRESET, nullptr, 0);
+    cm_action c = cm_translate(foreign);
+    EXPECT_EQ(c.prov_errno, kRejConsumer);
+    EXPECT_FALSE(c.data_ok);
+    EXPECT_EQ(c.data_len, 0u);
+}
+
 TEST(CmPrivateData, ErrorsKeepRdmaCmStatus) {
     for (auto type : {RDMA_CM_EVENT_ADDR_ERROR, RDMA_CM_EVENT_ROUTE_ERROR,
                       RDMA_CM_EVENT_UNREACHABLE, RDMA_CM_EVENT_CONNECT_ERROR}) {

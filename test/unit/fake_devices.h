@@ -12,8 +12,9 @@
 
 namespace evdtest {
 
-// A RoCE device (IPv4 and IPv6 addresses, SRQs) and an InfiniBand one
-// (AF_IB only): between them every addr_format evd accepts has an answer.
+// A RoCE device (IPv4 and IPv6 addresses, SRQs), an InfiniBand one (AF_IB
+// only) and an iWARP one (IPv4): between them every addr_format and every
+// protocol evd accepts has an answer.
 inline std::vector<evd::dev_desc> fake_devices() {
     evd::dev_desc roce;
     roce.name = "roce0";
@@ -39,7 +40,11 @@ inline std::vector<evd::dev_desc> fake_devices() {
     ib.name = "ib0";
     ib.link_layer = IBV_LINK_LAYER_INFINIBAND;
     ib.addrs.clear();
-    return {roce, ib};
+    evd::dev_desc iw = roce;
+    iw.name = "iw0";
+    iw.transport = IBV_TRANSPORT_IWARP;
+    iw.addrs.resize(1);
+    return {roce, ib, iw};
 }
 
 }  // namespace evdtest

@@ -94,6 +94,15 @@ dev_desc down() {
     return d;
 }
 
+// An iWARP device (siw-like): its own protocol, no immediate data.
+dev_desc iwarp() {
+    dev_desc d = roce();
+    d.name = "iw0";
+    d.transport = IBV_TRANSPORT_IWARP;
+    d.addrs = {v4("198.51.100.9")};
+    return d;
+}
+
 std::vector<dev_desc> all() { return {roce(), ib(), down()}; }
 
 // Stores a value that is not one of the enum's (as a careless application
@@ -205,6 +214,78 @@ TEST(InfoFilter, FabricNamesFollowVerbs) {
     dev_desc iw = roce();
     iw.transport = IBV_TRANSPORT_IWARP;
     EXPECT_EQ(evd::fabric_name(iw), "Ethernet-iWARP");
+}
+
+// Each device offers its own protocol, as verbs does: iWARP endpoints are
+// FI_PROTO_IWARP, and a hint naming one protocol keeps only its devices.
+TEST(InfoFilter, ProtocolFollowsTheTransport) {
+    const std::vector<dev_desc> devs = {roce(), iwarp()};
+    {
+        infos out;
+        ASSERT_EQ(run(nullptr, out, {}, devs), 0);
+        for (fi_info* i : out.list())
+            EXPECT_EQ(i->ep_attr->protocol, std::string(i->domain_attr->name) == "iw0"
+                                                ? (uint32_t)FI_PROTO_IWARP
+                                                : (uint32_t)FI_PROTO_RDMA_CM_IB_RC);
+    }
+    struct {
+        uint32_t proto;
+        std::vector<std::string> domains;
+    } cases[] = {{FI_PROTO_IWARP, {"iw0"}},
+                 {FI_PROTO_RDMA_CM_IB_RC, {"roce0", "roce0"}},
+                 {FI_PROTO_UNSPEC, {"roce0", "roce0", "iw0"}}};
+    for (const auto& c : cases) {
+        hints_ptr h;
+        h.h->ep_attr->protocol = c.proto;
+        infos out;
+        ASSERT_EQ(run(h.h, out, {}, devs), 0) << c.proto;
+        EXPECT_EQ(out.domains(), c.domains) << c.proto;
+    }
+    hints_ptr h;
+    h.h->ep_attr->protocol = FI_PROTO_IWARP;
+    infos out;
+    EXPECT_EQ(run(h.h, out), -FI_ENODATA);  // no iWARP device among all()
+}
+
+// iWARP carries no immediate data and completes sends locally: its answer
+// has neither, and hints that need them skip it.
+TEST(InfoFilter, IwarpHasNoCqDataNorTransmitComplete) {
+    const std::vector<dev_desc> devs = {roce(), iwarp()};
+    {
+        hints_ptr h;
+        h.h->mode = FI_RX_CQ_DATA;
+        infos out;
+        ASSERT_EQ(run(h.h, out, {}, devs), 0);
+        for (fi_info* i : out.list()) {
+            const bool is_iw = std::string(i->domain_attr->name) == "iw0";
+            SCOPED_TRACE(i->domain_attr->name);
+            EXPECT_EQ(i->domain_attr->cq_data_size, is_iw ? 0u : 4u);
+            EXPECT_EQ(i->mode & FI_RX_CQ_DATA, is_iw ? 0u : (uint64_t)FI_RX_CQ_DATA);
+            EXPECT_EQ(i->rx_attr->mode & FI_RX_CQ_DATA, is_iw ? 0u : (uint64_t)FI_RX_CQ_DATA);
+        }
+    }
+    {
+        hints_ptr h;
+        h.h->mode = FI_RX_CQ_DATA;
+        h.h->domain_attr->cq_data_size = 4;
+        infos out;
+        ASSERT_EQ(run(h.h, out, {}, devs), 0);
+        EXPECT_EQ(out.domains(), (std::vector<std::string>{"roce0", "roce0"}));
+    }
+    {
+        hints_ptr h;
+        h.h->tx_attr->op_flags = FI_TRANSMIT_COMPLETE;
+        infos out;
+        ASSERT_EQ(run(h.h, out, {}, devs), 0);
+        EXPECT_EQ(out.domains(), (std::vector<std::string>{"roce0", "roce0"}));
+    }
+    {
+        hints_ptr h;
+        h.h->tx_attr->op_flags = FI_INJECT_COMPLETE;
+        infos out;
+        ASSERT_EQ(run(h.h, out, {}, devs), 0);
+        EXPECT_EQ(out.domains(), (std::vector<std::string>{"roce0", "roce0", "iw0"}));
+    }
 }
 
 TEST(InfoFilter, NoDevicesIsNoData) {

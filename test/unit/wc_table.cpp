@@ -134,6 +134,17 @@ TEST(WcTableMr, AccessMapping) {
     EXPECT_EQ(mr_ibv_access(0), IBV_ACCESS_LOCAL_WRITE);
 }
 
+// On iWARP the sink of an RDMA READ is written by the peer's read response.
+TEST(WcTableMr, IwarpReadSinkAllowsRemoteWrites) {
+    EXPECT_EQ(mr_ibv_access(FI_READ, true), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    EXPECT_EQ(mr_ibv_access(FI_READ | FI_WRITE, true),
+              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    // nothing else changes
+    for (uint64_t a : {uint64_t{FI_SEND}, uint64_t{FI_RECV}, uint64_t{FI_WRITE}, uint64_t{FI_REMOTE_READ},
+                       uint64_t{FI_REMOTE_WRITE}, uint64_t{0}})
+        EXPECT_EQ(mr_ibv_access(a, true), mr_ibv_access(a, false)) << a;
+}
+
 #ifdef EVD_SRCDIR
 // fi_evd(7) prints the table: every status, on one line with the errno it maps to.
 TEST(WcTable, ManPagePrintsEveryRow) {

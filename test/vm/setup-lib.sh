@@ -29,3 +29,15 @@ v4gid() { # 192.0.2.1 -> 0000:0000:0000:0000:0000:ffff:c000:0201
     printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$1" "$2" "$3" "$4"
 }
 has_gid() { local g; g=$(gid_of "$1"); [[ "$g" == *"$(v4gid "$2")"* ]]; }
+
+load_driver() { # rxe | siw: the soft RDMA driver's modules (siw.ko from run-in-vm's run directory)
+    if [ "$1" = siw ]; then
+        run modprobe -a ib_core libcrc32c
+        grep -q '^siw ' /proc/modules || run insmod /run/evd-vm/siw.ko
+    else
+        # rdma_rxe computes the ICRC with crc32, whose generic implementation
+        # it does not pull in by itself.
+        run modprobe crc32_generic
+        run modprobe rdma_rxe
+    fi
+}

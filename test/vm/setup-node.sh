@@ -33,13 +33,7 @@ t0=$SECONDS
 
 step "loading modules"
 run modprobe -a virtio_net ib_uverbs rdma_ucm
-if [ "$DRIVER" = siw ]; then
-    run modprobe -a ib_core libcrc32c
-    grep -q '^siw ' /proc/modules || run insmod /run/evd-vm/siw.ko
-else
-    run modprobe crc32_generic
-    run modprobe rdma_rxe
-fi
+load_driver "$DRIVER"
 setsys net.core.netdev_max_backlog 100000
 
 step "waiting for $NETDEV"
