@@ -132,7 +132,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         check(i->ep_attr && i->ep_attr->type == FI_EP_MSG);
         check((i->caps & ~evd::kCaps) == 0);
         check(i->domain_attr && i->domain_attr->name);
-        check(!std::strcmp(i->domain_attr->name, "roce0") || !std::strcmp(i->domain_attr->name, "ib0"));
+        check(!std::strcmp(i->domain_attr->name, "roce0") || !std::strcmp(i->domain_attr->name, "ib0") ||
+              !std::strcmp(i->domain_attr->name, "iw0"));
     }
     fi_freeinfo(out);
     if (!null_hints) check(evd::check_static_hints(version, h) <= 0);
