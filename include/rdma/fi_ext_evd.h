@@ -300,7 +300,9 @@ struct fi_evd_qp_pool_stats {
  * prov_errno of an FI_ECONNREFUSED error (RDMA_CM_EVENT_REJECTED): the IB CM
  * reject reason. FI_EVD_CM_REJ_CONSUMER means the peer called fi_reject
  * (err_data then holds its data); FI_EVD_CM_REJ_NO_LISTENER means nobody
- * listens on that port. Other values are transport rejects. For the other
+ * listens on that port; on iWARP, whose rejects are errnos, evd gives them
+ * these two reasons as well (fi_evd(7), IWARP). Other values are transport
+ * rejects. For the other
  * connection errors prov_errno is rdma_cm's event status (a negative errno);
  * RDMA_CM_EVENT_DEVICE_REMOVAL (FI_ENODEV) comes with status 0 and gets
  * -ENODEV.
