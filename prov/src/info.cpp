@@ -313,6 +313,7 @@ const device_limit kDeviceLimits[] = {
     {"hints->domain_attr->tx_ctx_cnt",     [](const fi_info& h) -> uint64_t { return h.domain_attr ? h.domain_attr->tx_ctx_cnt : 0; },     [](const dev_desc& d) -> uint64_t { return d.max_qp; }},
     {"hints->domain_attr->rx_ctx_cnt",     [](const fi_info& h) -> uint64_t { return h.domain_attr ? h.domain_attr->rx_ctx_cnt : 0; },     [](const dev_desc& d) -> uint64_t { return d.max_qp; }},
     {"hints->domain_attr->max_ep_srx_ctx", [](const fi_info& h) -> uint64_t { return h.domain_attr ? h.domain_attr->max_ep_srx_ctx : 0; }, [](const dev_desc& d) -> uint64_t { return d.max_srq; }},
+    {"hints->domain_attr->cq_data_size",   [](const fi_info& h) -> uint64_t { return h.domain_attr ? h.domain_attr->cq_data_size : 0; },   [](const dev_desc& d) -> uint64_t { return device_cq_data_size(d); }},
     {"hints->domain_attr->mr_cnt",         [](const fi_info& h) -> uint64_t { return h.domain_attr ? h.domain_attr->mr_cnt : 0; },         [](const dev_desc& d) -> uint64_t { return d.max_mr; }},
     // counters are software objects; an endpoint counting without a CQ uses
     // a verbs CQ of its own: bounded by the device's CQs (fi_evd(7))
@@ -339,15 +340,10 @@ std::string device_mismatch(const dev_desc& d, const fi_info* h) {
         fi_tostr_r(have_s, sizeof have_s, &have, FI_TYPE_PROTOCOL);
         return std::string("hints->ep_attr->protocol is ") + want_s + ", the device speaks " + have_s;
     }
-    if (d.transport == IBV_TRANSPORT_IWARP) {
-        if (h->domain_attr && h->domain_attr->cq_data_size)
-            return "hints->domain_attr->cq_data_size is " +
-                   std::to_string(h->domain_attr->cq_data_size) +
-                   ": iWARP carries no immediate data";
-        if (h->tx_attr && (h->tx_attr->op_flags & FI_TRANSMIT_COMPLETE))
-            return "hints->tx_attr->op_flags has FI_TRANSMIT_COMPLETE: an iWARP send completes "
-                   "before the peer is known to have it";
-    }
+    if (d.transport == IBV_TRANSPORT_IWARP && h->tx_attr &&
+        (h->tx_attr->op_flags & FI_TRANSMIT_COMPLETE))
+        return "hints->tx_attr->op_flags has FI_TRANSMIT_COMPLETE: an iWARP send completes "
+               "before the peer is known to have it";
     if (h->domain_attr && h->domain_attr->name &&
         strcasecmp(h->domain_attr->name, d.name.c_str()) != 0)
         return "hints->domain_attr->name is '" + std::string(h->domain_attr->name) + "'";
@@ -488,10 +484,10 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& all, const 
     if (!fi) throw std::bad_alloc();
     fi_info* i = fi.get();
 
-    // iWARP carries no immediate data (verbs answers the same): no CQ data,
-    // so no FI_RX_CQ_DATA either
+    // a device without immediate data (iWARP) offers no CQ data, so no
+    // FI_RX_CQ_DATA either
     wants dw = all;
-    if (d.transport == IBV_TRANSPORT_IWARP) {
+    if (!device_cq_data_size(d)) {
         dw.cq_data = false;
         dw.mode &= ~uint64_t{FI_RX_CQ_DATA};
     }
@@ -523,6 +519,10 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& all, const 
 }
 
 }  // namespace
+
+size_t device_cq_data_size(const dev_desc& d) {
+    return d.transport == IBV_TRANSPORT_IWARP ? 0 : kCqDataSize;
+}
 
 uint32_t device_protocol(const dev_desc& d) {
     return d.transport == IBV_TRANSPORT_IWARP ? FI_PROTO_IWARP : FI_PROTO_RDMA_CM_IB_RC;

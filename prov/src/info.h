@@ -96,6 +96,9 @@ std::string fabric_name(const dev_desc& d);
 // The ep_attr->protocol of the device's endpoints: FI_PROTO_IWARP on iWARP,
 // FI_PROTO_RDMA_CM_IB_RC on InfiniBand and RoCE.
 uint32_t device_protocol(const dev_desc& d);
+// The immediate data the device carries: kCqDataSize, 0 on iWARP (verbs
+// answers the same).
+size_t device_cq_data_size(const dev_desc& d);
 // Port of an address (host order), and setting it.
 void set_port(sockaddr_any& a, uint16_t port);
 // An address as text, for logs.

@@ -126,20 +126,6 @@ inline bool have_two_devices() {
     return n >= 2;
 }
 
-// The suites run on rxe and, with test/vm/run-in-vm --driver siw, on
-// Soft-iWARP: true when the first device (EVD_VM_DEV0) is an iWARP one.
-inline bool on_iwarp() {
-    const char* want = getenv("EVD_VM_DEV0");
-    int n = 0;
-    bool iw = false;
-    struct ibv_device** l = ibv_get_device_list(&n);
-    for (int i = 0; l && i < n; ++i)
-        if (want && strcmp(ibv_get_device_name(l[i]), want) == 0)
-            iw = l[i]->transport_type == IBV_TRANSPORT_IWARP;
-    if (l) ibv_free_device_list(l);
-    return iw;
-}
-
 // Connection events advance when their EQ is read: while a test waits on one
 // EQ, the others are progressed with fi_trywait (as a threaded app would).
 inline void pump_eqs(struct fid_fabric* fab, std::initializer_list<struct fid_eq*> eqs,
@@ -358,6 +344,8 @@ inline std::string driver() {
     const char* d = getenv("EVD_VM_DRIVER");
     return d && *d ? d : "rxe";
 }
+// The suites run on rxe and on Soft-iWARP (run-in-vm --driver siw).
+inline bool on_iwarp() { return driver() == "siw"; }
 inline bool device_exists(const std::string& dev) {
     return sh_ok("test -e /sys/class/infiniband/" + dev);
 }
@@ -371,7 +359,7 @@ inline bool wait_device_gone(const std::string& dev, int secs) {
 // the GID appears shortly after the port turns ACTIVE).
 // (iWARP has no IP-derived GIDs: there, ACTIVE is enough.)
 inline bool wait_device_ready(const std::string& dev, int secs) {
-    const bool iwarp = driver() == "siw";
+    const bool iwarp = on_iwarp();
     return evdtest::wait_until(
         [&] {
             return sh_ok("grep -q ACTIVE /sys/class/infiniband/" + dev + "/ports/1/state 2>/dev/null") &&
