@@ -36,8 +36,11 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
-build=${1:-${EVD_BUILD_DIR:-$top/build}}
-[ $# -gt 0 ] && shift
+build=${EVD_BUILD_DIR:-$top/build}
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then
+    build=$1
+    shift
+fi
 [ "${1:-}" = "--" ] && shift
 bin=${FABTESTS_BIN:-/opt/fabtests/bin}
 sets=${FABTESTS_SETS:-unit,functional,short}
@@ -74,6 +77,7 @@ mem_kb=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
 if [ -n "${EVD_NODE:-}" ]; then
     # every node runs what runfabtests.sh sends it, until B is done
     "$nexec" serve &
+    "$top/test/vm/node-ctl" post "fabtests-serving-$EVD_NODE"
     if [ "$EVD_NODE" != 1 ]; then
         "$top/test/vm/node-ctl" wait fabtests-done 86400 >/dev/null
         "$nexec" stop
@@ -81,8 +85,14 @@ if [ -n "${EVD_NODE:-}" ]; then
         exit 0
     fi
     trap '"$top/test/vm/node-ctl" post fabtests-done; "$nexec" stop' EXIT
+    # runfabtests.sh gives a server one second before its client starts
+    "$top/test/vm/node-ctl" wait fabtests-serving-0 300 >/dev/null ||
+        { echo "node A does not run commands" >&2; exit 1; }
     # runfabtests.sh reaches the server and client hosts with
-    # "ssh -n -o ... HOST COMMAND": here that is node-exec HOST COMMAND
+    # "ssh -n -o ... HOST COMMAND": here that is node-exec HOST COMMAND. (A
+    # server runfabtests.sh kills with -9 kills only its `timeout`: the
+    # node-exec under it waits until the test's cleanup kills the fi_
+    # process on that node.)
     mkdir -p "$ctl/fabtests-ssh"
     cat >"$ctl/fabtests-ssh/ssh" <<EOF
 #!/bin/bash

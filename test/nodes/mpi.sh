@@ -22,6 +22,8 @@ nctl=$top/test/vm/node-ctl
 nexec=$top/test/vm/node-exec
 : "${EVD_NODE:?run on a node of test/vm/run-nodes}" "${EVD_NODE_CTL:?}"
 ctl=$EVD_NODE_CTL
+# FI_UNIVERSE_SIZE: ofi_rxm sizes its CQ from it (its default, 256, goes
+# past rxe's max_cqe); its address vector grows past it for 8 ranks
 export FI_PROVIDER_PATH=$build/.libs FI_UNIVERSE_SIZE=4 FI_VERBS_IFACE=$EVD_NODE_NETDEV
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset FI_PROVIDER
@@ -58,7 +60,7 @@ node_mpirun() {
         --mca mtl_ofi_verbose 1 --mca mpi_yield_when_idle 1 \
         -x FI_PROVIDER_PATH -x FI_UNIVERSE_SIZE -x FI_VERBS_IFACE "$@"
 }
-# the binary where both nodes see it at the same path
+# the binary where every node sees it at the same path
 mpicc -O2 -o "$ctl/mpi_check" "$top/test/mpi/mpi_check.c" || { echo "not ok - mpi: mpicc"; exit 1; }
 major=$(mpirun --version 2>/dev/null | sed -n 's/.*(Open MPI) \([0-9]*\).*/\1/p' | head -n 1)
 over=(--oversubscribe)

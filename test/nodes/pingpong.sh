@@ -24,6 +24,7 @@ A=198.51.100.1
 runs=("evd msg" "verbs msg" "evd;ofi_rxm rdm" "verbs;ofi_rxm rdm")
 sizes=(64 65536)
 reps=${EVD_PINGPONG_REPEAT:-1}
+[[ "$reps" =~ ^[1-9][0-9]*$ ]] || { echo "not ok - EVD_PINGPONG_REPEAT must be a positive number, not '$reps'"; exit 1; }
 
 n=0
 if [ "$EVD_NODE" = 0 ]; then
@@ -81,8 +82,9 @@ for _rep in $(seq "$reps"); do for r in "${runs[@]}"; do
         fi
     done
 done; done
-if [ "$reps" -gt 1 ]; then
-    # per configuration: the median round trip and bandwidth of the runs
+if [ "$reps" -gt 1 ] && [ "${#results[@]}" -gt 0 ]; then
+    # per configuration: the median round trip (the lower one of an even
+    # count) and the bandwidth of that run
     printf '%s\n' "${results[@]}" | sort -k1,3 -k4,4n | awk '
         { key = $1 " " $2 " " $3; n[key]++; u[key, n[key]] = $4; m[key, n[key]] = $5 }
         END { for (k in n) { c = n[k]; h = int((c + 1) / 2)
