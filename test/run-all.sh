@@ -146,6 +146,13 @@ if [ -z "${EVD_SKIP_VM:-}" ]; then
     # get an MPI error and exit)
     step nodes-mpi 1200 env EVD_VM_TIMEOUT=1100 "$top/test/vm/run-nodes" -- \
         bash "$top/test/nodes/mpi.sh" "$top/build"
+    # Four nodes: Open MPI with 4 and 8 ranks spread over all four, then node
+    # A killed under traffic from B, C and D at once (each must see exactly
+    # one terminal record per endpoint and reconnect to the rebooted A);
+    # evd only, verbs is measured beside it in the two-node steps. The
+    # rebooted A goes straight to the failure suite.
+    step nodes-4 1500 env EVD_VM_TIMEOUT=1400 EVD_NODES_MPI_PARTS=checked EVD_NODES_VERBS=0 "$top/test/vm/run-nodes" --nodes 4 -- \
+        bash -c '{ [ "$EVD_NODE_BOOT" != 0 ] || bash "$1/test/nodes/mpi.sh" "$1/build"; } && bash "$1/test/nodes/failures.sh" "$1/build" kill' _ "$top"
     # The same suites on Soft-iWARP, siw0 on each node (siw-build above).
     step nodes-siw-pingpong 900 env EVD_VM_TIMEOUT=800 "$top/test/vm/run-nodes" --driver siw -- \
         bash "$top/test/nodes/pingpong.sh" "$top/build"
@@ -186,6 +193,11 @@ if [ -z "${EVD_SKIP_ALT:-${EVD_SKIP_D13:-}}" ]; then
         if [ -z "${EVD_SKIP_VM:-}" ]; then
             step $alt-vm-integration 3000 env EVD_VM_TIMEOUT=2900 "$top/test/vm/run-in-vm" --root "$altroot" -- \
                 bash "$top/test/integration/run-in-guest.sh" "$top/build-$alt"
+            # the two-node bed with this userland on both nodes: Open MPI
+            # (5.0 on Debian 13, 4.1 on Debian 12) across the nodes, checked,
+            # through a link flap and a dead peer node
+            step $alt-nodes-mpi 1200 env EVD_VM_TIMEOUT=1100 "$top/test/vm/run-nodes" --root "$altroot" -- \
+                bash "$top/test/nodes/mpi.sh" "$top/build-$alt"
             # evd installed from its package: found with no variable, MPI passes
             step $alt-package-vm 1200 bash "$top/test/package/vm-installed.sh" "$results/debs-$alt" "$altroot"
         fi

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-# The failure matrix across two nodes, evd beside verbs. Run on both nodes of
+# The failure matrix across the nodes, evd beside verbs. Run on every node of
 # the multi-node bed:
 #
 #   test/vm/run-nodes --nodes 2 -- bash test/nodes/failures.sh BUILD_DIR [SCENARIOS]
@@ -17,7 +17,12 @@
 #   kill     A's machine dies mid-traffic; then it boots again and B, still
 #            the same process, connects to it again
 #   remove   A's rxe device is deleted under traffic (rdma link delete)
-# SCENARIOS: a space-separated subset (default: all four).
+# SCENARIOS: a space-separated subset (default: all four). EVD_NODES_VERBS=0:
+# evd only.
+# With more than two nodes (run-nodes --nodes 3 or 4), nodes C, D (2, 3) are
+# witnesses: in the kill scenario each runs a client of A too, so the dead
+# machine is seen by several survivors, each on its own kernel; every one is
+# held to the same checks as B.
 #
 # evd is held to its guarantees (fi_evd(7), LINK AND PORT FAILURES): no
 # crash, no wrong payload, every endpoint of the side that loses its peer
@@ -36,6 +41,15 @@ ctl=$EVD_NODE_CTL
 export FI_PROVIDER_PATH=$build/.libs
 A=198.51.100.1
 EPS=4
+witnesses=$(( ${EVD_NODES:-2} > 2 ? ${EVD_NODES:-2} - 2 : 0 ))
+
+wait_line() { # FILE PATTERN SECS
+    local end=$((SECONDS + $3))
+    until grep -q "$2" "$1" 2>/dev/null; do
+        [ "$SECONDS" -lt "$end" ] || return 1
+        sleep 0.1
+    done
+}
 
 # ------------------------------------------------------------------ node A
 serve_loop() {
@@ -81,11 +95,37 @@ serve_loop() {
     done
 }
 
+# ------------------------------------------------------------ nodes C, D
+# Run a client of A (the kill scenario) whenever B asks: the same client as
+# B's, its output in the shared control directory.
+witness_loop() {
+    local handled= req id prov port log cli
+    "$nctl" post "offset-w$EVD_NODE" "$("$nctl" offset)"
+    while :; do
+        req=$("$nctl" wait witness 3600) || exit 1
+        read -r id prov port <<<"$req"
+        [ "$id" = done ] && exit 0
+        if [ "$id" = "$handled" ]; then sleep 0.2; continue; fi
+        handled=$id
+        log=/tmp/w-$id.log
+        "$peer" -p "$prov" -r client -a "$A" -P "$port" -n "$EPS" -m busy -t 90 -R >"$log" 2>&1 &
+        cli=$!
+        wait_line "$log" '^READY' 60 && "$nctl" post "wready-$EVD_NODE-$id"
+        wait "$cli"
+        echo "EXIT rc=$?" >>"$log"
+        cp "$log" "$ctl/.w$EVD_NODE-$id.tmp" && mv -f "$ctl/.w$EVD_NODE-$id.tmp" "$ctl/w$EVD_NODE-$id.log"
+        "$nctl" post "witnessed-$EVD_NODE-$id"
+    done
+}
+
 if [ "$EVD_NODE" = 0 ]; then
     serve_loop
     exit
 fi
-[ "$EVD_NODE" = 1 ] || exit 0
+if [ "$EVD_NODE" -ge 2 ]; then
+    witness_loop
+    exit
+fi
 
 # ------------------------------------------------------------------ node B
 pass=0 fail=0
@@ -115,13 +155,6 @@ domain_records() { # FILE: the records of the domain and the listener, in order
              w = $4 == "EQ-ERROR" ? ($6 ~ /=/ ? $5 : $6 " (" $5 ")") : $5
              printf "%s%s%s", n++ ? ", " : "", $3 == "ep=pep" ? "listener " : "", w }' "$1"
 }
-wait_line() { # FILE PATTERN SECS
-    local end=$((SECONDS + $3))
-    until grep -q "$2" "$1" 2>/dev/null; do
-        [ "$SECONDS" -lt "$end" ] || return 1
-        sleep 0.1
-    done
-}
 
 table=()
 port=7500
@@ -143,13 +176,19 @@ run() { # SCENARIO PROV
     port=$((port + 1))
     out=/tmp/b-$id.log
     [ "$sc" = remove ] && [ "$prov" = verbs ] && srv_secs=25
-    "$nctl" post serve "$id $prov $port $srv_secs"
+    local wit=0 secs=60
+    # with witnesses, A serves more clients and its reboot has more to
+    # reconnect: 90 s
+    [ "$sc" = kill ] && wit=$witnesses
+    [ "$wit" -gt 0 ] && secs=90
+    "$nctl" post serve "$id $prov $port $srv_secs $((EPS * (1 + wit)))"
     "$nctl" wait "started-$id" 120 >/dev/null || { notok "$id: A did not start its server"; return; }
     case $sc in flap | cut) rec=(-R -E) ;; kill) rec=(-R) ;; esac
     # 60 s: time for the transport to give up (about 14 s on rxe, 26 s on
     # siw), A's reboot (about 20 s) and a new connection
-    "$peer" -p "$prov" -r client -a "$A" -P "$port" -n "$EPS" -m busy -t 60 "${rec[@]}" >"$out" 2>&1 &
+    "$peer" -p "$prov" -r client -a "$A" -P "$port" -n "$EPS" -m busy -t "$secs" "${rec[@]}" >"$out" 2>&1 &
     cli=$!
+    [ "$wit" -gt 0 ] && "$nctl" post witness "$id $prov $port"
     if ! wait_line "$out" '^READY' 60; then
         notok "$id: B's connections did not carry a round trip"
         cat "$out"
@@ -157,6 +196,12 @@ run() { # SCENARIO PROV
         wait "$cli"
         return
     fi
+    local w wend=$((SECONDS + 30))
+    for w in $(seq 2 $((wit + 1))); do
+        # one deadline for all of them: B's client runs on meanwhile
+        "$nctl" wait "wready-$w-$id" $((wend > SECONDS ? wend - SECONDS : 1)) >/dev/null ||
+            notok "$id: node $w's connections did not carry a round trip"
+    done
     sleep 0.5
     # the times are when the host did it, on B's clock
     t_back=
@@ -175,8 +220,8 @@ run() { # SCENARIO PROV
         t_fault=$(done_at "$("$nctl" kill 0)")
         t_back=$t_fault
         sleep 2
-        # the rebooted A serves the one connection B makes again
-        "$nctl" post serve "$id-again $prov $port 60 1"
+        # the rebooted A serves the one connection B (and each witness) makes again
+        "$nctl" post serve "$id-again $prov $port 60 $((1 + wit))"
         "$nctl" reboot 0 >/dev/null
         ;;
     remove)
@@ -252,14 +297,48 @@ run() { # SCENARIO PROV
     table+=("$(printf 'TABLE | %s | %s | %s, %s s | %s, %s s | %s | %s |' "$sc" "$prov" \
         "${what:-nothing}" "$(since "$t_fault" "$first")" "${a_what:-nothing}" "$a_first" \
         "${a_dom:--}" "$recovery")")
+    for w in $(seq 2 $((wit + 1))); do
+        witnessed "$w" "$sc" "$id" "$prov" "$t_fault"
+    done
+}
+# witnessed NODE SCENARIO ID PROV T_FAULT: what witness NODE's client saw of A's death
+witnessed() {
+    local w=$1 sc=$2 id=$3 prov=$4 t_fault=$5 log tmin tmax first bad again rc off_w what
+    log=$ctl/w$w-$id.log
+    "$nctl" wait "witnessed-$w-$id" 120 >/dev/null || { notok "$id: node $w's client did not end"; return; }
+    sed "s/^/# node $w: /" "$log"
+    tmin=$(field "$log" terminal_min)
+    tmax=$(field "$log" terminal_max)
+    bad=$(field "$log" bad_payload)
+    rc=$(sed -n 's/^EXIT rc=//p' "$log")
+    again=$(sed -n 's/^RECONNECTED t=//p' "$log")
+    what=$(first_record "$log")
+    # node w's times on B's clock
+    off_w=$("$nctl" wait "offset-w$w" 5 || echo 0)
+    first=$(awk -v t="$(field "$log" first_fail)" -v w="$off_w" -v b="$off_b" \
+        'BEGIN { if (t + 0 <= 0) print 0; else printf "%.3f", t + w - b }')
+    [ -n "$again" ] && again=$(awk -v t="$again" -v w="$off_w" -v b="$off_b" 'BEGIN { printf "%.3f", t + w - b }')
+    check "[ '$rc' = 0 ] && [ '$bad' = 0 ]" "$id: node $w's process ended by itself, no wrong payload (exit $rc)"
+    if [ "$prov" = evd ]; then
+        check "[ '$tmin' = 1 ] && [ '$tmax' = 1 ]" \
+            "$id: every one of node $w's $EPS endpoints had exactly one terminal record (min $tmin, max $tmax)"
+        check "[ -n '$again' ]" "$id: node $w connected to the rebooted A in the same process"
+    fi
+    local recovery=-
+    [ -n "$again" ] && recovery="new connection $(since "$t_fault" "$again") s after"
+    table+=("$(printf 'TABLE | %s (node %s) | %s | %s, %s s | - | - | %s |' "$sc" "$w" "$prov" \
+        "${what:-nothing}" "$(since "$t_fault" "$first")" "$recovery")")
 }
 
+# witnesses only take part in the kill scenario
+[[ " $scenarios " == *" kill "* ]] || "$nctl" post witness "done"
 for sc in $scenarios; do
-    for prov in evd verbs; do
+    for prov in evd $([ "${EVD_NODES_VERBS:-1}" = 0 ] || echo verbs); do
         run "$sc" "$prov"
     done
 done
 "$nctl" post serve "done"
+"$nctl" post witness "done"
 echo "TABLE | fault | provider | B: first record, s after the fault | A: first endpoint record, s after | A's domain EQ | recovery (s after link up, heal, kill) |"
 printf '%s\n' "${table[@]}"
 echo "# failures.sh: $pass passed, $fail failed"

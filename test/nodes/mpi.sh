@@ -1,19 +1,20 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-# Open MPI across two nodes of the multi-node bed (EVD_NODES_MPI_PARTS, default
+# Open MPI across the nodes of the multi-node bed (EVD_NODES_MPI_PARTS, default
 # all three: "checked flap death"): test/mpi/mpi_check.c
 # (checked ping-pong, allreduce, numbers; messages up to 256 KiB: across
-# emulated nodes a megabyte takes about a second) with 2 and 4 ranks, half on each
-# node, over `evd;ofi_rxm` and `verbs;ofi_rxm` (cm PML, ofi MTL, nothing
-# else allowed); then a job across a 4 s link flap of node A, and one whose
-# peer node A is killed. mpirun runs on node B (1) and starts node A's (0) ranks
-# through test/vm/node-exec (its rsh agent: no ssh in the bed).
+# emulated nodes a megabyte takes about a second) with N and 2N ranks on N
+# nodes, spread evenly, over `evd;ofi_rxm` and `verbs;ofi_rxm` (cm PML, ofi
+# MTL, nothing else allowed); then, between nodes A (0) and B (1), a job
+# across a 4 s link flap of node A, and one whose peer node A is killed.
+# mpirun runs on node B and starts the other nodes' ranks through
+# test/vm/node-exec (its rsh agent: no ssh in the bed).
 #
-#   test/vm/run-nodes --nodes 2 -- bash test/nodes/mpi.sh BUILD_DIR
+#   test/vm/run-nodes [--nodes N] -- bash test/nodes/mpi.sh BUILD_DIR
 #
 # Node B prints, for evd, "ok - ..."/"not ok - ..." (mpi_check's own checks,
 # and that every rank chose the provider), and each run's summary line;
-# verbs's runs are reported as comments.
+# verbs's runs are reported as comments (EVD_NODES_VERBS=0: none).
 set -u
 build=$(cd "${1:?usage: mpi.sh BUILD_DIR}" && pwd)
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,22 +22,28 @@ nctl=$top/test/vm/node-ctl
 nexec=$top/test/vm/node-exec
 : "${EVD_NODE:?run on a node of test/vm/run-nodes}" "${EVD_NODE_CTL:?}"
 ctl=$EVD_NODE_CTL
+# FI_UNIVERSE_SIZE: ofi_rxm sizes its CQ from it (its default, 256, goes
+# past rxe's max_cqe); its address vector grows past it for 8 ranks
 export FI_PROVIDER_PATH=$build/.libs FI_UNIVERSE_SIZE=4 FI_VERBS_IFACE=$EVD_NODE_NETDEV
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset FI_PROVIDER
 ulimit -l unlimited
 
 parts=${EVD_NODES_MPI_PARTS:-checked flap death}
-if [ "$EVD_NODE" = 0 ]; then
+nodes=${EVD_NODES:-2}
+if [ "$EVD_NODE" != 1 ]; then
     "$nexec" serve &
     # B waits for this after rebooting A (the peer-death runs)
-    "$nctl" post "exec-up-$EVD_NODE_BOOT"
+    if [ "$EVD_NODE" = 0 ]; then
+        "$nctl" post "exec-up-$EVD_NODE_BOOT"
+    else
+        "$nctl" post "exec-up-node-$EVD_NODE"
+    fi
     "$nctl" wait mpi-done 1500 >/dev/null
     "$nexec" stop
     wait
     exit 0
 fi
-[ "$EVD_NODE" = 1 ] || exit 0
 trap '"$nctl" post mpi-done' EXIT
 
 fail=0
@@ -53,18 +60,25 @@ node_mpirun() {
         --mca mtl_ofi_verbose 1 --mca mpi_yield_when_idle 1 \
         -x FI_PROVIDER_PATH -x FI_UNIVERSE_SIZE -x FI_VERBS_IFACE "$@"
 }
-# the binary where both nodes see it at the same path
+# the binary where every node sees it at the same path
 mpicc -O2 -o "$ctl/mpi_check" "$top/test/mpi/mpi_check.c" || { echo "not ok - mpi: mpicc"; exit 1; }
 major=$(mpirun --version 2>/dev/null | sed -n 's/.*(Open MPI) \([0-9]*\).*/\1/p' | head -n 1)
 over=(--oversubscribe)
 [ "$major" = 5 ] && over=(--map-by :OVERSUBSCRIBE)
-for prov in "evd;ofi_rxm" "verbs;ofi_rxm"; do
+for i in $(seq 2 $((nodes - 1))); do
+    "$nctl" wait "exec-up-node-$i" 180 >/dev/null || { echo "not ok - mpi: node $i did not start"; exit 1; }
+done
+provs=("evd;ofi_rxm")
+[ "${EVD_NODES_VERBS:-1}" = 0 ] || provs+=("verbs;ofi_rxm")
+for prov in "${provs[@]}"; do
     [[ " $parts " == *" checked "* ]] || break
-    for np in 2 4; do
-        label="$prov across 2 nodes, $np ranks"
-        half=$((np / 2))
+    for np in "$nodes" $((2 * nodes)); do
+        label="$prov across $nodes nodes, $np ranks"
+        # mpirun's own node first: rank 0 is on B
+        hosts=evd-node-1:$((np / nodes)),evd-node-0:$((np / nodes))
+        for i in $(seq 2 $((nodes - 1))); do hosts+=,evd-node-$i:$((np / nodes)); done
         start=$(date +%s.%N)
-        node_mpirun 600 "$prov" "evd-node-1:$half,evd-node-0:$half" "$np" \
+        node_mpirun 600 "$prov" "$hosts" "$np" \
             "$ctl/mpi_check" -l "$label" -s -m 262144 >/tmp/mpi.out 2>/tmp/mpi.err
         rc=$?
         secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
@@ -226,12 +240,10 @@ if [[ " $parts " == *" death "* ]] || [[ " $parts " == *" flap "* ]]; then
     mpicc -O2 -o "$ctl/mpi_flap" "$top/test/mpi/mpi_flap.c" || { echo "not ok - mpi: mpicc mpi_flap"; exit 1; }
 fi
 if [[ " $parts " == *" flap "* ]]; then
-    flap "evd;ofi_rxm"
-    flap "verbs;ofi_rxm"
+    for prov in "${provs[@]}"; do flap "$prov"; done
 fi
 if [[ " $parts " == *" death "* ]]; then
-    death "evd;ofi_rxm" 60
-    death "verbs;ofi_rxm" 60
+    for prov in "${provs[@]}"; do death "$prov" 60; done
     "$nctl" wait "exec-up-$boot" 180 >/dev/null
 fi
 exit $fail

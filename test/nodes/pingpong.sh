@@ -8,7 +8,9 @@
 #
 # Node B prints "ok - ..."/"not ok - ..." per evd run (verbs: a comment
 # only, it is the comparison) and a "PINGPONG" line with the round trip
-# (usec/xfer) and bandwidth of each.
+# (usec/xfer) and bandwidth of each. EVD_PINGPONG_REPEAT=R (default 1) runs
+# the whole set R times, providers interleaved, and ends with a
+# "PINGPONG-MEDIAN" line per configuration (for speed on a quiet host).
 set -u
 build=$(cd "${1:?usage: pingpong.sh BUILD_DIR}" && pwd)
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -21,10 +23,12 @@ export FI_VERBS_IFACE=$EVD_NODE_NETDEV
 A=198.51.100.1
 runs=("evd msg" "verbs msg" "evd;ofi_rxm rdm" "verbs;ofi_rxm rdm")
 sizes=(64 65536)
+reps=${EVD_PINGPONG_REPEAT:-1}
+[[ "$reps" =~ ^[1-9][0-9]*$ ]] || { echo "not ok - EVD_PINGPONG_REPEAT must be a positive number, not '$reps'"; exit 1; }
 
 n=0
 if [ "$EVD_NODE" = 0 ]; then
-    for r in "${runs[@]}"; do
+    for _rep in $(seq "$reps"); do for r in "${runs[@]}"; do
         read -r prov ep <<<"$r"
         for s in "${sizes[@]}"; do
             n=$((n + 1))
@@ -37,12 +41,13 @@ if [ "$EVD_NODE" = 0 ]; then
             wait $!
             "$nctl" post "srv-done-$n" "$(echo "rc=$?"; cat "/tmp/srv.$n")"
         done
-    done
+    done; done
     exit 0
 fi
 [ "$EVD_NODE" = 1 ] || exit 0
 fail=0
-for r in "${runs[@]}"; do
+results=()
+for _rep in $(seq "$reps"); do for r in "${runs[@]}"; do
     read -r prov ep <<<"$r"
     for s in "${sizes[@]}"; do
         n=$((n + 1))
@@ -64,6 +69,7 @@ for r in "${runs[@]}"; do
             echo "ok - fi_pingpong -p '$prov' -e $ep -S $s across two nodes"
             read -r _ _ _ _ _ mbps usec _ <<<"$line"
             echo "PINGPONG $prov $ep $s usec_per_xfer=$usec MBps=$mbps"
+            results+=("$prov $ep $s $usec $mbps")
         elif [ "${prov%%;*}" = verbs ]; then
             # verbs is the comparison, not the subject: reported, not judged
             # (verbs;ofi_rxm's server fails fi_enable with -FI_EINVAL here)
@@ -75,5 +81,15 @@ for r in "${runs[@]}"; do
             fail=1
         fi
     done
-done
+done; done
+if [ "$reps" -gt 1 ] && [ "${#results[@]}" -gt 0 ]; then
+    # per configuration: the median round trip (the lower one of an even
+    # count) and the bandwidth of that run
+    printf '%s\n' "${results[@]}" | sort -k1,3 -k4,4n | awk '
+        { key = $1 " " $2 " " $3; n[key]++; u[key, n[key]] = $4; m[key, n[key]] = $5 }
+        END { for (k in n) { c = n[k]; h = int((c + 1) / 2)
+                  # u is sorted within a key; bandwidth taken from the same run
+                  printf "PINGPONG-MEDIAN %s runs=%d usec_per_xfer=%s MBps=%s (min %s, max %s)\n",
+                      k, c, u[k, h], m[k, h], u[k, 1], u[k, c] } }' | sort
+fi
 exit $fail
