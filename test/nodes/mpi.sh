@@ -114,12 +114,15 @@ done
 
 # ---- the peer node dies
 # Two ranks, one per node, exchange checked messages (test/mpi/mpi_flap.c,
-# MPI_ERRORS_RETURN); once traffic flows node A's VM is killed. On rxe the
-# survivor (rank 0, on B beside mpirun) must get an MPI error and exit within
-# 60 s instead of hanging (on siw it is reported). Measured: seconds from the kill to the survivor's error
-# line, to its exit and to mpirun's exit (reported: Open MPI 4.1's mpirun
-# waits for the dead node's daemon, whatever the fabric). A is rebooted
-# afterwards.
+# MPI_ERRORS_RETURN) with heartbeats on; after 50 round trips rank 1 (on A)
+# stops replying, so the survivor (rank 0, on B beside mpirun) is left
+# waiting in a receive, and A's VM is killed. The fabric tells only a
+# sender that its peer is gone, so the survivor learns it through its next
+# heartbeat send: on rxe it must get an MPI error and exit within 60 s
+# instead of hanging (on siw it is reported). Measured: seconds from the
+# kill to the survivor's error line, to its exit and to mpirun's exit
+# (reported: Open MPI's mpirun waits for the dead node's daemon, whatever
+# the fabric). A is rebooted afterwards.
 off_b=$("$nctl" offset) || off_b=0
 done_at() { # "ok T ...": T (the host's clock) on B's clock
     awk -v a="$1" -v b="$off_b" 'BEGIN { split(a, w, " "); printf "%.3f", w[2] - b }'
@@ -132,10 +135,10 @@ death() { # PROV LIMIT_S
     # the launch agent gives up on the dead node only after the limit: what
     # ends the survivor within it is the fabric, not the launcher
     EVD_NODE_EXEC_ALIVE=$((limit + 30)) node_mpirun $((limit + 120)) "$prov" "evd-node-1:1,evd-node-0:1" 2 \
-        "$ctl/mpi_flap" 600 >"$out" 2>"$err" &
+        "$ctl/mpi_flap" 600 heartbeat stall >"$out" 2>"$err" &
     mp=$!
     local end=$((SECONDS + 120))
-    until grep -aq 'first round trip' "$out"; do
+    until grep -aq 'rank 1 stops replying' "$out"; do
         if [ "$SECONDS" -ge "$end" ] || ! kill -0 "$mp" 2>/dev/null; then
             echo "not ok - mpi: $prov: the two-node job did not start"
             tail -n 20 "$err" | tr -d '\000' | sed 's/^/#   /'
@@ -143,7 +146,7 @@ death() { # PROV LIMIT_S
         fi
         sleep 0.1
     done
-    sleep 3
+    sleep 2  # rank 0 is waiting in MPI_Recv by now (and sending heartbeats)
     t_kill=$(done_at "$("$nctl" kill 0)")
     boot=$((boot + 1))
     end=$((SECONDS + limit))
