@@ -46,12 +46,15 @@ static void fill(uint8_t *b, long iter, int src)
         b[i] = (uint8_t)(iter * 131 + i * 7 + src * 29);
 }
 
-static int same(const uint8_t *b, long iter, int src)
+/* A wrong byte in round trip ITER's message from SRC ends the job (exit 4). */
+static void expect(const uint8_t *b, long iter, int src)
 {
     for (int i = 0; i < LEN; i++)
-        if (b[i] != (uint8_t)(iter * 131 + i * 7 + src * 29))
-            return 0;
-    return 1;
+        if (b[i] != (uint8_t)(iter * 131 + i * 7 + src * 29)) {
+            printf("mpi_flap: bad data at round trip %ld\n", iter);
+            fflush(stdout);
+            MPI_Abort(MPI_COMM_WORLD, 4);
+        }
 }
 
 static void fail(const char *what, int err)
@@ -142,11 +145,7 @@ int main(int argc, char **argv)
             fill(out, iter, 0);
             transfer(1, out, DATA_TAG, "MPI_Send");
             transfer(0, in, REPLY_TAG, "MPI_Recv");
-            if (!same(in, iter, 1)) {
-                printf("mpi_flap: bad data at round trip %ld\n", iter);
-                fflush(stdout);
-                MPI_Abort(MPI_COMM_WORLD, 4);
-            }
+            expect(in, iter, 1);
             double now = MPI_Wtime();
             if (now - last > gap) {
                 gap = now - last;
@@ -160,11 +159,7 @@ int main(int argc, char **argv)
             }
         } else {
             transfer(0, in, DATA_TAG, "MPI_Recv");
-            if (!same(in, iter, 0)) {
-                printf("mpi_flap: bad data at round trip %ld\n", iter);
-                fflush(stdout);
-                MPI_Abort(MPI_COMM_WORLD, 4);
-            }
+            expect(in, iter, 0);
             if (stall && iter == STALL_AFTER) {
                 printf("# mpi_flap: rank 1 stops replying after %d round trips (%.2f s)\n",
                        STALL_AFTER, MPI_Wtime() - t0);
