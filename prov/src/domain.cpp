@@ -5,6 +5,8 @@
 // the EQ bound with fi_domain_bind.
 #include "domain.h"
 
+#include "atomic_table.h"
+
 #include "api.h"
 #include "async.h"
 
@@ -92,6 +94,7 @@ int domain_close(struct fid* f) {
                          static_cast<unsigned long long>(st.discarded));
         }
         qp_pool_purge_pd(dom->pd.get());  // kept QPs go before the PD
+        dom->atomic_sink_mr.reset();
         if (int rc = release_with(dom->pd, ibv_dealloc_pd)) {
             EVD_WARN(FI_LOG_DOMAIN, "ibv_dealloc_pd: %d (a child object still uses it?)\n", rc);
             (void)dom->pd.release();  // left to the device context's close
@@ -232,9 +235,11 @@ int no_stx_ctx(struct fid_domain*, struct fi_tx_attr*, struct fid_stx**, void*) 
     EVD_WARN(FI_LOG_DOMAIN, "fi_stx_context: not supported (max_ep_stx_ctx is 0)\n");
     return -FI_ENOSYS;
 }
-int no_query_atomic(struct fid_domain*, enum fi_datatype, enum fi_op, struct fi_atomic_attr*,
-                    uint64_t) {
-    return -FI_ENOSYS;
+int domain_query_atomic(struct fid_domain* f, enum fi_datatype dt, enum fi_op op,
+                        struct fi_atomic_attr* attr, uint64_t flags) {
+    domain* d = domain_from_fid(f);
+    if (!d) return -FI_EINVAL;
+    return atomic_query(d->dev->attr.orig_attr.atomic_cap, dt, op, attr, flags);
 }
 int no_query_collective(struct fid_domain*, enum fi_collective_op, struct fi_collective_attr*,
                         uint64_t) {
@@ -314,6 +319,16 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
         dom->fab = fab;
         dom->dev = dev;
         dom->fail_fast.store(get_params().fail_fast);
+        if (dev->attr.orig_attr.atomic_cap != IBV_ATOMIC_NONE) {
+            dom->atomic_sink_mr.reset(ibv_reg_mr(pd.get(), &dom->atomic_sink,
+                                                 sizeof dom->atomic_sink, IBV_ACCESS_LOCAL_WRITE));
+            if (!dom->atomic_sink_mr) {
+                int e = errno;
+                EVD_WARN(FI_LOG_DOMAIN, "fi_domain: ibv_reg_mr(8 bytes for atomics) on %s: %s\n",
+                         dev->name.c_str(), strerror(e));
+                return fi_err(e ? e : ENOMEM);
+            }
+        }
         // Async events the device queued before this domain existed belong to
         // the domains already open (or to nobody): dispatch them now so the
         // new domain never receives stale port events (async.cpp).
@@ -356,7 +371,7 @@ struct fi_ops_domain domain_ops = {
     .poll_open = poll_open,
     .stx_ctx = no_stx_ctx,
     .srx_ctx = srx_open,
-    .query_atomic = no_query_atomic,
+    .query_atomic = domain_query_atomic,
     .query_collective = no_query_collective,
     .endpoint2 = nullptr,
 };

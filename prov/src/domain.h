@@ -40,6 +40,11 @@ struct domain {
     // The registration cache (mr_cache.h); null without one. Holds a
     // reference on the memory monitor.
     std::unique_ptr<mr_cache> mrc;
+    // Where a base fi_atomic FI_SUM (a fetch-and-add whose old value nobody
+    // wants) puts the old value: 8 bytes registered for local writes, on
+    // devices with atomics (atomic_table.h). Concurrent adds overwrite it.
+    alignas(8) uint64_t atomic_sink = 0;
+    ibv_mr_ptr atomic_sink_mr;
     // QP reuse counters (qp_pool.h; fi_control FI_EVD_QP_POOL_STATS).
     struct {
         std::atomic<uint64_t> reused{0}, created{0}, retired{0}, discarded{0};

@@ -137,9 +137,12 @@ mr_entry* mr_cache::reg_new(uintptr_t start, uintptr_t end, int access, int* err
     }
     e->start = start;
     e->end = end;
-    e->access = kFullAccess;
-    e->ibmr.reset(ibv_reg_mr(pd_, reinterpret_cast<void*>(start), end - start, kFullAccess));
-    if (!e->ibmr && (errno == EFAULT || errno == EACCES || errno == EPERM) && access != kFullAccess) {
+    // everything but atomics, which only registrations that ask for them
+    // carry (a device without atomics may refuse the bit)
+    const int full = kFullAccess | (access & IBV_ACCESS_REMOTE_ATOMIC);
+    e->access = full;
+    e->ibmr.reset(ibv_reg_mr(pd_, reinterpret_cast<void*>(start), end - start, full));
+    if (!e->ibmr && (errno == EFAULT || errno == EACCES || errno == EPERM) && access != full) {
         e->access = access;  // read-only memory: what was asked for
         e->ibmr.reset(ibv_reg_mr(pd_, reinterpret_cast<void*>(start), end - start, access));
     }
