@@ -166,8 +166,6 @@ ssize_t do_atomic(ep* e, const atomic_req& q) {
         break;
     case atomic_wire::rdma_write:
         wr.opcode = IBV_WR_RDMA_WRITE;
-        wr.wr.rdma.remote_addr = q.addr;
-        wr.wr.rdma.rkey = static_cast<uint32_t>(q.key);
         sge.addr = reinterpret_cast<uintptr_t>(opnd);
         if (ep_max_inline(e) >= kAtomicSize) {
             wr.send_flags |= IBV_SEND_INLINE;  // copied now: no descriptor needed
@@ -181,11 +179,13 @@ ssize_t do_atomic(ep* e, const atomic_req& q) {
         break;
     case atomic_wire::rdma_read:
         wr.opcode = IBV_WR_RDMA_READ;
-        wr.wr.rdma.remote_addr = q.addr;
-        wr.wr.rdma.rkey = static_cast<uint32_t>(q.key);
         sge.addr = reinterpret_cast<uintptr_t>(res);
         sge.lkey = mr_desc_lkey(res_desc);
         break;
+    }
+    if (wr.opcode == IBV_WR_RDMA_WRITE || wr.opcode == IBV_WR_RDMA_READ) {
+        wr.wr.rdma.remote_addr = q.addr;
+        wr.wr.rdma.rkey = static_cast<uint32_t>(q.key);
     }
     const tx_kind kind = row->counter == FI_READ ? tx_kind::read : tx_kind::write;
     return ep_post_sq(e, wr, kind, !q.no_ctx && ep_tx_completion(e, q.flags), q.no_ctx,

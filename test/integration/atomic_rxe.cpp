@@ -40,8 +40,10 @@ protected:
     bool ask_atomic = true;   // the pair's hints ask for FI_ATOMIC
     std::vector<side> extra_clients;
     std::vector<struct fid_ep*> extra_servers;  // on s.dom, bound to s's EQ and CQs
+    std::vector<struct fid_mr*> mrs;            // what reg() registered, closed first
 
     void TearDown() override {
+        for (struct fid_mr* m : mrs) EXPECT_EQ(fi_close(&m->fid), 0);
         for (struct fid_ep* ep : extra_servers) EXPECT_EQ(fi_close(&ep->fid), 0);
         for (side& x : extra_clients) close_side(x);
         for (side* x : {&c, &s})
@@ -81,6 +83,7 @@ protected:
     struct fid_mr* reg(side& x, void* buf, size_t len, uint64_t access) {
         struct fid_mr* mr = nullptr;
         EXPECT_EQ(fi_mr_reg(x.dom, buf, len, access, 0, 0, 0, &mr, nullptr), 0);
+        if (mr) mrs.push_back(mr);
         return mr;
     }
 
@@ -133,6 +136,19 @@ protected:
                            {}, &sep);
     }
 };
+
+// An fi_msg_atomic for FI_SUM on FI_UINT64 with one operand and one target.
+struct fi_msg_atomic uint64_sum(const struct fi_ioc* op, const struct fi_rma_ioc* rma, void* ctx) {
+    struct fi_msg_atomic m {};
+    m.msg_iov = op;
+    m.iov_count = 1;
+    m.rma_iov = rma;
+    m.rma_iov_count = 1;
+    m.datatype = FI_UINT64;
+    m.op = FI_SUM;
+    m.context = ctx;
+    return m;
+}
 
 #define NEED_ATOMICS()                                                                     \
     do {                                                                                   \
@@ -230,14 +246,7 @@ TEST_F(AtomicRxe, EveryOperationChangesTheTargetAsDocumented) {
     // the msg forms, with FI_FENCE
     struct fi_ioc op = {&two, 1};
     struct fi_rma_ioc rma = {raddr, 1, key};
-    struct fi_msg_atomic m {};
-    m.msg_iov = &op;
-    m.iov_count = 1;
-    m.rma_iov = &rma;
-    m.rma_iov_count = 1;
-    m.datatype = FI_UINT64;
-    m.op = FI_SUM;
-    m.context = &ctx;
+    struct fi_msg_atomic m = uint64_sum(&op, &rma, &ctx);
     struct fi_ioc result = {&res[5], 1};
     ASSERT_EQ(fi_fetch_atomicmsg(c.ep, &m, &result, &rd, 1, FI_FENCE | FI_COMPLETION), 0);
     ASSERT_NO_FATAL_FAILURE(expect_done(c, &ctx, FI_ATOMIC));
@@ -246,8 +255,6 @@ TEST_F(AtomicRxe, EveryOperationChangesTheTargetAsDocumented) {
     ASSERT_EQ(fi_atomicmsg(c.ep, &m, FI_COMPLETION), 0);
     ASSERT_NO_FATAL_FAILURE(expect_done(c, &ctx, FI_ATOMIC));
     EXPECT_EQ(target[0], 112u);
-    EXPECT_EQ(fi_close(&tm->fid), 0);
-    EXPECT_EQ(fi_close(&rm->fid), 0);
 }
 
 TEST_F(AtomicRxe, CompareSwapHitsAndMisses) {
@@ -272,8 +279,6 @@ TEST_F(AtomicRxe, CompareSwapHitsAndMisses) {
     ASSERT_NO_FATAL_FAILURE(expect_done(c, &ctx, FI_ATOMIC));
     EXPECT_EQ(res[1], 7u);
     EXPECT_EQ(target, 7u);
-    EXPECT_EQ(fi_close(&tm->fid), 0);
-    EXPECT_EQ(fi_close(&rm->fid), 0);
 }
 
 // What evd refuses at the call, with the documented error, before anything
@@ -303,13 +308,7 @@ TEST_F(AtomicRxe, RefusedAtTheCallNotOnTheWire) {
                         nullptr), -FI_EINVAL) << "not a 32-bit key";
     struct fi_ioc op = {one, 1};
     struct fi_rma_ioc rma = {raddr, 1, key};
-    struct fi_msg_atomic m {};
-    m.msg_iov = &op;
-    m.iov_count = 1;
-    m.rma_iov = &rma;
-    m.rma_iov_count = 1;
-    m.datatype = FI_UINT64;
-    m.op = FI_SUM;
+    struct fi_msg_atomic m = uint64_sum(&op, &rma, nullptr);
     struct fi_ioc result = {res, 1};
     EXPECT_EQ(fi_fetch_atomicmsg(c.ep, &m, &result, &rd, 1, FI_INJECT), -FI_EINVAL);
     EXPECT_EQ(fi_atomicmsg(c.ep, &m, FI_REMOTE_CQ_DATA), -FI_EOPNOTSUPP);
@@ -325,8 +324,6 @@ TEST_F(AtomicRxe, RefusedAtTheCallNotOnTheWire) {
     ASSERT_NO_FATAL_FAILURE(expect_done(c, &ctx, FI_ATOMIC));
     EXPECT_EQ(res[0], 5u);
     EXPECT_EQ(target[0], 6u);
-    EXPECT_EQ(fi_close(&tm->fid), 0);
-    EXPECT_EQ(fi_close(&rm->fid), 0);
 }
 
 // Counters: fetching and compare atomics count as FI_READ, base atomics as
@@ -355,8 +352,6 @@ TEST_F(AtomicRxe, CountersCountAtomicsByKind) {
     EXPECT_EQ(fi_cntr_readerr(c.rd), 0u);
     EXPECT_EQ(res, 4u);  // the compare saw 3 + 1 = 4: no swap
     EXPECT_EQ(target, 4u);
-    EXPECT_EQ(fi_close(&tm->fid), 0);
-    EXPECT_EQ(fi_close(&rm->fid), 0);
 }
 
 // Four endpoints (four connections, four client domains) add 1 into one
@@ -430,8 +425,6 @@ TEST_F(AtomicRxe, ConcurrentFetchAddFromFourEndpointsLosesNothing) {
                           << " holds " << sorted[static_cast<size_t>(i)];
             break;
         }
-    for (struct fid_mr* m : rms) EXPECT_EQ(fi_close(&m->fid), 0);
-    EXPECT_EQ(fi_close(&tm->fid), 0);
 }
 
 // An atomic on memory registered without FI_REMOTE_WRITE: the device
@@ -458,25 +451,11 @@ TEST_F(AtomicRxe, RemoteAccessViolationEndsTheEndpointOnce) {
     EXPECT_EQ(err.err, FI_EACCES);
     EXPECT_EQ(err.prov_errno, IBV_WC_REM_ACCESS_ERR);
     EXPECT_EQ(target, 0u);
-    int terminal = 0;
-    auto end = clk::now() + std::chrono::seconds(3);
-    while (clk::now() < end) {
-        uint32_t ev;
-        uint8_t buf[512];
-        ssize_t r = fi_eq_read(c.eq, &ev, buf, sizeof buf, 0);
-        if (r == -FI_EAVAIL) {
-            struct fi_eq_err_entry ee {};
-            ASSERT_GT(fi_eq_readerr(c.eq, &ee, 0), 0);
-            EXPECT_EQ(ee.fid, &c.ep->fid);
-            EXPECT_EQ(ee.err, FI_EACCES);
-            EXPECT_EQ(ee.prov_errno, FI_EVD_PERR(FI_EVD_PERR_WC, IBV_WC_REM_ACCESS_ERR));
-            ++terminal;
-        } else if (r > 0) {
-            if (ev == FI_SHUTDOWN) ++terminal;
-        } else {
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-    }
+    const int terminal = rxetest::terminal_events(c.eq, 3, [&](const struct fi_eq_err_entry& ee) {
+        EXPECT_EQ(ee.fid, &c.ep->fid);
+        EXPECT_EQ(ee.err, FI_EACCES);
+        EXPECT_EQ(ee.prov_errno, FI_EVD_PERR(FI_EVD_PERR_WC, IBV_WC_REM_ACCESS_ERR));
+    });
     EXPECT_EQ(terminal, 1);
     int ctx2;
     ssize_t r = fi_fetch_atomic(c.ep, &one, 1, nullptr, &res, fi_mr_desc(rm), 0, raddr, key,
@@ -488,8 +467,6 @@ TEST_F(AtomicRxe, RemoteAccessViolationEndsTheEndpointOnce) {
         EXPECT_EQ(err.op_context, &ctx2);
     }
     EXPECT_EQ(target, 0u);
-    EXPECT_EQ(fi_close(&tm->fid), 0);
-    EXPECT_EQ(fi_close(&rm->fid), 0);
 }
 
 // siw has no atomics: no FI_ATOMIC in fi_getinfo, hints asking for it find
