@@ -60,12 +60,6 @@ const char* atomic_wire_name(atomic_wire w) noexcept {
 
 int atomic_valid(int atomic_cap, atomic_kind kind, enum fi_datatype dt, enum fi_op op,
                  size_t* count) noexcept {
-    const unsigned udt = static_cast<unsigned>(dt), uop = static_cast<unsigned>(op);
-    if (udt > FI_UINT128 || uop >= FI_ATOMIC_OP_LAST) {
-        EVD_WARN(FI_LOG_EP_DATA, "%svalid: datatype %u / op %u is not a point-to-point atomic "
-                 "datatype / operation\n", atomic_kind_name(kind), udt, uop);
-        return -FI_EINVAL;
-    }
     if (atomic_cap == IBV_ATOMIC_NONE) {
         EVD_INFO(FI_LOG_EP_DATA, "%s: the device has no atomic operations (atomic_cap NONE)\n",
                  atomic_kind_name(kind));

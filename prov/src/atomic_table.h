@@ -53,8 +53,9 @@ const atomic_row* atomic_lookup(atomic_kind kind, enum fi_op op, enum fi_datatyp
 // 0 with attr filled (count 1, size 8), -FI_EBADFLAGS for flags outside
 // FI_FETCH_ATOMIC|FI_COMPARE_ATOMIC|FI_TAGGED or with both of the first two,
 // -FI_EOPNOTSUPP for FI_TAGGED (evd has no tagged atomics), for a device
-// without atomics and for combinations without a row, -FI_EINVAL for a
-// datatype or op outside the enums. Logs why at info level.
+// without atomics and for combinations without a row (any datatype or op
+// value, known to this libfabric or not), -FI_EINVAL for a NULL attr. Logs
+// why at info level.
 int atomic_query(int atomic_cap, enum fi_datatype dt, enum fi_op op, struct fi_atomic_attr* attr,
                  uint64_t flags) noexcept;
 

@@ -48,8 +48,9 @@ uint64_t query_flags(atomic_kind k) {
 TEST(AtomicTable, ExactlyTheExpectedCombinations) {
     EXPECT_EQ(atomic_table_len, kExpected.size());
     for (atomic_kind k : kKinds)
-        for (int op = 0; op < FI_ATOMIC_OP_LAST; ++op)
-            for (int dt = 0; dt <= FI_UINT128; ++dt) {
+        // every op and datatype of libfabric 1.17 and 2.x, and some past them
+        for (int op = 0; op < 24; ++op)
+            for (int dt = 0; dt < 24; ++dt) {
                 const bool want = kExpected.count({k, op, dt}) > 0;
                 const auto eop = static_cast<enum fi_op>(op);
                 const auto edt = static_cast<enum fi_datatype>(dt);
@@ -94,10 +95,11 @@ TEST(AtomicTable, QueryFlagRules) {
     EXPECT_EQ(atomic_query(IBV_ATOMIC_HCA, FI_UINT64, FI_SUM, &attr, FI_TAGGED), -FI_EOPNOTSUPP);
     EXPECT_EQ(atomic_query(IBV_ATOMIC_HCA, FI_UINT64, FI_SUM, &attr, FI_SEND), -FI_EBADFLAGS);
     EXPECT_EQ(atomic_query(IBV_ATOMIC_HCA, FI_UINT64, FI_SUM, nullptr, 0), -FI_EINVAL);
-    EXPECT_EQ(atomic_query(IBV_ATOMIC_HCA, static_cast<enum fi_datatype>(FI_UINT128 + 1), FI_SUM,
-                           &attr, 0),
-              -FI_EINVAL);
-    EXPECT_EQ(atomic_query(IBV_ATOMIC_HCA, FI_UINT64, FI_ATOMIC_OP_LAST, &attr, 0), -FI_EINVAL);
+    // values past the enums (2.x added FI_DIFF and small floats): not offered
+    EXPECT_EQ(atomic_query(IBV_ATOMIC_HCA, static_cast<enum fi_datatype>(40), FI_SUM, &attr, 0),
+              -FI_EOPNOTSUPP);
+    EXPECT_EQ(atomic_query(IBV_ATOMIC_HCA, FI_UINT64, static_cast<enum fi_op>(40), &attr, 0),
+              -FI_EOPNOTSUPP);
     // the kinds are told apart by the flags: a compare op is no base op
     EXPECT_EQ(atomic_query(IBV_ATOMIC_HCA, FI_UINT64, FI_CSWAP, &attr, 0), -FI_EOPNOTSUPP);
     EXPECT_EQ(atomic_query(IBV_ATOMIC_HCA, FI_UINT64, FI_CSWAP, &attr, FI_COMPARE_ATOMIC), 0);
