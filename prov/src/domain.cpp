@@ -108,6 +108,22 @@ int domain_close(struct fid* f) {
     });
 }
 
+// The page base atomics discard their fetched value into (domain.h). A
+// failure is logged and leaves base FI_SUM unavailable, nothing else.
+void open_atomic_sink(domain* dom, struct ibv_pd* pd) {
+    const long ps = sysconf(_SC_PAGESIZE);
+    const size_t page = ps > 0 ? static_cast<size_t>(ps) : 4096;
+    dom->atomic_sink.reset(static_cast<uint64_t*>(std::aligned_alloc(page, page)));
+    if (!dom->atomic_sink) {
+        EVD_WARN(FI_LOG_DOMAIN, "fi_domain: no memory for the atomic sink: base FI_SUM off\n");
+        return;
+    }
+    dom->atomic_sink_mr.reset(ibv_reg_mr(pd, dom->atomic_sink.get(), page, IBV_ACCESS_LOCAL_WRITE));
+    if (!dom->atomic_sink_mr)
+        EVD_WARN(FI_LOG_DOMAIN, "fi_domain: ibv_reg_mr(atomic sink) on %s: %s: base FI_SUM off\n",
+                 dom->dev->name.c_str(), strerror(errno));
+}
+
 // The domain's registration cache, when FI_EVD_MR_CACHE* allow one and the
 // memory monitor runs; without one every fi_mr_reg registers.
 void open_mr_cache(domain* dom) {
@@ -125,7 +141,9 @@ void open_mr_cache(domain* dom) {
                             static_cast<size_t>(cpus) / 2;
     }
     try {
-        dom->mrc = std::make_unique<mr_cache>(dom->pd.get(), lim);
+        const bool atomics = dom->dev->attr.orig_attr.atomic_cap != IBV_ATOMIC_NONE;
+        dom->mrc = std::make_unique<mr_cache>(dom->pd.get(), lim,
+                                              atomics ? IBV_ACCESS_REMOTE_ATOMIC : 0);
     } catch (const std::bad_alloc&) {
         EVD_WARN(FI_LOG_DOMAIN, "fi_domain: no memory for the registration cache: none\n");
         mem_monitor_put();
@@ -238,7 +256,10 @@ int no_stx_ctx(struct fid_domain*, struct fi_tx_attr*, struct fid_stx**, void*) 
 int domain_query_atomic(struct fid_domain* f, enum fi_datatype dt, enum fi_op op,
                         struct fi_atomic_attr* attr, uint64_t flags) {
     domain* d = domain_from_fid(f);
-    if (!d) return -FI_EINVAL;
+    if (!d) {
+        EVD_WARN(FI_LOG_DOMAIN, "fi_query_atomic: not an evd domain\n");
+        return -FI_EINVAL;
+    }
     return atomic_query(d->dev->attr.orig_attr.atomic_cap, dt, op, attr, flags);
 }
 int no_query_collective(struct fid_domain*, enum fi_collective_op, struct fi_collective_attr*,
@@ -319,16 +340,7 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
         dom->fab = fab;
         dom->dev = dev;
         dom->fail_fast.store(get_params().fail_fast);
-        if (dev->attr.orig_attr.atomic_cap != IBV_ATOMIC_NONE) {
-            dom->atomic_sink_mr.reset(ibv_reg_mr(pd.get(), &dom->atomic_sink,
-                                                 sizeof dom->atomic_sink, IBV_ACCESS_LOCAL_WRITE));
-            if (!dom->atomic_sink_mr) {
-                int e = errno;
-                EVD_WARN(FI_LOG_DOMAIN, "fi_domain: ibv_reg_mr(8 bytes for atomics) on %s: %s\n",
-                         dev->name.c_str(), strerror(e));
-                return fi_err(e ? e : ENOMEM);
-            }
-        }
+        if (dev->attr.orig_attr.atomic_cap != IBV_ATOMIC_NONE) open_atomic_sink(dom.get(), pd.get());
         // Async events the device queued before this domain existed belong to
         // the domains already open (or to nobody): dispatch them now so the
         // new domain never receives stale port events (async.cpp).

@@ -36,14 +36,14 @@ ssize_t one_element(const char* what, const struct fi_ioc* iov, size_t n, void**
     }
     for (size_t i = 0; i < n; ++i) {
         if (!iov[i].count) continue;
+        if (iov[i].count > 1 || total) {  // checked before adding: no wrap-around
+            EVD_WARN(FI_LOG_EP_DATA, "atomic: %s has more than one element; evd does one per "
+                     "request (fi_atomicvalid count 1)\n", what);
+            return -FI_EMSGSIZE;
+        }
         total += iov[i].count;
         addr = iov[i].addr;
         d = desc ? desc[i] : nullptr;
-    }
-    if (total > 1) {
-        EVD_WARN(FI_LOG_EP_DATA, "atomic: %s has %zu elements; evd does one per request "
-                 "(fi_atomicvalid count 1)\n", what, total);
-        return -FI_EMSGSIZE;
     }
     if (total == 0 || !addr) {
         EVD_WARN(FI_LOG_EP_DATA, "atomic: %s has no element (count 0 or a NULL buffer)\n", what);
@@ -89,6 +89,11 @@ ssize_t do_atomic(ep* e, const atomic_req& q) {
         EVD_WARN(FI_LOG_EP_DATA, "%s: op %d on datatype %d is not offered (fi_evd(7), ATOMIC "
                  "OPERATIONS; fi_atomicvalid answers -FI_EOPNOTSUPP)\n", atomic_kind_name(q.kind),
                  static_cast<int>(q.op), static_cast<int>(q.dt));
+        return -FI_EOPNOTSUPP;
+    }
+    if (q.flags & FI_TAGGED) {
+        EVD_WARN(FI_LOG_EP_DATA, "%s: FI_TAGGED: evd has no tagged atomics\n",
+                 atomic_kind_name(q.kind));
         return -FI_EOPNOTSUPP;
     }
     if (q.flags & FI_REMOTE_CQ_DATA) {
@@ -157,7 +162,12 @@ ssize_t do_atomic(ep* e, const atomic_req& q) {
             wr.wr.atomic.swap = load8(opnd);
         }
         if (q.kind == atomic_kind::base) {  // the old value goes to the domain's sink
-            sge.addr = reinterpret_cast<uintptr_t>(&e->dom->atomic_sink);
+            if (!e->dom->atomic_sink_mr) {
+                EVD_WARN(FI_LOG_EP_DATA, "fi_atomic(FI_SUM): the domain has no atomic sink (see "
+                         "the fi_domain warning)\n");
+                return -FI_ENOMEM;
+            }
+            sge.addr = reinterpret_cast<uintptr_t>(e->dom->atomic_sink.get());
             sge.lkey = e->dom->atomic_sink_mr->lkey;
         } else {
             sge.addr = reinterpret_cast<uintptr_t>(res);
@@ -222,6 +232,10 @@ int check_msg(const char* who, const struct fi_msg_atomic* msg) {
         EVD_WARN(FI_LOG_EP_DATA, "%s: rma_iov count %zu; evd does one element per request\n",
                  who, msg->rma_iov[0].count);
         return -FI_EMSGSIZE;
+    }
+    if (!msg->rma_iov[0].count) {
+        EVD_WARN(FI_LOG_EP_DATA, "%s: rma_iov count 0\n", who);
+        return -FI_EINVAL;
     }
     return 0;
 }
@@ -317,7 +331,11 @@ ssize_t at_compwritemsg(struct fid_ep* f, const struct fi_msg_atomic* msg,
 // ---------------------------------------------------------------- valid
 int valid(struct fid_ep* f, atomic_kind k, enum fi_datatype dt, enum fi_op op, size_t* count) {
     ep* e = ep_of(f);
-    if (!e || !count) return -FI_EINVAL;
+    if (!e || !count) {
+        EVD_WARN(FI_LOG_EP_DATA, "%s valid: %s\n", atomic_kind_name(k),
+                 e ? "count is NULL" : "not an evd endpoint");
+        return -FI_EINVAL;
+    }
     return atomic_valid(e->dom->dev->attr.orig_attr.atomic_cap, k, dt, op, count);
 }
 int at_writevalid(struct fid_ep* f, enum fi_datatype dt, enum fi_op op, size_t* count) {

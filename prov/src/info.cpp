@@ -379,7 +379,7 @@ void fill_tx_attr(fi_tx_attr* tx, const dev_desc& d, uint32_t version, const wan
     if (h && h->tx_attr && h->tx_attr->caps) tx->caps = h->tx_attr->caps & w.caps;
     tx->mode = 0;
     tx->op_flags = h && h->tx_attr ? h->tx_attr->op_flags : 0;
-    tx->msg_order = kMsgOrder;
+    tx->msg_order = d.atomic_cap == IBV_ATOMIC_NONE ? kMsgOrder & ~kAtomicOrder : kMsgOrder;
     // RC completes in order; 2.0 deprecated saying so (FI_ORDER_STRICT)
     tx->comp_order = api::has_2_0(version) ? 0 : api::kOrderStrict;
     tx->inject_size = inject_limit(d);
@@ -402,7 +402,7 @@ void fill_rx_attr(fi_rx_attr* rx, const dev_desc& d, uint32_t version, const wan
     if (h && h->rx_attr && h->rx_attr->caps) rx->caps = h->rx_attr->caps & w.caps;
     rx->mode = w.cq_data ? FI_RX_CQ_DATA : 0;
     rx->op_flags = h && h->rx_attr ? h->rx_attr->op_flags : 0;
-    rx->msg_order = kMsgOrder;
+    rx->msg_order = d.atomic_cap == IBV_ATOMIC_NONE ? kMsgOrder & ~kAtomicOrder : kMsgOrder;
     rx->comp_order = api::has_2_0(version) ? 0 : api::kOrderStrict | api::kOrderData;
     rx->total_buffered_recv = 0;
     rx->size = clamp_param(get_params().rx_size, d.max_qp_wr);

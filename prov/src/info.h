@@ -89,6 +89,9 @@ inline constexpr uint64_t kMsgOrder = FI_ORDER_RAR | FI_ORDER_RMA_RAR | FI_ORDER
                                       FI_ORDER_RMA_WAW | FI_ORDER_WAS | FI_ORDER_SAW |
                                       FI_ORDER_SAS | FI_ORDER_ATOMIC_RAR |
                                       FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW;
+// The ordering bits about atomics, answered only by devices with atomics.
+inline constexpr uint64_t kAtomicOrder =
+    FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW;
 inline constexpr uint64_t kTxOpFlags =
     FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_COMPLETION;
 inline constexpr uint64_t kRxOpFlags = FI_COMPLETION;

@@ -250,8 +250,6 @@ TEST(InfoFilter, ProtocolFollowsTheTransport) {
     EXPECT_EQ(run(h.h, out), -FI_ENODATA);  // no iWARP device among all()
 }
 
-// iWARP carries no immediate data and completes sends locally: its answer
-// has neither, and hints that need them skip it.
 // FI_ATOMIC is offered by devices with atomics only; hints that ask for it
 // skip the others, and atomics, like RMA, address memory remotely.
 TEST(InfoFilter, AtomicsFollowTheDevice) {
@@ -266,7 +264,10 @@ TEST(InfoFilter, AtomicsFollowTheDevice) {
             EXPECT_EQ(i->caps & FI_ATOMIC, is_iw ? 0u : uint64_t{FI_ATOMIC});
             EXPECT_EQ(i->tx_attr->caps & FI_ATOMIC, is_iw ? 0u : uint64_t{FI_ATOMIC});
             EXPECT_EQ(i->rx_attr->caps & FI_ATOMIC, is_iw ? 0u : uint64_t{FI_ATOMIC});
-            EXPECT_EQ(i->tx_attr->msg_order & FI_ORDER_ATOMIC_RAW, uint64_t{FI_ORDER_ATOMIC_RAW});
+            EXPECT_EQ(i->tx_attr->msg_order & FI_ORDER_ATOMIC_RAW,
+                      is_iw ? 0u : uint64_t{FI_ORDER_ATOMIC_RAW});
+            EXPECT_EQ(i->rx_attr->msg_order & FI_ORDER_ATOMIC_RAR,
+                      is_iw ? 0u : uint64_t{FI_ORDER_ATOMIC_RAR});
         }
     }
     {
@@ -292,13 +293,13 @@ TEST(InfoFilter, AtomicsFollowTheDevice) {
         h.h->caps = FI_MSG;  // no remote access: no remote-key duties
         infos out;
         ASSERT_EQ(run(h.h, out, {}, devs), 0);
-        for (fi_info* i : out.list()) {
-            EXPECT_EQ(i->caps & FI_ATOMIC, 0u);
+        for (fi_info* i : out.list())
             EXPECT_EQ(i->domain_attr->mr_mode & (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY), 0);
-        }
     }
 }
 
+// iWARP carries no immediate data and completes sends locally: its answer
+// has neither, and hints that need them skip it.
 TEST(InfoFilter, IwarpHasNoCqDataNorTransmitComplete) {
     const std::vector<dev_desc> devs = {roce(), iwarp()};
     {
