@@ -5,6 +5,8 @@
 // the EQ bound with fi_domain_bind.
 #include "domain.h"
 
+#include "atomic_table.h"
+
 #include "api.h"
 #include "async.h"
 
@@ -92,6 +94,7 @@ int domain_close(struct fid* f) {
                          static_cast<unsigned long long>(st.discarded));
         }
         qp_pool_purge_pd(dom->pd.get());  // kept QPs go before the PD
+        dom->atomic_sink_mr.reset();
         if (int rc = release_with(dom->pd, ibv_dealloc_pd)) {
             EVD_WARN(FI_LOG_DOMAIN, "ibv_dealloc_pd: %d (a child object still uses it?)\n", rc);
             (void)dom->pd.release();  // left to the device context's close
@@ -103,6 +106,22 @@ int domain_close(struct fid* f) {
         delete dom;
         return 0;
     });
+}
+
+// The page base atomics discard their fetched value into (domain.h). A
+// failure is logged and leaves base FI_SUM unavailable, nothing else.
+void open_atomic_sink(domain* dom, struct ibv_pd* pd) {
+    const long ps = sysconf(_SC_PAGESIZE);
+    const size_t page = ps > 0 ? static_cast<size_t>(ps) : 4096;
+    dom->atomic_sink.reset(static_cast<uint64_t*>(std::aligned_alloc(page, page)));
+    if (!dom->atomic_sink) {
+        EVD_WARN(FI_LOG_DOMAIN, "fi_domain: no memory for the atomic sink: base FI_SUM off\n");
+        return;
+    }
+    dom->atomic_sink_mr.reset(ibv_reg_mr(pd, dom->atomic_sink.get(), page, IBV_ACCESS_LOCAL_WRITE));
+    if (!dom->atomic_sink_mr)
+        EVD_WARN(FI_LOG_DOMAIN, "fi_domain: ibv_reg_mr(atomic sink) on %s: %s: base FI_SUM off\n",
+                 dom->dev->name.c_str(), strerror(errno));
 }
 
 // The domain's registration cache, when FI_EVD_MR_CACHE* allow one and the
@@ -122,7 +141,9 @@ void open_mr_cache(domain* dom) {
                             static_cast<size_t>(cpus) / 2;
     }
     try {
-        dom->mrc = std::make_unique<mr_cache>(dom->pd.get(), lim);
+        const bool atomics = dom->dev->attr.orig_attr.atomic_cap != IBV_ATOMIC_NONE;
+        dom->mrc = std::make_unique<mr_cache>(dom->pd.get(), lim,
+                                              atomics ? IBV_ACCESS_REMOTE_ATOMIC : 0);
     } catch (const std::bad_alloc&) {
         EVD_WARN(FI_LOG_DOMAIN, "fi_domain: no memory for the registration cache: none\n");
         mem_monitor_put();
@@ -232,9 +253,14 @@ int no_stx_ctx(struct fid_domain*, struct fi_tx_attr*, struct fid_stx**, void*) 
     EVD_WARN(FI_LOG_DOMAIN, "fi_stx_context: not supported (max_ep_stx_ctx is 0)\n");
     return -FI_ENOSYS;
 }
-int no_query_atomic(struct fid_domain*, enum fi_datatype, enum fi_op, struct fi_atomic_attr*,
-                    uint64_t) {
-    return -FI_ENOSYS;
+int domain_query_atomic(struct fid_domain* f, enum fi_datatype dt, enum fi_op op,
+                        struct fi_atomic_attr* attr, uint64_t flags) {
+    domain* d = domain_from_fid(f);
+    if (!d) {
+        EVD_WARN(FI_LOG_DOMAIN, "fi_query_atomic: not an evd domain\n");
+        return -FI_EINVAL;
+    }
+    return atomic_query(d->dev->attr.orig_attr.atomic_cap, dt, op, attr, flags);
 }
 int no_query_collective(struct fid_domain*, enum fi_collective_op, struct fi_collective_attr*,
                         uint64_t) {
@@ -314,6 +340,7 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
         dom->fab = fab;
         dom->dev = dev;
         dom->fail_fast.store(get_params().fail_fast);
+        if (dev->attr.orig_attr.atomic_cap != IBV_ATOMIC_NONE) open_atomic_sink(dom.get(), pd.get());
         // Async events the device queued before this domain existed belong to
         // the domains already open (or to nobody): dispatch them now so the
         // new domain never receives stale port events (async.cpp).
@@ -356,7 +383,7 @@ struct fi_ops_domain domain_ops = {
     .poll_open = poll_open,
     .stx_ctx = no_stx_ctx,
     .srx_ctx = srx_open,
-    .query_atomic = no_query_atomic,
+    .query_atomic = domain_query_atomic,
     .query_collective = no_query_collective,
     .endpoint2 = nullptr,
 };

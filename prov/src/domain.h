@@ -5,6 +5,7 @@
 
 #include <infiniband/verbs.h>
 
+#include <cstdlib>
 #include <mutex>
 
 #include "devctx.h"
@@ -40,6 +41,14 @@ struct domain {
     // The registration cache (mr_cache.h); null without one. Holds a
     // reference on the memory monitor.
     std::unique_ptr<mr_cache> mrc;
+    // Where a base fi_atomic FI_SUM (a fetch-and-add whose old value nobody
+    // wants) puts the old value: a page of its own (registering pins whole
+    // pages, and fork-safe registration keeps them from a fork child: never
+    // the domain's own memory), registered for local writes, on devices with
+    // atomics (atomic_table.h). Concurrent adds overwrite it. Null when the
+    // registration failed: base FI_SUM then answers -FI_ENOMEM.
+    std::unique_ptr<uint64_t, call_deleter<::free>> atomic_sink;
+    ibv_mr_ptr atomic_sink_mr;
     // QP reuse counters (qp_pool.h; fi_control FI_EVD_QP_POOL_STATS).
     struct {
         std::atomic<uint64_t> reused{0}, created{0}, retired{0}, discarded{0};

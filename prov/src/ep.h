@@ -9,8 +9,8 @@
 // How the connection-management half (ep_msg.cpp) and the data path
 // (ep_data.cpp) share an endpoint:
 //  * ep_open() allocates the ep, sets fid.fid.ops / fid.ops / fid.cm itself
-//    and calls ep_data_init(ep) once, which sets fid.msg, fid.rma (and
-//    fid.tagged/atomic if ever needed) and may use ep->data_priv.
+//    and calls ep_data_init(ep) once, which sets fid.msg, fid.rma and
+//    fid.atomic (ep_atomic.cpp) and may use ep->data_priv.
 //  * fi_ep_bind: the CM half handles FI_CLASS_EQ, FI_CLASS_CQ (cq.h contract:
 //    fills tx_cq/rx_cq/tx_flags/rx_flags, holds cq_bind_ref) and
 //    FI_CLASS_SRX_CTX (srx_fid, srx_bind_ref); FI_CLASS_CNTR is handed to
@@ -212,7 +212,7 @@ int ep_open(struct fid_domain* dom, struct fi_info* info, struct fid_ep** ep, vo
 ep* ep_from_fid(struct fid* f);  // nullptr unless f is an evd active ep
 
 // ---- provided by ep_data.cpp (data path)
-void ep_data_init(ep* e);                                   // set fid.msg, fid.rma, ...
+void ep_data_init(ep* e);                                   // set fid.msg, fid.rma, fid.atomic
 int ep_data_bind(ep* e, struct fid* bfid, uint64_t flags);  // FI_CLASS_CNTR
 void ep_data_close(ep* e);                                  // drop refs taken by ep_data_bind
 // fi_enable, before the CQ check: prepares counting for an endpoint with
@@ -221,6 +221,22 @@ int ep_data_enable(ep* e);
 struct cntr_route;
 // The endpoint's counter route (cntr.h); nullptr when it has no counter.
 cntr_route* ep_data_route(ep* e);
+
+// Posts one send-queue work request built by the caller (ep_data.cpp,
+// ep_atomic.cpp): decides its signaling and wr_id (comp: the user wants a
+// completion; no_ctx: never report success, fi_inject*), counts it as `kind`
+// when counters are bound (cntr.h), posts it. -FI_EAGAIN when the send queue
+// (or the counter slot table) is full, -FI_EOPBADSTATE without a QP.
+enum class tx_kind : uint8_t;
+ssize_t ep_post_sq(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool no_ctx,
+                   void* context);
+// The user wants a completion for a transmit with these flags (selective
+// completion, FI_COMPLETION).
+bool ep_tx_completion(ep* e, uint64_t flags);
+// Bytes a send can carry inline on e (tx_attr->inject_size).
+size_t ep_max_inline(ep* e);
+// The atomic ops of MSG endpoints (ep_atomic.cpp).
+extern struct fi_ops_atomic ep_atomic_ops;
 
 // ---- the QP (ep_qp.cpp)
 // Creates e's RC QP with its CQs (and SRQ) bound, registers it for async

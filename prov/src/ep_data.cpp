@@ -53,15 +53,11 @@ ep_dp* dp_of(ep* e) { return static_cast<ep_dp*>(e->data_priv); }
 //  no_ctx: never report success (fi_inject*)
 //  With counters bound (slot mode) every request is signaled: the counter
 //  counts it, the CQ hides it unless the user asked for a completion.
-ssize_t set_completion(ep* e, struct ibv_send_wr& wr, bool comp, bool no_ctx, void* context,
-                       uint32_t& slot_out) {
+//  kind:   the counter it counts in (FI_SEND, FI_READ or FI_WRITE)
+ssize_t set_completion(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool no_ctx,
+                       void* context, uint32_t& slot_out) {
     ep_dp* dp = dp_of(e);
     if (dp && dp->counted) {
-        const tx_kind kind = wr.opcode == IBV_WR_RDMA_READ ? tx_kind::read
-                             : (wr.opcode == IBV_WR_RDMA_WRITE ||
-                                wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM)
-                                 ? tx_kind::write
-                                 : tx_kind::send;
         cntr_route& r = dp->route;
         uint32_t i = r.next.fetch_add(1, std::memory_order_relaxed) % r.nslots;
         if (r.slots[i].busy.exchange(true, std::memory_order_acquire))
@@ -113,6 +109,27 @@ ssize_t post_send(ep* e, struct ibv_send_wr& wr) {
     EVD_WARN(FI_LOG_EP_DATA, "ibv_post_send: %s\n", strerror(r));
     return fi_err(r);
 }
+
+}  // namespace
+
+ssize_t ep_post_sq(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool no_ctx,
+                   void* context) {
+    uint32_t slot = UINT32_MAX;
+    if (ssize_t r = set_completion(e, wr, kind, comp, no_ctx, context, slot)) return r;
+    ssize_t r = post_send(e, wr);
+    if (r && slot != UINT32_MAX)
+        dp_of(e)->route.slots[slot].busy.store(false, std::memory_order_release);
+    return r;
+}
+
+bool ep_tx_completion(ep* e, uint64_t flags) { return tx_wants_completion(e, flags); }
+
+size_t ep_max_inline(ep* e) {
+    ep_dp* d = dp_of(e);
+    return d ? d->max_inline : 0;
+}
+
+namespace {
 
 // Fills sge[] from iov/desc. Zero-length entries are skipped. `inl`: the data
 // is copied inline, descriptors are not needed.
@@ -210,14 +227,11 @@ ssize_t do_sq(ep* e, enum ibv_wr_opcode op, const struct iovec* iov, void* const
         wr.wr.rdma.remote_addr = raddr;
         wr.wr.rdma.rkey = static_cast<uint32_t>(rkey);
     }
-    uint32_t slot = UINT32_MAX;
-    if (ssize_t r = set_completion(e, wr, !no_ctx && tx_wants_completion(e, flags), no_ctx,
-                                   context, slot))
-        return r;
-    ssize_t r = post_send(e, wr);
-    if (r && slot != UINT32_MAX)
-        dp_of(e)->route.slots[slot].busy.store(false, std::memory_order_release);
-    return r;
+    const tx_kind kind = op == IBV_WR_RDMA_READ ? tx_kind::read
+                         : (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM)
+                             ? tx_kind::write
+                             : tx_kind::send;
+    return ep_post_sq(e, wr, kind, !no_ctx && tx_wants_completion(e, flags), no_ctx, context);
 }
 
 ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, void* context,
@@ -417,6 +431,7 @@ extern struct fi_ops_rma ep_rma_ops;
 void ep_data_init(ep* e) {
     e->fid.msg = &ep_msg_ops;
     e->fid.rma = &ep_rma_ops;
+    e->fid.atomic = &ep_atomic_ops;  // ep_atomic.cpp
     auto* d = new (std::nothrow) ep_dp;
     if (d && e->info && e->info->tx_attr) {
         size_t inj = e->info->tx_attr->inject_size;

@@ -44,8 +44,8 @@ constexpr hint_rule kRules[] = {
     // capabilities
     {.step = S::caps, .field = F(info, caps), .cmp = C::subset, .limit = kCaps,
      .tostr = FI_TYPE_CAPS,
-     .reason = "evd offers FI_MSG, FI_RMA, FI_SEND, FI_RECV, FI_READ, FI_WRITE, FI_REMOTE_READ, "
-               "FI_REMOTE_WRITE, FI_LOCAL_COMM, FI_REMOTE_COMM"},
+     .reason = "evd offers FI_MSG, FI_RMA, FI_ATOMIC, FI_SEND, FI_RECV, FI_READ, FI_WRITE, "
+               "FI_REMOTE_READ, FI_REMOTE_WRITE, FI_LOCAL_COMM, FI_REMOTE_COMM"},
     {.step = S::caps, .field = F(tx, caps), .cmp = C::subset, .limit = kCaps,
      .tostr = FI_TYPE_CAPS, .reason = "evd's capabilities, as for hints->caps"},
     {.step = S::caps, .field = F(rx, caps), .cmp = C::subset, .limit = kCaps,
@@ -115,7 +115,8 @@ constexpr hint_rule kRules[] = {
      .reason = "evd supports FI_INJECT, FI_INJECT_COMPLETE, FI_TRANSMIT_COMPLETE, FI_COMPLETION"},
     {.step = S::attributes, .field = F(tx, msg_order), .cmp = C::subset, .limit = kMsgOrder,
      .tostr = FI_TYPE_MSG_ORDER,
-     .reason = "evd orders RAR, RAW, RAS, WAW, WAS, SAW, SAS and their RMA variants"},
+     .reason = "evd orders RAR, RAW, RAS, WAW, WAS, SAW, SAS, their RMA variants and atomic "
+               "RAR, RAW, WAW"},
     {.step = S::attributes, .field = F(tx, comp_order), .cmp = C::subset,
      .limit = api::kOrderStrict, .reason = "only FI_ORDER_STRICT"},
     {.step = S::attributes, .field = F(tx, rma_iov_limit), .cmp = C::at_most, .limit = 1,
@@ -125,7 +126,8 @@ constexpr hint_rule kRules[] = {
      .tostr = FI_TYPE_OP_FLAGS, .reason = "evd supports FI_COMPLETION"},
     {.step = S::attributes, .field = F(rx, msg_order), .cmp = C::subset, .limit = kMsgOrder,
      .tostr = FI_TYPE_MSG_ORDER,
-     .reason = "evd orders RAR, RAW, RAS, WAW, WAS, SAW, SAS and their RMA variants"},
+     .reason = "evd orders RAR, RAW, RAS, WAW, WAS, SAW, SAS, their RMA variants and atomic "
+               "RAR, RAW, WAW"},
     {.step = S::attributes, .field = F(rx, comp_order), .cmp = C::subset,
      .limit = api::kOrderStrict | api::kOrderData, .reason = "only FI_ORDER_STRICT, FI_ORDER_DATA"},
 };

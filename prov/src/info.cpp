@@ -240,8 +240,8 @@ int mr_mode_basic(const fi_info* h, bool local_ok, wants* w) {
 int mr_mode_bits(const fi_info* h, bool local_ok, wants* w) {
     const int user = h->domain_attr->mr_mode;
     int need = kMrMode;
-    // Without RMA nobody addresses our memory remotely.
-    if (h->caps && !(h->caps & FI_RMA)) need &= ~(FI_MR_VIRT_ADDR | FI_MR_PROV_KEY);
+    // Without RMA or atomics nobody addresses our memory remotely.
+    if (h->caps && !(h->caps & (FI_RMA | FI_ATOMIC))) need &= ~(FI_MR_VIRT_ADDR | FI_MR_PROV_KEY);
     if (!local_ok)
         REJECT(-FI_ENODATA, "hints: neither domain_attr->mr_mode FI_MR_LOCAL nor mode "
                "FI_LOCAL_MR is set; evd needs local buffers registered\n");
@@ -344,6 +344,10 @@ std::string device_mismatch(const dev_desc& d, const fi_info* h) {
         (h->tx_attr->op_flags & FI_TRANSMIT_COMPLETE))
         return "hints->tx_attr->op_flags has FI_TRANSMIT_COMPLETE: an iWARP send completes "
                "before the peer is known to have it";
+    if (d.atomic_cap == IBV_ATOMIC_NONE &&
+        ((h->caps | (h->tx_attr ? h->tx_attr->caps : 0) | (h->rx_attr ? h->rx_attr->caps : 0)) &
+         FI_ATOMIC))
+        return "hints ask for FI_ATOMIC: the device has no atomic operations (atomic_cap NONE)";
     if (h->domain_attr && h->domain_attr->name &&
         strcasecmp(h->domain_attr->name, d.name.c_str()) != 0)
         return "hints->domain_attr->name is '" + std::string(h->domain_attr->name) + "'";
@@ -375,7 +379,7 @@ void fill_tx_attr(fi_tx_attr* tx, const dev_desc& d, uint32_t version, const wan
     if (h && h->tx_attr && h->tx_attr->caps) tx->caps = h->tx_attr->caps & w.caps;
     tx->mode = 0;
     tx->op_flags = h && h->tx_attr ? h->tx_attr->op_flags : 0;
-    tx->msg_order = kMsgOrder;
+    tx->msg_order = d.atomic_cap == IBV_ATOMIC_NONE ? kMsgOrder & ~kAtomicOrder : kMsgOrder;
     // RC completes in order; 2.0 deprecated saying so (FI_ORDER_STRICT)
     tx->comp_order = api::has_2_0(version) ? 0 : api::kOrderStrict;
     tx->inject_size = inject_limit(d);
@@ -398,7 +402,7 @@ void fill_rx_attr(fi_rx_attr* rx, const dev_desc& d, uint32_t version, const wan
     if (h && h->rx_attr && h->rx_attr->caps) rx->caps = h->rx_attr->caps & w.caps;
     rx->mode = w.cq_data ? FI_RX_CQ_DATA : 0;
     rx->op_flags = h && h->rx_attr ? h->rx_attr->op_flags : 0;
-    rx->msg_order = kMsgOrder;
+    rx->msg_order = d.atomic_cap == IBV_ATOMIC_NONE ? kMsgOrder & ~kAtomicOrder : kMsgOrder;
     rx->comp_order = api::has_2_0(version) ? 0 : api::kOrderStrict | api::kOrderData;
     rx->total_buffered_recv = 0;
     rx->size = clamp_param(get_params().rx_size, d.max_qp_wr);
@@ -491,6 +495,9 @@ info_ptr make_info(const dev_desc& d, uint32_t version, const wants& all, const 
         dw.cq_data = false;
         dw.mode &= ~uint64_t{FI_RX_CQ_DATA};
     }
+    // a device without atomics offers no FI_ATOMIC (the hints that asked
+    // for it skipped the device: device_mismatch)
+    if (d.atomic_cap == IBV_ATOMIC_NONE) dw.caps &= ~uint64_t{FI_ATOMIC};
     const wants& w = dw;
     i->caps = w.caps;
     i->mode = w.mode;

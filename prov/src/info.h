@@ -54,6 +54,10 @@ struct dev_desc {
     uint32_t max_qp = 0, max_qp_wr = 0, max_sge = 0, max_cq = 0, max_cqe = 0, max_mr = 0;
     uint32_t max_srq = 0, max_srq_wr = 0, max_srq_sge = 0;
     uint64_t max_mr_size = 0;
+    // atomics (atomic_table.h): enum ibv_atomic_cap, and how many RDMA reads
+    // and atomics a QP may have outstanding as responder / as initiator
+    int atomic_cap = 0;
+    uint32_t max_qp_rd_atom = 0, max_qp_init_rd_atom = 0;
     // ibv_query_port
     uint64_t max_msg_sz = 0;
     // probed once per device by creating an RC QP (see devctx.cpp)
@@ -74,15 +78,20 @@ struct addr_query {
 
 // Everything evd can do, used to build and to check fi_info (documented in
 // fi_evd(7) GETINFO).
-inline constexpr uint64_t kTxCaps = FI_MSG | FI_RMA | FI_SEND | FI_WRITE | FI_READ;
-inline constexpr uint64_t kRxCaps = FI_MSG | FI_RMA | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
+inline constexpr uint64_t kTxCaps = FI_MSG | FI_RMA | FI_ATOMIC | FI_SEND | FI_WRITE | FI_READ;
+inline constexpr uint64_t kRxCaps =
+    FI_MSG | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
 inline constexpr uint64_t kDomainCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 inline constexpr uint64_t kCaps = kTxCaps | kRxCaps | kDomainCaps;
 inline constexpr int kMrMode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 inline constexpr uint64_t kMsgOrder = FI_ORDER_RAR | FI_ORDER_RMA_RAR | FI_ORDER_RAW |
                                       FI_ORDER_RMA_RAW | FI_ORDER_RAS | FI_ORDER_WAW |
                                       FI_ORDER_RMA_WAW | FI_ORDER_WAS | FI_ORDER_SAW |
-                                      FI_ORDER_SAS;
+                                      FI_ORDER_SAS | FI_ORDER_ATOMIC_RAR |
+                                      FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW;
+// The ordering bits about atomics, answered only by devices with atomics.
+inline constexpr uint64_t kAtomicOrder =
+    FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAW;
 inline constexpr uint64_t kTxOpFlags =
     FI_INJECT | FI_INJECT_COMPLETE | FI_TRANSMIT_COMPLETE | FI_COMPLETION;
 inline constexpr uint64_t kRxOpFlags = FI_COMPLETION;

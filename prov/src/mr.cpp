@@ -12,12 +12,15 @@
 
 namespace evd {
 
-int mr_ibv_access(uint64_t a, bool iwarp) noexcept {
+int mr_ibv_access(uint64_t a, bool iwarp, bool atomics) noexcept {
     int acc = 0;
     if (a & FI_REMOTE_READ) acc |= IBV_ACCESS_REMOTE_READ;
     // the device writes into the buffer: incoming RMA writes, received
     // messages, data fetched by fi_read
     if (a & FI_REMOTE_WRITE) acc |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+    // an atomic changes the target: fi_mr(3) grants it with FI_REMOTE_WRITE
+    // (only asked of devices that have atomics: atomic_table.h)
+    if (atomics && (a & FI_REMOTE_WRITE)) acc |= IBV_ACCESS_REMOTE_ATOMIC;
     if (a & (FI_RECV | FI_READ)) acc |= IBV_ACCESS_LOCAL_WRITE;
     // iWARP (RFC 5040) returns RDMA READ data as tagged writes into the
     // sink buffer, which must therefore allow remote writes
@@ -131,7 +134,8 @@ int do_reg(struct fid* dfid, const struct iovec* iov, size_t count, uint64_t acc
         return -FI_EINVAL;
     }
     auto m = std::make_unique<mr>();
-    const int acc = mr_ibv_access(access, dom->dev->iwarp);
+    const int acc = mr_ibv_access(access, dom->dev->iwarp,
+                                  dom->dev->attr.orig_attr.atomic_cap != IBV_ATOMIC_NONE);
     if (dom->mrc && !(flags & kNoCache)) {
         int err = 0;
         m->ent = dom->mrc->get(addr, len, acc, &err);

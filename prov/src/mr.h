@@ -33,8 +33,9 @@ struct mr {
 inline uint32_t mr_desc_lkey(void* desc) noexcept { return static_cast<const mr*>(desc)->lkey; }
 
 // fi_mr access flags -> ibv_access_flags (exposed for tests); iwarp: the
-// domain's device is an iWARP one (fi_evd(7), "iWARP").
-int mr_ibv_access(uint64_t fi_access, bool iwarp = false) noexcept;
+// domain's device is an iWARP one (fi_evd(7), "iWARP"); atomics: it has
+// atomic operations (FI_REMOTE_WRITE then also grants remote atomics).
+int mr_ibv_access(uint64_t fi_access, bool iwarp = false, bool atomics = false) noexcept;
 
 extern struct fi_ops_mr mr_ops;  // the domain's fid_domain::mr table
 

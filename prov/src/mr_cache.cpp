@@ -27,7 +27,8 @@ uintptr_t page_size() {
 
 }  // namespace
 
-mr_cache::mr_cache(struct ibv_pd* pd, mr_cache_limits lim) : pd_(pd), lim_(lim), pid_(getpid()) {
+mr_cache::mr_cache(struct ibv_pd* pd, mr_cache_limits lim, int extra_access)
+    : pd_(pd), lim_(lim), full_access_(kFullAccess | extra_access), pid_(getpid()) {
     listener_.invalidate = on_invalidate;
     listener_.cache = this;
     std::lock_guard lk(mem_lock());
@@ -137,9 +138,10 @@ mr_entry* mr_cache::reg_new(uintptr_t start, uintptr_t end, int access, int* err
     }
     e->start = start;
     e->end = end;
-    e->access = kFullAccess;
-    e->ibmr.reset(ibv_reg_mr(pd_, reinterpret_cast<void*>(start), end - start, kFullAccess));
-    if (!e->ibmr && (errno == EFAULT || errno == EACCES || errno == EPERM) && access != kFullAccess) {
+    const int full = full_access_ | access;
+    e->access = full;
+    e->ibmr.reset(ibv_reg_mr(pd_, reinterpret_cast<void*>(start), end - start, full));
+    if (!e->ibmr && (errno == EFAULT || errno == EACCES || errno == EPERM) && access != full) {
         e->access = access;  // read-only memory: what was asked for
         e->ibmr.reset(ibv_reg_mr(pd_, reinterpret_cast<void*>(start), end - start, access));
     }

@@ -64,8 +64,11 @@ struct mr_cache_limits {
 
 class mr_cache {
 public:
-    // A cache for pd (its registrations go there). Throws std::bad_alloc.
-    mr_cache(struct ibv_pd* pd, mr_cache_limits lim);
+    // A cache for pd (its registrations go there). extra_access: access
+    // bits every entry gets beyond local and remote read/write
+    // (IBV_ACCESS_REMOTE_ATOMIC on a device with atomics, so that entries
+    // with and without it never split the cache). Throws std::bad_alloc.
+    mr_cache(struct ibv_pd* pd, mr_cache_limits lim, int extra_access = 0);
     ~mr_cache();  // every entry unused by then (the domain's MRs are closed)
     mr_cache(const mr_cache&) = delete;
     mr_cache& operator=(const mr_cache&) = delete;
@@ -101,6 +104,7 @@ private:
     } listener_;
     struct ibv_pd* pd_;
     mr_cache_limits lim_;
+    int full_access_;  // what entries are registered with (see the constructor)
     pid_t pid_;
     // Under mem_lock():
     std::vector<mr_entry*> index_;  // sorted by start, non-overlapping

@@ -521,28 +521,14 @@ TEST_F(DataRxe, BadKeyIsReportedAndEndsTheEndpointOnce) {
     EXPECT_EQ(fi_cq_readerr(c.tx, &err, 0), -FI_EAGAIN);
 
     // the client endpoint delivers exactly one terminal event
-    int terminal = 0;
-    auto end = clk::now() + std::chrono::seconds(3);
-    while (clk::now() < end) {
-        uint32_t ev;
-        uint8_t buf[512];
-        ssize_t r = fi_eq_read(c.eq, &ev, buf, sizeof buf, 0);
-        if (r == -FI_EAVAIL) {
-            struct fi_eq_err_entry ee {};
-            ASSERT_GT(fi_eq_readerr(c.eq, &ee, 0), 0);
-            EXPECT_EQ(ee.fid, &c.ep->fid);
-            EXPECT_EQ(ee.err, FI_EACCES);
-            EXPECT_EQ(ee.prov_errno, FI_EVD_PERR(FI_EVD_PERR_WC, IBV_WC_REM_ACCESS_ERR));
-            const char* why = fi_eq_strerror(c.eq, ee.prov_errno, ee.err_data, nullptr, 0);
-            EXPECT_NE(std::string(why ? why : "").find("IBV_WC_REM_ACCESS_ERR"), std::string::npos)
-                << (why ? why : "(null)");
-            ++terminal;
-        } else if (r > 0) {
-            if (ev == FI_SHUTDOWN) ++terminal;
-        } else {
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-    }
+    const int terminal = rxetest::terminal_events(c.eq, 3, [&](const struct fi_eq_err_entry& ee) {
+        EXPECT_EQ(ee.fid, &c.ep->fid);
+        EXPECT_EQ(ee.err, FI_EACCES);
+        EXPECT_EQ(ee.prov_errno, FI_EVD_PERR(FI_EVD_PERR_WC, IBV_WC_REM_ACCESS_ERR));
+        const char* why = fi_eq_strerror(c.eq, ee.prov_errno, ee.err_data, nullptr, 0);
+        EXPECT_NE(std::string(why ? why : "").find("IBV_WC_REM_ACCESS_ERR"), std::string::npos)
+            << (why ? why : "(null)");
+    });
     EXPECT_EQ(terminal, 1);
     // nothing more can be done with it; posts fail or flush, never crash
     int w2;

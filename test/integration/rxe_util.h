@@ -268,6 +268,31 @@ void handshake(Wait wait, struct fid_pep* pep, struct fid_eq* peq, struct fid_ep
     ASSERT_NO_FATAL_FAILURE(accept_connected(wait, ep, seq, cep, ceq, adata));
 }
 
+// Reads eq for `secs` seconds and counts the terminal events it carries:
+// error records (each handed to on_err to check) and FI_SHUTDOWN. A test
+// expecting one terminal event per endpoint checks the count is 1.
+template <class OnErr>
+int terminal_events(struct fid_eq* eq, int secs, OnErr on_err) {
+    int n = 0;
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(secs);
+    while (std::chrono::steady_clock::now() < end) {
+        uint32_t ev;
+        uint8_t buf[512];
+        ssize_t r = fi_eq_read(eq, &ev, buf, sizeof buf, 0);
+        if (r == -FI_EAVAIL) {
+            struct fi_eq_err_entry ee {};
+            EXPECT_GT(fi_eq_readerr(eq, &ee, 0), 0);
+            on_err(ee);
+            ++n;
+        } else if (r > 0) {
+            if (ev == FI_SHUTDOWN) ++n;
+        } else {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+    }
+    return n;
+}
+
 // Waits up to `ms` for one completion on cq: 1 with e filled, -FI_EAVAIL
 // when an error completion is next (read it with fi_cq_readerr), or
 // -FI_ETIMEDOUT.

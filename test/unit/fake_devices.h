@@ -12,9 +12,9 @@
 
 namespace evdtest {
 
-// A RoCE device (IPv4 and IPv6 addresses, SRQs), an InfiniBand one (AF_IB
-// only) and an iWARP one (IPv4): between them every addr_format and every
-// protocol evd accepts has an answer.
+// A RoCE device (IPv4 and IPv6 addresses, SRQs, atomics), an InfiniBand one
+// (AF_IB only) and an iWARP one (IPv4, no atomics): between them every
+// addr_format and every protocol evd accepts has an answer.
 inline std::vector<evd::dev_desc> fake_devices() {
     evd::dev_desc roce;
     roce.name = "roce0";
@@ -27,6 +27,8 @@ inline std::vector<evd::dev_desc> fake_devices() {
     roce.max_srq = 16;
     roce.max_msg_sz = 1u << 30;
     roce.max_inline = 64;
+    roce.atomic_cap = IBV_ATOMIC_HCA;  // as rxe
+    roce.max_qp_rd_atom = roce.max_qp_init_rd_atom = 128;
     sockaddr_in s4{};
     s4.sin_family = AF_INET;
     inet_pton(AF_INET, "192.0.2.1", &s4.sin_addr);
@@ -43,6 +45,7 @@ inline std::vector<evd::dev_desc> fake_devices() {
     evd::dev_desc iw = roce;
     iw.name = "iw0";
     iw.transport = IBV_TRANSPORT_IWARP;
+    iw.atomic_cap = IBV_ATOMIC_NONE;  // as siw
     iw.addrs.resize(1);
     return {roce, ib, iw};
 }

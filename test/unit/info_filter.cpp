@@ -66,6 +66,8 @@ dev_desc roce() {
     d.max_mr_size = ~0ull;
     d.max_msg_sz = 1u << 30;
     d.max_inline = 220;
+    d.atomic_cap = IBV_ATOMIC_HCA;
+    d.max_qp_rd_atom = d.max_qp_init_rd_atom = 128;
     d.addrs = {v4("192.0.2.1"), v6("2001:db8::1")};
     return d;
 }
@@ -99,6 +101,7 @@ dev_desc iwarp() {
     dev_desc d = roce();
     d.name = "iw0";
     d.transport = IBV_TRANSPORT_IWARP;
+    d.atomic_cap = IBV_ATOMIC_NONE;  // siw
     d.addrs = {v4("198.51.100.9")};
     return d;
 }
@@ -247,6 +250,54 @@ TEST(InfoFilter, ProtocolFollowsTheTransport) {
     EXPECT_EQ(run(h.h, out), -FI_ENODATA);  // no iWARP device among all()
 }
 
+// FI_ATOMIC is offered by devices with atomics only; hints that ask for it
+// skip the others, and atomics, like RMA, address memory remotely.
+TEST(InfoFilter, AtomicsFollowTheDevice) {
+    const std::vector<dev_desc> devs = {roce(), iwarp()};
+    {
+        infos out;
+        ASSERT_EQ(run(nullptr, out, {}, devs), 0);
+        ASSERT_FALSE(out.list().empty());
+        for (fi_info* i : out.list()) {
+            const bool is_iw = std::string(i->domain_attr->name) == "iw0";
+            SCOPED_TRACE(i->domain_attr->name);
+            EXPECT_EQ(i->caps & FI_ATOMIC, is_iw ? 0u : uint64_t{FI_ATOMIC});
+            EXPECT_EQ(i->tx_attr->caps & FI_ATOMIC, is_iw ? 0u : uint64_t{FI_ATOMIC});
+            EXPECT_EQ(i->rx_attr->caps & FI_ATOMIC, is_iw ? 0u : uint64_t{FI_ATOMIC});
+            EXPECT_EQ(i->tx_attr->msg_order & FI_ORDER_ATOMIC_RAW,
+                      is_iw ? 0u : uint64_t{FI_ORDER_ATOMIC_RAW});
+            EXPECT_EQ(i->rx_attr->msg_order & FI_ORDER_ATOMIC_RAR,
+                      is_iw ? 0u : uint64_t{FI_ORDER_ATOMIC_RAR});
+        }
+    }
+    {
+        hints_ptr h;
+        h.h->caps = FI_ATOMIC;
+        infos out;
+        ASSERT_EQ(run(h.h, out, {}, devs), 0);
+        EXPECT_EQ(out.domains(), (std::vector<std::string>{"roce0", "roce0"}));
+        for (fi_info* i : out.list()) {
+            EXPECT_EQ(i->caps & FI_ATOMIC, uint64_t{FI_ATOMIC});
+            EXPECT_EQ(i->domain_attr->mr_mode & (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY),
+                      FI_MR_VIRT_ADDR | FI_MR_PROV_KEY);
+        }
+    }
+    {
+        hints_ptr h;
+        h.h->tx_attr->caps = FI_ATOMIC | FI_READ;
+        infos out;
+        ASSERT_EQ(run(h.h, out, {}, {iwarp()}), -FI_ENODATA);
+    }
+    {
+        hints_ptr h;
+        h.h->caps = FI_MSG;  // no remote access: no remote-key duties
+        infos out;
+        ASSERT_EQ(run(h.h, out, {}, devs), 0);
+        for (fi_info* i : out.list())
+            EXPECT_EQ(i->domain_attr->mr_mode & (FI_MR_VIRT_ADDR | FI_MR_PROV_KEY), 0);
+    }
+}
+
 // iWARP carries no immediate data and completes sends locally: its answer
 // has neither, and hints that need them skip it.
 TEST(InfoFilter, IwarpHasNoCqDataNorTransmitComplete) {
@@ -360,7 +411,9 @@ std::vector<hint_case> cases() {
          })},
         {"caps all", [](fi_info* h) { h->caps = evd::kCaps; }, 0, kAll},
         {"caps TAGGED", [](fi_info* h) { h->caps = FI_MSG | FI_TAGGED; }, -FI_ENODATA},
-        {"caps ATOMIC", [](fi_info* h) { h->caps = FI_ATOMIC; }, -FI_ENODATA},
+        {"caps ATOMIC", [](fi_info* h) { h->caps = FI_ATOMIC; }, 0, kAll, each([](fi_info* i) {
+             EXPECT_EQ(i->caps, (uint64_t)(FI_ATOMIC | FI_LOCAL_COMM | FI_REMOTE_COMM));
+         })},
         {"caps SOURCE", [](fi_info* h) { h->caps = FI_MSG | FI_SOURCE; }, -FI_ENODATA},
         {"caps MULTI_RECV", [](fi_info* h) { h->caps = FI_MSG | FI_MULTI_RECV; }, -FI_ENODATA},
         {"tx caps TAGGED", [](fi_info* h) { h->tx_attr->caps = FI_TAGGED; }, -FI_ENODATA},

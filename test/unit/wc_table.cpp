@@ -110,7 +110,11 @@ TEST(WcTable, CompletionFlagsPerOpcode) {
     EXPECT_EQ(wc_flags(wc), FI_RECV | FI_MSG | FI_REMOTE_CQ_DATA);
     wc.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
     EXPECT_EQ(wc_flags(wc), FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA);
-    wc.opcode = IBV_WC_COMP_SWAP;  // evd posts no atomics
+    wc.opcode = IBV_WC_COMP_SWAP;
+    EXPECT_EQ(wc_flags(wc), FI_ATOMIC);
+    wc.opcode = IBV_WC_FETCH_ADD;
+    EXPECT_EQ(wc_flags(wc), FI_ATOMIC);
+    wc.opcode = IBV_WC_BIND_MW;  // evd posts none
     EXPECT_EQ(wc_flags(wc), 0u);
 }
 
@@ -132,6 +136,18 @@ TEST(WcTableMr, AccessMapping) {
     EXPECT_EQ(mr_ibv_access(FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE),
               IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE);
     EXPECT_EQ(mr_ibv_access(0), IBV_ACCESS_LOCAL_WRITE);
+}
+
+// Remote atomics are granted with FI_REMOTE_WRITE, and only on a device that
+// has atomics (atomic_table.h).
+TEST(WcTableMr, RemoteWriteGrantsAtomicsOnAtomicDevices) {
+    EXPECT_EQ(mr_ibv_access(FI_REMOTE_WRITE, false, true),
+              IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC);
+    EXPECT_EQ(mr_ibv_access(FI_REMOTE_WRITE, false, false),
+              IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE);
+    EXPECT_EQ(mr_ibv_access(FI_REMOTE_READ, false, true), IBV_ACCESS_REMOTE_READ);
+    EXPECT_EQ(mr_ibv_access(FI_READ | FI_WRITE | FI_SEND | FI_RECV, false, true),
+              IBV_ACCESS_LOCAL_WRITE);
 }
 
 // On iWARP the sink of an RDMA READ is written by the peer's read response.
