@@ -82,6 +82,7 @@ std::unique_ptr<devctx> make_devctx(struct ibv_context* verbs) {
             return nullptr;
         }
     }
+    d->atomics = d->attr.orig_attr.atomic_cap != IBV_ATOMIC_NONE;
     d->ports.resize(d->attr.orig_attr.phys_port_cnt);
     for (size_t p = 0; p < d->ports.size(); ++p)
         if (ibv_query_port(d->ctx.get(), static_cast<uint8_t>(p + 1), &d->ports[p])) d->ports[p] = {};

@@ -63,6 +63,7 @@ struct devctx {
     ibv_context_ptr ctx;
     std::string name;                     // ibv_get_device_name()
     bool iwarp = false;                   // transport_type is IBV_TRANSPORT_IWARP
+    bool atomics = false;                 // atomic_cap is not IBV_ATOMIC_NONE (atomic_table.h)
     struct ibv_device_attr_ex attr {};
     std::vector<struct ibv_port_attr> ports;  // index 0 = port 1
 

@@ -141,9 +141,8 @@ void open_mr_cache(domain* dom) {
                             static_cast<size_t>(cpus) / 2;
     }
     try {
-        const bool atomics = dom->dev->attr.orig_attr.atomic_cap != IBV_ATOMIC_NONE;
         dom->mrc = std::make_unique<mr_cache>(dom->pd.get(), lim,
-                                              atomics ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+                                              dom->dev->atomics ? IBV_ACCESS_REMOTE_ATOMIC : 0);
     } catch (const std::bad_alloc&) {
         EVD_WARN(FI_LOG_DOMAIN, "fi_domain: no memory for the registration cache: none\n");
         mem_monitor_put();
@@ -340,7 +339,7 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
         dom->fab = fab;
         dom->dev = dev;
         dom->fail_fast.store(get_params().fail_fast);
-        if (dev->attr.orig_attr.atomic_cap != IBV_ATOMIC_NONE) open_atomic_sink(dom.get(), pd.get());
+        if (dev->atomics) open_atomic_sink(dom.get(), pd.get());
         // Async events the device queued before this domain existed belong to
         // the domains already open (or to nobody): dispatch them now so the
         // new domain never receives stale port events (async.cpp).

@@ -78,8 +78,7 @@ struct atomic_req {
 };
 
 ssize_t do_atomic(ep* e, const atomic_req& q) {
-    const int cap = e->dom->dev->attr.orig_attr.atomic_cap;
-    if (cap == IBV_ATOMIC_NONE) {
+    if (!e->dom->dev->atomics) {
         EVD_WARN(FI_LOG_EP_DATA, "%s: %s has no atomic operations (atomic_cap NONE)\n",
                  atomic_kind_name(q.kind), e->dom->dev->name.c_str());
         return -FI_EOPNOTSUPP;

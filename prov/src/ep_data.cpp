@@ -89,11 +89,6 @@ ssize_t set_completion(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, b
     return 0;
 }
 
-bool tx_wants_completion(ep* e, uint64_t flags) {
-    if (!(e->tx_flags & FI_SELECTIVE_COMPLETION)) return true;
-    return flags & FI_COMPLETION;
-}
-
 ssize_t post_send(ep* e, struct ibv_send_wr& wr) {
     if (!e->qp_ready.load(std::memory_order_acquire)) {
         if (e->terminal.load())
@@ -112,6 +107,11 @@ ssize_t post_send(ep* e, struct ibv_send_wr& wr) {
 
 }  // namespace
 
+bool ep_tx_completion(ep* e, uint64_t flags) {
+    if (!(e->tx_flags & FI_SELECTIVE_COMPLETION)) return true;
+    return flags & FI_COMPLETION;
+}
+
 ssize_t ep_post_sq(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool no_ctx,
                    void* context) {
     uint32_t slot = UINT32_MAX;
@@ -121,8 +121,6 @@ ssize_t ep_post_sq(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool 
         dp_of(e)->route.slots[slot].busy.store(false, std::memory_order_release);
     return r;
 }
-
-bool ep_tx_completion(ep* e, uint64_t flags) { return tx_wants_completion(e, flags); }
 
 size_t ep_max_inline(ep* e) {
     ep_dp* d = dp_of(e);
@@ -231,7 +229,7 @@ ssize_t do_sq(ep* e, enum ibv_wr_opcode op, const struct iovec* iov, void* const
                          : (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM)
                              ? tx_kind::write
                              : tx_kind::send;
-    return ep_post_sq(e, wr, kind, !no_ctx && tx_wants_completion(e, flags), no_ctx, context);
+    return ep_post_sq(e, wr, kind, !no_ctx && ep_tx_completion(e, flags), no_ctx, context);
 }
 
 ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, void* context,

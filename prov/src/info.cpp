@@ -372,6 +372,11 @@ std::string device_mismatch(const dev_desc& d, const fi_info* h) {
 size_t clamp_param(size_t param, size_t device) { return param && param < device ? param : device; }
 size_t inject_limit(const dev_desc& d) { return clamp_param(get_params().inject_size, d.max_inline); }
 
+// The ordering evd reports: the atomic bits only on devices with atomics.
+uint64_t msg_order(const dev_desc& d) {
+    return d.atomic_cap == IBV_ATOMIC_NONE ? kMsgOrder & ~kAtomicOrder : kMsgOrder;
+}
+
 // The transmit attributes: the device's limits, narrowed by the hints.
 void fill_tx_attr(fi_tx_attr* tx, const dev_desc& d, uint32_t version, const wants& w,
                   const fi_info* h) {
@@ -379,7 +384,7 @@ void fill_tx_attr(fi_tx_attr* tx, const dev_desc& d, uint32_t version, const wan
     if (h && h->tx_attr && h->tx_attr->caps) tx->caps = h->tx_attr->caps & w.caps;
     tx->mode = 0;
     tx->op_flags = h && h->tx_attr ? h->tx_attr->op_flags : 0;
-    tx->msg_order = d.atomic_cap == IBV_ATOMIC_NONE ? kMsgOrder & ~kAtomicOrder : kMsgOrder;
+    tx->msg_order = msg_order(d);
     // RC completes in order; 2.0 deprecated saying so (FI_ORDER_STRICT)
     tx->comp_order = api::has_2_0(version) ? 0 : api::kOrderStrict;
     tx->inject_size = inject_limit(d);
@@ -402,7 +407,7 @@ void fill_rx_attr(fi_rx_attr* rx, const dev_desc& d, uint32_t version, const wan
     if (h && h->rx_attr && h->rx_attr->caps) rx->caps = h->rx_attr->caps & w.caps;
     rx->mode = w.cq_data ? FI_RX_CQ_DATA : 0;
     rx->op_flags = h && h->rx_attr ? h->rx_attr->op_flags : 0;
-    rx->msg_order = d.atomic_cap == IBV_ATOMIC_NONE ? kMsgOrder & ~kAtomicOrder : kMsgOrder;
+    rx->msg_order = msg_order(d);
     rx->comp_order = api::has_2_0(version) ? 0 : api::kOrderStrict | api::kOrderData;
     rx->total_buffered_recv = 0;
     rx->size = clamp_param(get_params().rx_size, d.max_qp_wr);

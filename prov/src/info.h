@@ -54,10 +54,8 @@ struct dev_desc {
     uint32_t max_qp = 0, max_qp_wr = 0, max_sge = 0, max_cq = 0, max_cqe = 0, max_mr = 0;
     uint32_t max_srq = 0, max_srq_wr = 0, max_srq_sge = 0;
     uint64_t max_mr_size = 0;
-    // atomics (atomic_table.h): enum ibv_atomic_cap, and how many RDMA reads
-    // and atomics a QP may have outstanding as responder / as initiator
+    // atomics (atomic_table.h): enum ibv_atomic_cap
     int atomic_cap = 0;
-    uint32_t max_qp_rd_atom = 0, max_qp_init_rd_atom = 0;
     // ibv_query_port
     uint64_t max_msg_sz = 0;
     // probed once per device by creating an RC QP (see devctx.cpp)

@@ -195,8 +195,6 @@ void describe_device(devctx* c, dev_desc& d) {
     d.max_srq_sge = a.max_srq_sge;
     d.max_mr_size = a.max_mr_size;
     d.atomic_cap = a.atomic_cap;
-    d.max_qp_rd_atom = static_cast<uint32_t>(a.max_qp_rd_atom);
-    d.max_qp_init_rd_atom = static_cast<uint32_t>(a.max_qp_init_rd_atom);
     d.max_inline = devctx_max_inline(c);
 
     std::vector<ibv_port_attr> ports = devctx_refresh_ports(c);

@@ -134,8 +134,7 @@ int do_reg(struct fid* dfid, const struct iovec* iov, size_t count, uint64_t acc
         return -FI_EINVAL;
     }
     auto m = std::make_unique<mr>();
-    const int acc = mr_ibv_access(access, dom->dev->iwarp,
-                                  dom->dev->attr.orig_attr.atomic_cap != IBV_ATOMIC_NONE);
+    const int acc = mr_ibv_access(access, dom->dev->iwarp, dom->dev->atomics);
     if (dom->mrc && !(flags & kNoCache)) {
         int err = 0;
         m->ent = dom->mrc->get(addr, len, acc, &err);

@@ -28,7 +28,6 @@ inline std::vector<evd::dev_desc> fake_devices() {
     roce.max_msg_sz = 1u << 30;
     roce.max_inline = 64;
     roce.atomic_cap = IBV_ATOMIC_HCA;  // as rxe
-    roce.max_qp_rd_atom = roce.max_qp_init_rd_atom = 128;
     sockaddr_in s4{};
     s4.sin_family = AF_INET;
     inet_pton(AF_INET, "192.0.2.1", &s4.sin_addr);

@@ -67,7 +67,6 @@ dev_desc roce() {
     d.max_msg_sz = 1u << 30;
     d.max_inline = 220;
     d.atomic_cap = IBV_ATOMIC_HCA;
-    d.max_qp_rd_atom = d.max_qp_init_rd_atom = 128;
     d.addrs = {v4("192.0.2.1"), v6("2001:db8::1")};
     return d;
 }
