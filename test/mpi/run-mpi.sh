@@ -122,9 +122,15 @@ else
 fi
 start=$(date +%s.%N)
 # shellcheck disable=SC2086  # EVD_MPI_ARGS: several words on purpose
-( cd "$work" && exec timeout -k 10 "$tmo" mpirun "${args[@]}" "$work/mpi_check" -l "$label" ${EVD_MPI_ARGS:-} ) \
-    >"$work/out" 2>"$work/err"
+# Each rank writes its standard error to a file of its own (rank-stderr.sh:
+# mpirun's forwarding can split one rank's line with another's); $work/err is
+# mpirun's own standard error followed by every rank's, lines whole.
+mkdir -p "$work/ranks"
+( cd "$work" && exec timeout -k 10 "$tmo" mpirun "${args[@]}" \
+    sh "$here/rank-stderr.sh" "$work/ranks" "$work/mpi_check" -l "$label" ${EVD_MPI_ARGS:-} ) \
+    >"$work/out" 2>"$work/err.mpirun"
 rc=$?
+cat "$work/err.mpirun" "$work"/ranks/rank.*.err >"$work/err" 2>/dev/null
 secs=$(echo "$(date +%s.%N) $start" | awk '{printf "%.1f", $1 - $2}')
 failed=0
 # Open MPI 5's aggregated help messages leave NUL bytes in the stream, which

@@ -78,11 +78,14 @@ for prov in "${provs[@]}"; do
         hosts=evd-node-1:$((np / nodes)),evd-node-0:$((np / nodes))
         for i in $(seq 2 $((nodes - 1))); do hosts+=,evd-node-$i:$((np / nodes)); done
         start=$(date +%s.%N)
-        node_mpirun 600 "$prov" "$hosts" "$np" \
+        # every rank's standard error in a file of its own on the shared
+        # directory (test/mpi/rank-stderr.sh: forwarded lines can be split)
+        rm -rf "$ctl/ranks"; mkdir -p "$ctl/ranks"
+        node_mpirun 600 "$prov" "$hosts" "$np" sh "$top/test/mpi/rank-stderr.sh" "$ctl/ranks" \
             "$ctl/mpi_check" -l "$label" -s -m 262144 >/tmp/mpi.out 2>/tmp/mpi.err
         rc=$?
         secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
-        tr -d '\000' </tmp/mpi.err >/tmp/mpi.err2
+        cat /tmp/mpi.err "$ctl"/ranks/rank.*.err 2>/dev/null | tr -d '\000' >/tmp/mpi.err2
         # every rank names the provider it chose ("mtl:ofi:prov: P" in 4.x,
         # "mtl:ofi:provider: P" in 5.x)
         chose=$(grep -ac "mtl:ofi:prov\(ider\)\{0,1\}: $prov\$" /tmp/mpi.err2)
