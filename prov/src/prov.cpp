@@ -89,6 +89,10 @@ const param_row kParams[] = {
      "that died is noticed; -1: 7, except 6 on Soft-RoCE (rxe), which takes 7 as 'retry "
      "forever' and would never notice",
      nullptr, &params::retry_count, nullptr, -1, 7},
+    {"dgram",
+     "Offer FI_EP_DGRAM endpoints (UD queue pairs) to hints that ask for FI_EP_DGRAM; off "
+     "until datagram endpoints resolve node and service (fi_evd(7), DATAGRAM ENDPOINTS)",
+     nullptr, nullptr, &params::dgram},
 };
 
 void define_param(const param_row& r) {
