@@ -87,6 +87,7 @@ enum class kind : uint32_t {
     poll,
     srx,
     cntr,
+    av,
 };
 
 // How a fid handed in by the application is recognised as evd's before
