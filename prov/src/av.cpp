@@ -3,10 +3,13 @@
 // address handles out.
 #include "av.h"
 
+#include <netdb.h>
+
 #include <cstring>
 
 #include "domain.h"
 #include "gid_table.h"
+#include "ud_cm.h"
 
 namespace evd {
 
@@ -187,10 +190,45 @@ int av_insert(struct fid_av* f, const void* addr, size_t count, fi_addr_t* fi_ad
     });
 }
 
-int av_insertsvc(struct fid_av*, const char*, const char*, fi_addr_t*, uint64_t, void*) {
-    EVD_WARN(FI_LOG_AV, "fi_av_insertsvc: not supported; insert the peer's fi_getname "
-             "(FI_ADDR_IB_UD) with fi_av_insert\n");
-    return -FI_ENOSYS;
+// The datagram endpoint at node:service, asked by SIDR (ud_cm.h), inserted.
+int av_insertsvc(struct fid_av* f, const char* node, const char* service, fi_addr_t* fi_addr,
+                 uint64_t flags, void* context) {
+    return guard([&] {
+        av* a = av_of(f);
+        if (!node || !service) {
+            EVD_WARN(FI_LOG_AV, "fi_av_insertsvc: node and service are both needed\n");
+            return -FI_EINVAL;
+        }
+        if (flags & ~(FI_MORE | FI_SYNC_ERR)) {
+            EVD_WARN(FI_LOG_AV, "fi_av_insertsvc: unsupported flags 0x%llx\n",
+                     static_cast<unsigned long long>(flags));
+            return -FI_EBADFLAGS;
+        }
+        struct addrinfo hints {};
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        struct addrinfo* res = nullptr;
+        if (int rc = getaddrinfo(node, service, &hints, &res)) {
+            EVD_WARN(FI_LOG_AV, "fi_av_insertsvc: %s:%s: %s\n", node, service, gai_strerror(rc));
+            return -FI_EINVAL;
+        }
+        std::unique_ptr<struct addrinfo, call_deleter<freeaddrinfo>> owner(res);
+        ud_name n;
+        int r = ud_resolve(nullptr, res->ai_addr, get_params().ud_resolve_timeout_ms, &n);
+        if (r) {
+            EVD_WARN(FI_LOG_AV, "fi_av_insertsvc: no datagram endpoint answers at %s:%s: %s\n",
+                     node, service, fi_strerror(-r));
+            if (flags & FI_SYNC_ERR) *static_cast<int*>(context) = -r;
+            if (fi_addr) *fi_addr = FI_ADDR_NOTAVAIL;
+            return r == -FI_ENODATA ? 0 : r;
+        }
+        std::lock_guard lk(a->mu);
+        fi_addr_t got = FI_ADDR_NOTAVAIL;
+        r = insert_one(a, n, &got);
+        if (fi_addr) *fi_addr = got;
+        if ((flags & FI_SYNC_ERR) && context) *static_cast<int*>(context) = -r;
+        return r ? 0 : 1;
+    });
 }
 
 int av_insertsym(struct fid_av*, const char*, size_t, const char*, size_t, fi_addr_t*, uint64_t,

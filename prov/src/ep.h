@@ -48,6 +48,7 @@ struct cntr;  // data path (cntr.cpp), opaque here
 struct cm_chan;
 struct connreq;
 struct av;
+struct ud_listener;
 
 // What an rdma_cm_id's context points at (cm.cpp dispatches on it).
 enum class cm_owner_kind : uint32_t { pep = 1, connreq, ep, linger };
@@ -206,6 +207,7 @@ struct ep {
         ud_name name{};                   // fi_getname (valid once enabled)
         int sgid_index = -1;              // the port's GID entry of the name
         ibv_ah_ptr self_ah;               // to itself: the closing flush's send marker
+        ud_listener* listener = nullptr;  // answers SIDR for its IP and service (ud_cm.h)
         // Where the 40-byte header a UD receive starts with lands, never in
         // the user's buffer: with FI_SOURCE a ring of one header per receive
         // slot (a receive queue completes in posting order, so the n-th
@@ -298,7 +300,7 @@ eq* ep_route_eq(void* owner);
 // ---- FI_EP_DGRAM endpoints (ep_ud.cpp, ep_ud_data.cpp)
 // The Q_Key of evd's UD QPs: rdma_cm's RDMA_UDP_QKEY, which its SIDR tells
 // peers.
-inline constexpr uint32_t kUdQkey = 0x01234567;
+inline constexpr uint32_t kUdQkey = RDMA_UDP_QKEY;
 // fi_endpoint of an FI_EP_DGRAM info: e is set up as a datagram endpoint.
 int ep_ud_open(ep* e);
 // fi_ep_bind(ep, av): the AV its sends address (one, of its domain).

@@ -17,6 +17,7 @@
 #include "ep.h"
 #include "gid_table.h"
 #include "grh.h"
+#include "ud_cm.h"
 
 namespace evd {
 
@@ -296,6 +297,24 @@ int ep_ud_enable(ep* e) {
         e->qp.reset();
         return r;
     }
+    // peers that know its IP and service find it by SIDR (ud_cm.h); a
+    // service asked for must be had, an ephemeral one is best effort
+    struct sockaddr_storage ss {};
+    socklen_t sl = 0;
+    gid_to_sockaddr(e->ud.name.gid, e->ud.name.service, &ss, &sl);
+    int lerr = 0;
+    uint16_t port = 0;
+    e->ud.listener = ud_listen(reinterpret_cast<sockaddr*>(&ss), e->qp->qp_num, &port, &lerr);
+    if (e->ud.listener) {
+        e->ud.name.service = port;
+    } else if (e->ud.name.service) {
+        e->ud.self_ah.reset();
+        e->qp.reset();
+        return lerr ? lerr : -FI_EADDRNOTAVAIL;
+    } else {
+        EVD_INFO(FI_LOG_EP_CTRL, "fi_enable: no SIDR listener (%d): peers need its fi_getname\n",
+                 lerr);
+    }
     async_target t;
     t.fid = &e->fid.fid;
     t.context = e->fid.fid.context;
@@ -318,6 +337,8 @@ int ep_ud_enable(ep* e) {
 }
 
 void ep_ud_release(ep* e) {
+    ud_unlisten(e->ud.listener);
+    e->ud.listener = nullptr;
     e->ud.self_ah.reset();
     e->ud.grh_mr.reset();
     e->ud.grh.reset();

@@ -25,6 +25,7 @@
 #include "devctx.h"
 #include "hint_rules.h"
 #include "ud_addr.h"
+#include "ud_cm.h"
 #include "owners.h"
 
 namespace evd {
@@ -673,8 +674,7 @@ struct info_list {
         std::string reason = device_mismatch(d, hints, true);
         if (!reason.empty()) return skip(d, reason);
         if (q.dest.len)
-            return skip(d, "a datagram peer's name cannot be resolved from node and service yet: "
-                        "exchange fi_getname names and fi_av_insert them");
+            return skip(d, "a datagram peer is found by node and service: the service is missing");
         std::vector<ud_name> names;
         for (const sockaddr_any& a : d.addrs) {
             ud_name n{};
@@ -794,12 +794,19 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
         // FI_EP_DGRAM: names (FI_ADDR_IB_UD) are taken as they are; the
         // rest (node and service as IP and port) resolves as for MSG
         fi_info h = *hints;
+        struct sockaddr_storage src_ip {};  // the IP of a source name, to route from
         if (h.addr_format == FI_ADDR_IB_UD) {
             if (h.src_addr) std::memcpy(q.ud_src, h.src_addr, kUdNameLen), q.has_ud_src = true;
             if (h.dest_addr) std::memcpy(q.ud_dest, h.dest_addr, kUdNameLen), q.has_ud_dest = true;
             h.src_addr = h.dest_addr = nullptr;
             h.src_addrlen = h.dest_addrlen = 0;
             h.addr_format = FI_FORMAT_UNSPEC;
+            if (q.has_ud_src) {
+                socklen_t n = 0;
+                gid_to_sockaddr(q.ud_src, 0, &src_ip, &n);
+                h.src_addr = &src_ip;
+                h.src_addrlen = n;
+            }
         }
         if (node && !std::strncmp(node, kUdAddrPrefix, std::strlen(kUdAddrPrefix))) {
             ud_name n;
@@ -815,6 +822,19 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
             service = nullptr;
         }
         if (int rc = resolve_addresses(node, service, flags, &h, q)) return rc;
+        if (q.dest.len && get_port(q.dest)) {
+            // the peer's name, asked of the endpoint listening there (ud_cm.h)
+            ud_name peer;
+            if (int rc = ud_resolve(q.src.len && !q.src_port_only ? q.src.sa() : nullptr,
+                                    q.dest.sa(), get_params().ud_resolve_timeout_ms, &peer)) {
+                EVD_INFO(FI_LOG_CORE, "fi_getinfo: no datagram endpoint at %s port %u: %s\n",
+                         addr_str(q.dest).c_str(), get_port(q.dest), fi_strerror(-rc));
+                return rc == -FI_EHOSTUNREACH ? -FI_ENODATA : rc;
+            }
+            std::memcpy(q.ud_dest, &peer, kUdNameLen);
+            q.has_ud_dest = true;
+            q.dest = sockaddr_any{};
+        }
         return build_infos(devs, version, q, hints, info);
     });
 }

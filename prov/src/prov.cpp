@@ -8,6 +8,7 @@
 #include "fabric.h"
 #include "info.h"
 #include "mem_monitor.h"
+#include "ud_cm.h"
 
 namespace evd {
 
@@ -93,6 +94,10 @@ const param_row kParams[] = {
      "Offer FI_EP_DGRAM endpoints (UD queue pairs) to hints that ask for FI_EP_DGRAM; off "
      "until datagram endpoints resolve node and service (fi_evd(7), DATAGRAM ENDPOINTS)",
      nullptr, nullptr, &params::dgram},
+    {"ud_resolve_timeout",
+     "How long, in ms, fi_getinfo and fi_av_insertsvc keep asking node:service for a datagram "
+     "endpoint's name (SIDR) before answering that nobody is there",
+     nullptr, &params::ud_resolve_timeout_ms, nullptr, 1},
 };
 
 void define_param(const param_row& r) {
@@ -145,6 +150,7 @@ void read_params() {
 
 void cleanup() noexcept {
     info_cleanup();
+    ud_agent_shutdown();
     mem_monitor_shutdown();
 }
 

@@ -15,6 +15,7 @@
 #include <rdma/fi_rma.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -412,6 +413,91 @@ TEST_F(DgramRxe, ClosingFlushesPostedReceivesAsCanceled) {
     EXPECT_EQ(seen, 4);
     struct fi_cq_data_entry e {};
     EXPECT_EQ(fi_cq_read(a.rxcq, &e, 1), -FI_EAGAIN);
+}
+
+// The name's service: the port its SIDR listener is bound to.
+uint16_t service_of(const uint8_t name[kNameLen]) {
+    uint16_t s;
+    std::memcpy(&s, name + 24, 2);
+    return s;
+}
+
+// A datagram endpoint is found by node and service: fi_getinfo asks the
+// endpoint listening there (SIDR) and answers its name as dest_addr.
+TEST_F(DgramRxe, GetinfoFindsThePeerByNodeAndService) {
+    REQUIRE_DGRAM();
+    ASSERT_NO_FATAL_FAILURE(a.open(addr0(), FI_MSG | FI_SOURCE));
+    const uint16_t port = service_of(a.name);
+    ASSERT_NE(port, 0) << "an enabled endpoint listens on an ephemeral port";
+    evdtest::use_build_tree_provider();
+    struct fi_info* h = dgram_hints(FI_MSG | FI_SOURCE);
+    struct fi_info* info = nullptr;
+    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), addr0(), std::to_string(port).c_str(), 0, h, &info), 0);
+    ASSERT_EQ(info->dest_addrlen, kNameLen);
+    EXPECT_EQ(std::memcmp(info->dest_addr, a.name, 20), 0) << "GID and QP number";
+    EXPECT_EQ(service_of(static_cast<uint8_t*>(info->dest_addr)), port);
+    fi_freeinfo(info);
+    // from rxe1's address: the answer is on rxe1, and the name works
+    auto* sin = static_cast<struct sockaddr_in*>(calloc(1, sizeof(struct sockaddr_in)));
+    sin->sin_family = AF_INET;
+    inet_pton(AF_INET, addr1(), &sin->sin_addr);
+    h->src_addr = sin;
+    h->src_addrlen = sizeof *sin;
+    h->addr_format = FI_SOCKADDR_IN;
+    EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), addr0(), std::to_string(port).c_str(), 0, h, &info),
+              -FI_ENODATA) << "a sockaddr is not a datagram endpoint's address format";
+    h->addr_format = FI_FORMAT_UNSPEC;
+    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), addr0(), std::to_string(port).c_str(), 0, h, &info), 0);
+    EXPECT_EQ(std::string(info->domain_attr->name), rxetest::env_or("EVD_VM_DEV1", "rxe1"));
+    fi_freeinfo(h);
+    ASSERT_NO_FATAL_FAILURE(b.open(addr1(), FI_MSG | FI_SOURCE));
+    ASSERT_EQ(fi_av_insert(b.av, info->dest_addr, 1, &b_to_a, 0, nullptr), 1);
+    fi_freeinfo(info);
+    ASSERT_EQ(fi_av_insert(a.av, b.name, 1, &a_to_b, 0, nullptr), 1);
+    EXPECT_EQ(one_datagram(b, b_to_a, a, 333, 1), a_to_b);
+}
+
+// Nobody at the service: -FI_ENODATA after FI_EVD_UD_RESOLVE_TIMEOUT.
+TEST_F(DgramRxe, NobodyAtTheServiceIsEnodata) {
+    REQUIRE_DGRAM();
+    evdtest::use_build_tree_provider();
+    struct fi_info* h = dgram_hints(FI_MSG);
+    struct fi_info* info = nullptr;
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), addr0(), "47111", 0, h, &info), -FI_ENODATA);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const char* tmo = std::getenv("FI_EVD_UD_RESOLVE_TIMEOUT");
+    const double want = (tmo ? std::atoi(tmo) : 5000) / 1000.0;
+    EXPECT_GE(secs, want * 0.9);
+    EXPECT_LT(secs, want + 5);
+    fi_freeinfo(h);
+}
+
+// fi_av_insertsvc asks the same way; a service taken by another endpoint
+// is refused at fi_enable.
+TEST_F(DgramRxe, InsertsvcAndAServiceInUse) {
+    REQUIRE_DGRAM();
+    ASSERT_NO_FATAL_FAILURE(a.open(addr0(), FI_MSG));
+    ASSERT_NO_FATAL_FAILURE(b.open(addr1(), FI_MSG));
+    const std::string port = std::to_string(service_of(a.name));
+    ASSERT_EQ(fi_av_insertsvc(b.av, addr0(), port.c_str(), &b_to_a, 0, nullptr), 1);
+    ASSERT_EQ(fi_av_insert(a.av, b.name, 1, &a_to_b, 0, nullptr), 1);
+    one_datagram(b, b_to_a, a, 100, 2);
+    one_datagram(a, a_to_b, b, 100, 3);
+    // the same service again, on a second endpoint of a's domain
+    evdtest::use_build_tree_provider();
+    struct fi_info* h = dgram_hints(FI_MSG);
+    struct fi_info* info = nullptr;
+    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), addr0(), port.c_str(), FI_SOURCE, h, &info), 0);
+    fi_freeinfo(h);
+    struct fid_ep* ep2 = nullptr;
+    ASSERT_EQ(fi_endpoint(a.dom, info, &ep2, nullptr), 0);
+    fi_freeinfo(info);
+    ASSERT_EQ(fi_ep_bind(ep2, &a.av->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(ep2, &a.txcq->fid, FI_TRANSMIT), 0);
+    ASSERT_EQ(fi_ep_bind(ep2, &a.rxcq->fid, FI_RECV), 0);
+    EXPECT_EQ(fi_enable(ep2), -FI_EADDRINUSE);
+    EXPECT_EQ(fi_close(&ep2->fid), 0);
 }
 
 // Sends and FI_SOURCE lookups run without a lock while another thread

@@ -44,7 +44,7 @@ rc=$?
 case $rc in 0 | 1) ;; *) echo "not ok - evd_integration (connect timeout) crashed or was killed (exit $rc)" ;; esac
 
 # Datagram endpoints are offered with FI_EVD_DGRAM=1 (read once per process).
-FI_EVD_DGRAM=1 "$build/evd_integration" --gtest_color=no --gtest_filter='DgramRxe.*'
+FI_EVD_DGRAM=1 FI_EVD_UD_RESOLVE_TIMEOUT=1500 "$build/evd_integration" --gtest_color=no --gtest_filter='DgramRxe.*'
 rc=$?
 case $rc in 0 | 1) ;; *) echo "not ok - evd_integration (datagram endpoints) crashed or was killed (exit $rc)" ;; esac
 
