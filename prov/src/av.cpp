@@ -214,7 +214,7 @@ int av_insertsvc(struct fid_av* f, const char* node, const char* service, fi_add
         }
         std::unique_ptr<struct addrinfo, call_deleter<freeaddrinfo>> owner(res);
         ud_name n;
-        int r = ud_resolve(nullptr, res->ai_addr, get_params().ud_resolve_timeout_ms, &n);
+        int r = ud_resolve(nullptr, res->ai_addr, get_params().cm_timeout_ms, &n);
         if (r) {
             EVD_WARN(FI_LOG_AV, "fi_av_insertsvc: no datagram endpoint answers at %s:%s: %s\n",
                      node, service, fi_strerror(-r));

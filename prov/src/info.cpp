@@ -826,7 +826,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
             // the peer's name, asked of the endpoint listening there (ud_cm.h)
             ud_name peer;
             if (int rc = ud_resolve(q.src.len && !q.src_port_only ? q.src.sa() : nullptr,
-                                    q.dest.sa(), get_params().ud_resolve_timeout_ms, &peer)) {
+                                    q.dest.sa(), get_params().cm_timeout_ms, &peer)) {
                 EVD_INFO(FI_LOG_CORE, "fi_getinfo: no datagram endpoint at %s port %u: %s\n",
                          addr_str(q.dest).c_str(), get_port(q.dest), fi_strerror(-rc));
                 return rc == -FI_EHOSTUNREACH ? -FI_ENODATA : rc;

@@ -91,13 +91,9 @@ const param_row kParams[] = {
      "forever' and would never notice",
      nullptr, &params::retry_count, nullptr, -1, 7},
     {"dgram",
-     "Offer FI_EP_DGRAM endpoints (UD queue pairs) to hints that ask for FI_EP_DGRAM; off "
-     "until datagram endpoints resolve node and service (fi_evd(7), DATAGRAM ENDPOINTS)",
+     "Offer FI_EP_DGRAM endpoints (UD queue pairs) to hints that ask for FI_EP_DGRAM "
+     "(fi_evd(7), DATAGRAM ENDPOINTS); 0 hides them, and with them evd;ofi_rxd",
      nullptr, nullptr, &params::dgram},
-    {"ud_resolve_timeout",
-     "How long, in ms, fi_getinfo and fi_av_insertsvc keep asking node:service for a datagram "
-     "endpoint's name (SIDR) before answering that nobody is there",
-     nullptr, &params::ud_resolve_timeout_ms, nullptr, 1},
 };
 
 void define_param(const param_row& r) {

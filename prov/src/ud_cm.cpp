@@ -135,8 +135,7 @@ struct rdma_cm_event* next_event(struct rdma_event_channel* ch, int ms) {
     return rdma_get_cm_event(ch, &ev) ? nullptr : ev;
 }
 
-// One SIDR attempt: 0 with *out, 1 when the peer did not answer (not
-// listening yet: ask again), or a negative FI_E*.
+// One SIDR exchange: 0 with *out, or a negative FI_E*.
 int resolve_once(const struct sockaddr* src, const struct sockaddr* dst, int ms, ud_name* out) {
     cm_channel_ptr ch(rdma_create_event_channel());
     if (!ch) return fi_err(errno);
@@ -153,7 +152,10 @@ int resolve_once(const struct sockaddr* src, const struct sockaddr* dst, int ms,
     };
     for (;;) {
         struct rdma_cm_event* ev = next_event(ch.get(), left());
-        if (!ev) return 1;
+        if (!ev) {
+            EVD_INFO(FI_LOG_CORE, "SIDR: no answer from port %u within %d ms\n", port_of(dst), ms);
+            return -FI_ENODATA;
+        }
         const enum rdma_cm_event_type t = ev->event;
         const int status = ev->status;
         if (t == RDMA_CM_EVENT_ESTABLISHED) {
@@ -188,9 +190,10 @@ int resolve_once(const struct sockaddr* src, const struct sockaddr* dst, int ms,
         case RDMA_CM_EVENT_ROUTE_ERROR:
             EVD_INFO(FI_LOG_CORE, "SIDR: %s (status %d)\n", rdma_event_str(t), status);
             return -FI_EHOSTUNREACH;
-        default:  // UNREACHABLE, REJECTED: nobody answers that service (yet)
-            EVD_DBG(FI_LOG_CORE, "SIDR: %s (status %d)\n", rdma_event_str(t), status);
-            return 1;
+        default:  // UNREACHABLE, REJECTED: nobody answers that service
+            EVD_INFO(FI_LOG_CORE, "SIDR: port %u: %s (status %d): no datagram endpoint there\n",
+                     port_of(dst), rdma_event_str(t), status);
+            return -FI_ENODATA;
         }
     }
 }
@@ -237,20 +240,7 @@ void ud_unlisten(ud_listener* l) {
 
 int ud_resolve(const struct sockaddr* src, const struct sockaddr* dst, int timeout_ms,
                ud_name* out) {
-    using clock = std::chrono::steady_clock;
-    const auto end = clock::now() + std::chrono::milliseconds(timeout_ms);
-    for (int tries = 1;; ++tries) {
-        const int left = static_cast<int>(
-            std::chrono::duration_cast<std::chrono::milliseconds>(end - clock::now()).count());
-        int r = resolve_once(src, dst, std::max(left, 100), out);
-        if (r <= 0) return r;
-        if (clock::now() + std::chrono::milliseconds(100) >= end) {
-            EVD_INFO(FI_LOG_CORE, "SIDR: no datagram endpoint answered at port %u within %d ms "
-                     "(%d tries)\n", port_of(dst), timeout_ms, tries);
-            return -FI_ENODATA;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    return resolve_once(src, dst, std::max(timeout_ms, 1), out);
 }
 
 void ud_agent_shutdown() noexcept {

@@ -9,8 +9,10 @@
 //    answers peers; no event of the application is produced or advanced in
 //    it (docs/design.md).
 //  * fi_getinfo(node, service) for FI_EP_DGRAM, and fi_av_insertsvc, ask the
-//    peer by SIDR (ud_resolve) and get its FI_ADDR_IB_UD name. A peer not
-//    listening yet is asked again until FI_EVD_UD_RESOLVE_TIMEOUT.
+//    peer by SIDR (ud_resolve) and get its FI_ADDR_IB_UD name. Nobody
+//    listening there is an answer, at once (as a connection request to a
+//    port nobody listens on): no retry, so an RDM getinfo that ofi_rxd
+//    passes to evd for a server of ofi_rxm's costs one round trip.
 #pragma once
 
 #include <sys/socket.h>
@@ -31,8 +33,9 @@ ud_listener* ud_listen(const struct sockaddr* addr, uint32_t qpn, uint16_t* port
 void ud_unlisten(ud_listener* l);
 
 // Resolves the datagram endpoint at dst (IP and port) from src (optional):
-// its name, with `service` = dst's port. 0, or -FI_ENODATA when nobody
-// answered within the timeout (ms), -FI_EHOSTUNREACH when no device
+// its name, with `service` = dst's port. 0, or -FI_ENODATA when no
+// datagram endpoint listens there or nothing answered within timeout_ms
+// (each of address, route and SIDR), -FI_EHOSTUNREACH when no device
 // reaches dst.
 int ud_resolve(const struct sockaddr* src, const struct sockaddr* dst, int timeout_ms,
                ud_name* out);

@@ -5,8 +5,9 @@
 // ways with their data checked, immediate data, the sender of each receive
 // (FI_SOURCE), the limits (max_msg_size, inject), what UD cannot do, and the
 // receives a closing endpoint flushes.
-// Datagram endpoints are offered with FI_EVD_DGRAM=1, read once per process:
-// FI_EVD_DGRAM=1 ./evd_integration --gtest_filter='DgramRxe.*' in the VM.
+// Datagram endpoints are offered unless FI_EVD_DGRAM=0 (read once per
+// process): ./evd_integration --gtest_filter='Dgram*' in the VM; DgramOff
+// runs in a process of its own with FI_EVD_DGRAM=0.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <rdma/fi_cm.h>
@@ -28,11 +29,15 @@ namespace {
 
 constexpr size_t kNameLen = 32;  // FI_ADDR_IB_UD
 
-#define REQUIRE_DGRAM()                                                                     \
-    do {                                                                                    \
-        REQUIRE_VM();                                                                       \
-        if (std::string(std::getenv("FI_EVD_DGRAM") ? std::getenv("FI_EVD_DGRAM") : "") != "1") \
-            GTEST_SKIP() << "datagram endpoints are tested with FI_EVD_DGRAM=1";            \
+bool dgram_off() {
+    const char* v = std::getenv("FI_EVD_DGRAM");
+    return v && std::string(v) == "0";
+}
+
+#define REQUIRE_DGRAM()                                                            \
+    do {                                                                           \
+        REQUIRE_VM();                                                              \
+        if (dgram_off()) GTEST_SKIP() << "FI_EVD_DGRAM=0 hides datagram endpoints"; \
     } while (0)
 
 struct fi_info* dgram_hints(uint64_t caps) {
@@ -457,8 +462,10 @@ TEST_F(DgramRxe, GetinfoFindsThePeerByNodeAndService) {
     EXPECT_EQ(one_datagram(b, b_to_a, a, 333, 1), a_to_b);
 }
 
-// Nobody at the service: -FI_ENODATA after FI_EVD_UD_RESOLVE_TIMEOUT.
-TEST_F(DgramRxe, NobodyAtTheServiceIsEnodata) {
+// Nobody at the service: -FI_ENODATA at once (the peer's CM says so), as
+// a connection request to a port nobody listens on is rejected at once;
+// a MSG listener on that port is nobody for datagrams.
+TEST_F(DgramRxe, NobodyAtTheServiceIsEnodataAtOnce) {
     REQUIRE_DGRAM();
     evdtest::use_build_tree_provider();
     struct fi_info* h = dgram_hints(FI_MSG);
@@ -466,10 +473,7 @@ TEST_F(DgramRxe, NobodyAtTheServiceIsEnodata) {
     auto t0 = std::chrono::steady_clock::now();
     EXPECT_EQ(fi_getinfo(FI_VERSION(1, 17), addr0(), "47111", 0, h, &info), -FI_ENODATA);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const char* tmo = std::getenv("FI_EVD_UD_RESOLVE_TIMEOUT");
-    const double want = (tmo ? std::atoi(tmo) : 5000) / 1000.0;
-    EXPECT_GE(secs, want * 0.9);
-    EXPECT_LT(secs, want + 5);
+    EXPECT_LT(secs, 1.5) << "not a timeout";
     fi_freeinfo(h);
 }
 
@@ -533,10 +537,10 @@ TEST_F(DgramRxe, ThreadsInsertWhileTheAvIsReadFrom) {
     EXPECT_GT(inserted.load(), 0);
 }
 
-// Without FI_EVD_DGRAM=1, hints asking for FI_EP_DGRAM find nothing.
-TEST(DgramOff, HintsAskingForDatagramsFindNothingByDefault) {
+// With FI_EVD_DGRAM=0, hints asking for FI_EP_DGRAM find nothing.
+TEST(DgramOff, HintsAskingForDatagramsFindNothingWhenHidden) {
     REQUIRE_VM();
-    if (std::getenv("FI_EVD_DGRAM")) GTEST_SKIP() << "FI_EVD_DGRAM is set in this process";
+    if (!dgram_off()) GTEST_SKIP() << "runs with FI_EVD_DGRAM=0";
     int ret = 0;
     struct fi_info* info = dgram_info(addr0(), FI_MSG, &ret);
     EXPECT_EQ(ret, -FI_ENODATA);

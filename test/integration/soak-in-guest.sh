@@ -7,7 +7,7 @@
 # suppressions for rdma-core's uninstrumented libraries (test/tsan.supp);
 # AddressSanitizer with leak checking. Prints evd_soak's figures and its
 # "ok - ..." / "not ok - ..." line, plus a "not ok" line when the sanitizer
-# reported anything; then the datagram suite (FI_EVD_DGRAM=1, DgramRxe.*)
+# reported anything; then the datagram suite (DgramRxe.*)
 # under the same sanitizer, one more "ok"/"not ok" line. Exit status 0 only
 # when all passed.
 #
@@ -45,7 +45,7 @@ esac
 # The datagram suite under the same sanitizer (its threaded test reads an
 # address vector without a lock while another thread grows it).
 dname="DgramRxe.* ($(basename "$build"))"
-FI_EVD_DGRAM=1 FI_EVD_UD_RESOLVE_TIMEOUT=1500 timeout -k 10 300 "$build/evd_integration" --gtest_color=no --gtest_brief=1 \
+timeout -k 10 300 "$build/evd_integration" --gtest_color=no --gtest_brief=1 \
     --gtest_filter='DgramRxe.*' >"$log.dgram" 2>&1
 drc=$?
 dreports=$(grep -cE '^(WARNING: ThreadSanitizer|==[0-9]+==ERROR: (Address|Leak)Sanitizer)|runtime error:' "$log.dgram")
