@@ -224,6 +224,13 @@ struct ep {
     } ud;
 };
 
+// v within [lo, hi], as a QP size (ep_qp.cpp, ep_ud.cpp).
+inline uint32_t clamp_u32(size_t v, uint32_t lo, uint32_t hi) noexcept {
+    if (v < lo) return lo;
+    if (v > hi) return hi;
+    return static_cast<uint32_t>(v);
+}
+
 // The errno of an ibv_post_* failure. ibv_post_send(3) returns an errno
 // value; libsiw returns it negated (a full send queue is -ENOMEM there).
 inline int post_errno(int r) noexcept { return r < 0 ? -r : r; }

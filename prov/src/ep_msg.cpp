@@ -232,25 +232,9 @@ int migrate_id(ep* e, cm_chan* chan, std::unique_lock<std::mutex>& lk) {
     return 0;
 }
 
-int bind_eq(ep* e, struct fid* bfid, uint64_t flags, std::unique_lock<std::mutex>& lk) {
-    eq* q = eq_from_fid(bfid);
-    if (!q) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: not an evd EQ\n");
-        return -FI_EINVAL;
-    }
-    if (e->eq_bound.load() || e->migrating) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: an EQ is already bound\n");
-        return -FI_EINVAL;
-    }
-    if (e->dgram) {  // async events and terminal records only: no rdma_cm id
-        eq_bind_ref(q);
-        int ret = devctx_attach_eq(e->dom->dev, q);
-        if (ret && ret != -FI_ENOSYS)
-            EVD_INFO(FI_LOG_EP_CTRL, "devctx_attach_eq: %d (async events read elsewhere)\n", ret);
-        e->eq_flags = flags;
-        e->eq_bound.store(q);
-        return 0;
-    }
+// The EQ's rdma_cm channel for e's id: a new id there, or e's id moved
+// there (one adopted from a connection request on the listener's EQ).
+int bind_eq_id(ep* e, eq* q, std::unique_lock<std::mutex>& lk) {
     int err = 0;
     cm_chan* chan = cm_chan_get(q, &err);
     if (!chan) return err;
@@ -270,6 +254,23 @@ int bind_eq(ep* e, struct fid* bfid, uint64_t flags, std::unique_lock<std::mutex
         e->chan = chan;
     }
     if (e->creq) drop_connreq(e);  // the id now lives on e's own binding
+    return 0;
+}
+
+int bind_eq(ep* e, struct fid* bfid, uint64_t flags, std::unique_lock<std::mutex>& lk) {
+    eq* q = eq_from_fid(bfid);
+    if (!q) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: not an evd EQ\n");
+        return -FI_EINVAL;
+    }
+    if (e->eq_bound.load() || e->migrating) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: an EQ is already bound\n");
+        return -FI_EINVAL;
+    }
+    // a datagram endpoint's EQ gets its async events and terminal records
+    // only: it has no rdma_cm id
+    if (!e->dgram)
+        if (int rc = bind_eq_id(e, q, lk)) return rc;
     eq_bind_ref(q);
     int ret = devctx_attach_eq(e->dom->dev, q);
     if (ret && ret != -FI_ENOSYS)

@@ -23,12 +23,6 @@ namespace evd {
 
 namespace {
 
-uint32_t clamp_u32(size_t v, uint32_t lo, uint32_t hi) {
-    if (v < lo) return lo;
-    if (v > hi) return hi;
-    return static_cast<uint32_t>(v);
-}
-
 int ud_qp_attrs(ep* e, struct ibv_qp_init_attr* a) {
     const struct ibv_device_attr& da = e->dom->dev->attr.orig_attr;
     uint32_t max_wr = da.max_qp_wr > 0 ? static_cast<uint32_t>(da.max_qp_wr) : 1024;
