@@ -331,9 +331,10 @@ int ep_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
             case FI_CLASS_CQ:
                 return bind_cq(e, bfid, flags);
             case FI_CLASS_SRX_CTX:
-                if (e->dgram) {
-                    EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: shared receive contexts are for "
-                             "FI_EP_MSG endpoints\n");
+                if (srx_ibv(bfid) && srx_for_dgram(bfid) != e->dgram) {
+                    EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: the shared receive context is for %s "
+                             "endpoints (the type of its domain)\n",
+                             e->dgram ? "FI_EP_MSG" : "FI_EP_DGRAM");
                     return -FI_EINVAL;
                 }
                 if (e->srx_fid || !srx_ibv(bfid)) {

@@ -17,6 +17,7 @@
 #include "ep.h"
 #include "gid_table.h"
 #include "grh.h"
+#include "srx.h"
 #include "ud_cm.h"
 
 namespace evd {
@@ -33,14 +34,17 @@ int ud_qp_attrs(ep* e, struct ibv_qp_init_attr* a) {
     a->sq_sig_all = 0;
     a->send_cq = cq_ibv(e->tx_cq);
     a->recv_cq = cq_ibv(e->rx_cq);
+    a->srq = e->srx_fid ? srx_ibv(e->srx_fid) : nullptr;
     const fi_tx_attr* tx = e->info->tx_attr;
     const fi_rx_attr* rx = e->info->rx_attr;
     a->cap.max_send_wr = clamp_u32(tx && tx->size ? tx->size : 256, 1, max_wr);
     a->cap.max_send_sge = clamp_u32(tx && tx->iov_limit ? tx->iov_limit : 1, 1, max_sge);
     a->cap.max_inline_data = tx ? static_cast<uint32_t>(tx->inject_size) : 0;
-    a->cap.max_recv_wr = clamp_u32(rx && rx->size ? rx->size : 256, 1, max_wr);
-    // one more than the user's: the header goes to a buffer of evd's own
-    a->cap.max_recv_sge = clamp_u32((rx && rx->iov_limit ? rx->iov_limit : 1) + 1, 2, max_sge);
+    if (!a->srq) {
+        a->cap.max_recv_wr = clamp_u32(rx && rx->size ? rx->size : 256, 1, max_wr);
+        // one more than the user's: the header goes to a buffer of evd's own
+        a->cap.max_recv_sge = clamp_u32((rx && rx->iov_limit ? rx->iov_limit : 1) + 1, 2, max_sge);
+    }
     return 0;
 }
 
@@ -256,9 +260,12 @@ int ep_ud_enable(ep* e) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: a datagram endpoint needs an AV bound\n");
         return -FI_ENOAV;
     }
-    if (e->srx_fid) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: shared receive contexts are for FI_EP_MSG endpoints\n");
-        return -FI_EINVAL;
+    if (e->srx_fid && e->ud.source) {
+        // receives of a shared context complete in no endpoint's order: the
+        // header of each cannot be kept for it (ep.h, ud_state::grh)
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: FI_SOURCE and a shared receive context together are "
+                 "not supported on datagram endpoints\n");
+        return -FI_EOPNOTSUPP;
     }
     domain* d = e->dom;
     if (int r = local_gid(e, &e->ud.name)) return r;

@@ -84,6 +84,11 @@ ssize_t ud_sq(ep* e, const struct iovec* iov, void* const* desc, size_t count, f
 
 ssize_t ud_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, void* context,
               uint64_t flags) {
+    if (e->srx_fid) {
+        EVD_WARN(FI_LOG_EP_DATA, "fi_recv on an endpoint bound to a shared receive context: "
+                                 "post to the fi_srx_context instead\n");
+        return -FI_EOPBADSTATE;
+    }
     if (!e->qp_ready.load(std::memory_order_acquire)) {
         EVD_WARN(FI_LOG_EP_DATA, "fi_recv: datagram endpoint not enabled\n");
         return -FI_EOPBADSTATE;

@@ -34,7 +34,6 @@ constexpr uint64_t kRxCtxCnts[] = {0, 1, FI_SHARED_CONTEXT};
 // FI_EP_DGRAM
 constexpr uint64_t kDgramAddrFormats[] = {FI_FORMAT_UNSPEC, FI_ADDR_IB_UD};
 constexpr uint64_t kDgramProtocols[] = {FI_PROTO_UNSPEC, FI_PROTO_IB_UD};
-constexpr uint64_t kDgramRxCtxCnts[] = {0, 1};
 constexpr uint8_t M = kRuleMsg, D = kRuleDgram;
 constexpr uint32_t kApi20 = FI_VERSION(2, 0);
 
@@ -118,12 +117,7 @@ constexpr hint_rule kRules[] = {
     {.step = S::attributes, .field = F(ep, tx_ctx_cnt), .cmp = C::at_most, .limit = 1,
      .reason = "one transmit context, none shared"},
     {.step = S::attributes, .field = F(ep, rx_ctx_cnt), .cmp = C::one_of, .allowed = kRxCtxCnts,
-     .types = M, .reason = "one receive context, or FI_SHARED_CONTEXT"},
-    {.step = S::attributes, .field = F(ep, rx_ctx_cnt), .cmp = C::one_of,
-     .allowed = kDgramRxCtxCnts, .types = D,
-     .reason = "one receive context; shared ones are for FI_EP_MSG"},
-    {.step = S::attributes, .field = F(domain, max_ep_srx_ctx), .cmp = C::unset, .types = D,
-     .reason = "shared receive contexts are for FI_EP_MSG"},
+     .reason = "one receive context, or FI_SHARED_CONTEXT"},
     {.step = S::attributes, .field = F(ep, auth_key_size), .cmp = C::unset,
      .reason = "evd has no authorization keys"},
     {.step = S::attributes, .field = F(ep, auth_key), .cmp = C::unset,

@@ -313,7 +313,14 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
     if (int r = check_cq_data(h, w)) return r;
     if (int r = check_mr_mode(version, h, w)) return r;
     if (w->cq_data) w->mode |= FI_RX_CQ_DATA;
-    return check_hint_rules(version, h, hint_step::attributes);
+    if (int r = check_hint_rules(version, h, hint_step::attributes)) return r;
+    // a datagram endpoint keeps each receive's header for FI_SOURCE in its
+    // own order, which a shared receive context does not follow
+    if (w->dgram && (w->caps & FI_SOURCE) && h->ep_attr &&
+        h->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT)
+        REJECT(-FI_ENODATA, "hints ask for FI_SOURCE and a shared receive context on FI_EP_DGRAM: "
+               "one or the other\n");
+    return 0;
 }
 
 // Returns "" when the device satisfies the hints' limits, else the reason.
@@ -536,8 +543,6 @@ void fill_dgram(fi_info* i, const dev_desc& d, const wants& w, const fi_info* h,
     ep->max_msg_size = std::min<uint64_t>(d.active_mtu, d.max_msg_sz);
     ep->max_order_raw_size = 0;
     ep->max_order_waw_size = 0;
-    ep->rx_ctx_cnt = 1;
-    i->domain_attr->max_ep_srx_ctx = 0;
 }
 
 // One fi_info for device d with the given addresses.

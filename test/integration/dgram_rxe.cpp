@@ -504,6 +504,58 @@ TEST_F(DgramRxe, InsertsvcAndAServiceInUse) {
     EXPECT_EQ(fi_close(&ep2->fid), 0);
 }
 
+// Datagram endpoints of one domain share a receive context: each receive
+// still gets its header out of the way, whichever endpoint it lands on.
+TEST_F(DgramRxe, SharedReceiveContextFeedsSeveralEndpoints) {
+    REQUIRE_DGRAM();
+    ASSERT_NO_FATAL_FAILURE(open_pair());
+    struct fi_rx_attr ra = *a.info->rx_attr;
+    struct fid_ep* srx = nullptr;
+    ASSERT_EQ(fi_srx_context(a.dom, &ra, &srx, nullptr), 0);
+    struct fid_ep* eps[2] = {};
+    fi_addr_t to[2];
+    for (int k = 0; k < 2; ++k) {
+        ASSERT_EQ(fi_endpoint(a.dom, a.info, &eps[k], nullptr), 0);
+        ASSERT_EQ(fi_ep_bind(eps[k], &a.av->fid, 0), 0);
+        ASSERT_EQ(fi_ep_bind(eps[k], &a.txcq->fid, FI_TRANSMIT), 0);
+        ASSERT_EQ(fi_ep_bind(eps[k], &a.rxcq->fid, FI_RECV), 0);
+        ASSERT_EQ(fi_ep_bind(eps[k], &srx->fid, 0), 0);
+        ASSERT_EQ(fi_enable(eps[k]), 0);
+        uint8_t name[kNameLen];
+        size_t len = sizeof name;
+        ASSERT_EQ(fi_getname(&eps[k]->fid, name, &len), 0);
+        ASSERT_EQ(fi_av_insert(b.av, name, 1, &to[k], 0, nullptr), 1);
+    }
+    EXPECT_EQ(fi_recv(eps[0], a.at(0), 64, a.desc(), FI_ADDR_UNSPEC, nullptr), -FI_EOPBADSTATE)
+        << "receives go to the shared context";
+    int rctx[4];
+    for (int i = 0; i < 4; ++i)
+        ASSERT_EQ(fi_recv(srx, a.at(4096 * i), 1024, a.desc(), FI_ADDR_UNSPEC, &rctx[i]), 0);
+    for (int i = 0; i < 4; ++i) {
+        for (int j = 0; j < 100 + i; ++j) b.at(1000 * i)[j] = static_cast<uint8_t>(i * 31 + j);
+        ASSERT_EQ(fi_send(b.ep, b.at(1000 * i), 100 + i, b.desc(), to[i % 2], nullptr), 0);
+        struct fi_cq_data_entry e {};
+        ASSERT_EQ(rxetest::cq_wait_one(a.rxcq, e, 10000), 1);
+        EXPECT_EQ(e.op_context, &rctx[i]) << "in posting order";
+        EXPECT_EQ(e.len, 100u + i);
+        EXPECT_EQ(std::memcmp(a.at(4096 * i), b.at(1000 * i), 100 + i), 0);
+    }
+    // FI_SOURCE cannot be kept for receives of a shared context
+    struct fi_info* src_info = dgram_info(addr0(), FI_MSG | FI_SOURCE);
+    ASSERT_NE(src_info, nullptr);
+    struct fid_ep* ep3 = nullptr;
+    ASSERT_EQ(fi_endpoint(a.dom, src_info, &ep3, nullptr), 0);
+    fi_freeinfo(src_info);
+    ASSERT_EQ(fi_ep_bind(ep3, &a.av->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(ep3, &a.txcq->fid, FI_TRANSMIT), 0);
+    ASSERT_EQ(fi_ep_bind(ep3, &a.rxcq->fid, FI_RECV), 0);
+    ASSERT_EQ(fi_ep_bind(ep3, &srx->fid, 0), 0);
+    EXPECT_EQ(fi_enable(ep3), -FI_EOPNOTSUPP);
+    EXPECT_EQ(fi_close(&ep3->fid), 0);
+    for (struct fid_ep* e : eps) EXPECT_EQ(fi_close(&e->fid), 0);
+    EXPECT_EQ(fi_close(&srx->fid), 0);
+}
+
 // Sends and FI_SOURCE lookups run without a lock while another thread
 // inserts into the same AV (its chunks and source index grow) and removes
 // again: every datagram's data and sender stay right. Under TSan in the

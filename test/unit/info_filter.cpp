@@ -417,7 +417,7 @@ std::vector<hint_case> cases() {
              EXPECT_EQ(i->tx_attr->msg_order, static_cast<uint64_t>(FI_ORDER_SAS));
              EXPECT_EQ(i->rx_attr->iov_limit, r ? 29u : 3u);  // one SGE is the receive header's
              EXPECT_EQ(i->tx_attr->iov_limit, r ? 30u : 4u);
-             EXPECT_EQ(i->domain_attr->max_ep_srx_ctx, 0u);
+             EXPECT_EQ(i->domain_attr->max_ep_srx_ctx, r ? 300u : 0u);
              EXPECT_EQ(i->mode & FI_MSG_PREFIX, 0u);
          })},
         {"ep_type DGRAM, FI_SOURCE", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->caps = FI_MSG | FI_SOURCE; }, 0, kAll,
@@ -425,6 +425,9 @@ std::vector<hint_case> cases() {
         {"ep_type DGRAM, FI_RMA", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->caps = FI_MSG | FI_RMA; }, -FI_ENODATA},
         {"ep_type DGRAM, sockaddr", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->addr_format = FI_SOCKADDR_IN; }, -FI_ENODATA},
         {"ep_type DGRAM, message above the MTU", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->ep_attr->max_msg_size = 4096; }, -FI_ENODATA},
+        {"ep_type DGRAM, shared rx", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT; }, 0, kRoce,
+         each([](fi_info* i) { EXPECT_EQ(i->ep_attr->rx_ctx_cnt, FI_SHARED_CONTEXT); })},
+        {"ep_type DGRAM, shared rx and FI_SOURCE", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->caps = FI_MSG | FI_SOURCE; h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT; }, -FI_ENODATA},
         {"ep_type MSG, FI_SOURCE", [](fi_info* h) { h->ep_attr->type = FI_EP_MSG; h->caps = FI_MSG | FI_SOURCE; }, -FI_ENODATA},
         {"FI_ADDR_IB_UD without DGRAM", [](fi_info* h) { h->addr_format = FI_ADDR_IB_UD; }, -FI_ENODATA},
         {"protocol RC", [](fi_info* h) { h->ep_attr->protocol = FI_PROTO_RDMA_CM_IB_RC; }, 0, kAll},
