@@ -279,7 +279,10 @@ bool hint_rule_holds(const hint_rule& r, uint64_t value) {
 }
 
 uint8_t hint_rule_type(const fi_info* h) {
-    return h && h->ep_attr && h->ep_attr->type == FI_EP_DGRAM ? kRuleDgram : kRuleMsg;
+    if (!h || !h->ep_attr) return kRuleMsg;
+    // read as the number it is: hints may hold any value there
+    const uint64_t type = read_field(&h->ep_attr->type, sizeof h->ep_attr->type);
+    return type == FI_EP_DGRAM ? kRuleDgram : kRuleMsg;
 }
 
 int check_hint_rules(uint32_t version, const fi_info* h, hint_step step) {

@@ -678,8 +678,9 @@ struct info_list {
         d.max_inline = d.max_inline_ud;
         std::string reason = device_mismatch(d, hints, true);
         if (!reason.empty()) return skip(d, reason);
-        if (q.dest.len)
-            return skip(d, "a datagram peer is found by node and service: the service is missing");
+        // a node without a service names no endpoint: only the device and
+        // source address that reach it (fi_shared_ctx asks so for its
+        // endpoints after the first); with a service, getinfo() resolved it
         std::vector<ud_name> names;
         for (const sockaddr_any& a : d.addrs) {
             ud_name n{};
@@ -767,7 +768,8 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     return guard([&]() -> int {
         if (!info) return -FI_EINVAL;
         *info = nullptr;
-        if (hints && hints->ep_attr && hints->ep_attr->type == FI_EP_DGRAM && !get_params().dgram) {
+        const bool dgram = hint_rule_type(hints) == kRuleDgram;
+        if (dgram && !get_params().dgram) {
             EVD_INFO(FI_LOG_CORE, "fi_getinfo: hints->ep_attr->type FI_EP_DGRAM: datagram "
                      "endpoints are off (FI_EVD_DGRAM=1 turns them on)\n");
             return -FI_ENODATA;
@@ -783,7 +785,6 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
             EVD_INFO(FI_LOG_CORE, "fi_getinfo: no RDMA device\n");
             return -FI_ENODATA;
         }
-        const bool dgram = hints && hints->ep_attr && hints->ep_attr->type == FI_EP_DGRAM;
         std::vector<dev_desc> devs(ctxs.size());
         for (size_t k = 0; k < ctxs.size(); ++k) {
             describe_device(ctxs[k], devs[k]);

@@ -21,6 +21,7 @@
 #include <cstring>
 #include <vector>
 
+#include "hint_rules.h"
 #include "info.h"
 #include "../unit/fake_devices.h"
 
@@ -140,7 +141,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check((rc == 0) == (out != nullptr));
     for (struct fi_info* i = out; i; i = i->next) {
         check(i->ep_attr);
-        const bool dgram = !null_hints && h->ep_attr && h->ep_attr->type == FI_EP_DGRAM;
+        const bool dgram = !null_hints && evd::hint_rule_type(h) == evd::kRuleDgram;
         check(i->ep_attr->type == (dgram ? FI_EP_DGRAM : FI_EP_MSG));
         check((i->caps & ~(dgram ? evd::kDgramCaps : evd::kCaps)) == 0);
         if (dgram) check(i->addr_format == FI_ADDR_IB_UD && i->src_addrlen == 32);

@@ -38,6 +38,7 @@ bool dgram_off() {
     do {                                                                           \
         REQUIRE_VM();                                                              \
         if (dgram_off()) GTEST_SKIP() << "FI_EVD_DGRAM=0 hides datagram endpoints"; \
+        if (rxetest::on_iwarp()) GTEST_SKIP() << "iWARP has no datagram QPs";       \
     } while (0)
 
 struct fi_info* dgram_hints(uint64_t caps) {
@@ -454,6 +455,12 @@ TEST_F(DgramRxe, GetinfoFindsThePeerByNodeAndService) {
     h->addr_format = FI_FORMAT_UNSPEC;
     ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), addr0(), std::to_string(port).c_str(), 0, h, &info), 0);
     EXPECT_EQ(std::string(info->domain_attr->name), rxetest::env_or("EVD_VM_DEV1", "rxe1"));
+    // a node without a service: the device and source that reach it, no peer
+    struct fi_info* route = nullptr;
+    ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), addr0(), nullptr, 0, h, &route), 0);
+    EXPECT_EQ(route->dest_addr, nullptr);
+    EXPECT_EQ(std::memcmp(route->src_addr, v4_gid(addr1()).data(), 16), 0);
+    fi_freeinfo(route);
     fi_freeinfo(h);
     ASSERT_NO_FATAL_FAILURE(b.open(addr1(), FI_MSG | FI_SOURCE));
     ASSERT_EQ(fi_av_insert(b.av, info->dest_addr, 1, &b_to_a, 0, nullptr), 1);
@@ -587,6 +594,18 @@ TEST_F(DgramRxe, ThreadsInsertWhileTheAvIsReadFrom) {
     stop.store(true);
     grower.join();
     EXPECT_GT(inserted.load(), 0);
+}
+
+// iWARP has no unreliable datagram QPs: hints asking for FI_EP_DGRAM find
+// no siw device (each skipped with that reason).
+TEST(DgramIwarp, IwarpOffersNoDatagramEndpoints) {
+    REQUIRE_VM();
+    if (!rxetest::on_iwarp()) GTEST_SKIP() << "runs on siw (test/vm/run-in-vm --driver siw)";
+    int ret = 0;
+    struct fi_info* info = dgram_info(addr0(), FI_MSG, &ret);
+    EXPECT_EQ(ret, -FI_ENODATA);
+    EXPECT_EQ(info, nullptr);
+    fi_freeinfo(info);
 }
 
 // With FI_EVD_DGRAM=0, hints asking for FI_EP_DGRAM find nothing.
