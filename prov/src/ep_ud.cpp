@@ -85,11 +85,22 @@ int local_gid(ep* e, ud_name* n) {
         std::memcpy(n, info->src_addr, kUdNameLen);
         gid_entry g = gid_find(verbs, d->port_num, n->gid);
         if (g.index < 0) {
+            // an fi_info of another device used on this domain (fi_shared_ctx
+            // asks fi_getinfo(node, NULL) for its further endpoints, and on
+            // one host the route to node may leave from the other device):
+            // the domain's GID of the same kind, the service kept
             char text[128];
             ud_straddr(*n, text, sizeof text);
-            EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: the source name %s is not a GID of port %u of %s\n",
-                     text, d->port_num, d->dev->name.c_str());
-            return -FI_EADDRNOTAVAIL;
+            g = gid_source_for(verbs, d->port_num, n->gid);
+            if (g.index < 0) {
+                EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: the source name %s is not a GID of port %u "
+                         "of %s, which has none of its kind\n", text, d->port_num,
+                         d->dev->name.c_str());
+                return -FI_EADDRNOTAVAIL;
+            }
+            EVD_INFO(FI_LOG_EP_CTRL, "fi_enable: the source name %s is not on %s: named by its "
+                     "GID index %d instead\n", text, d->dev->name.c_str(), g.index);
+            std::memcpy(n->gid, g.gid, 16);
         }
         e->ud.sgid_index = g.index;
         return 0;

@@ -563,6 +563,53 @@ TEST_F(DgramRxe, SharedReceiveContextFeedsSeveralEndpoints) {
     EXPECT_EQ(fi_close(&srx->fid), 0);
 }
 
+// Several datagram endpoints on each domain, each pair talking (what
+// fi_shared_ctx -e dgram does): the second endpoints' names and address
+// handles work as the first ones do.
+TEST_F(DgramRxe, SeveralEndpointsPerDomainTalkPairwise) {
+    REQUIRE_DGRAM();
+    ASSERT_NO_FATAL_FAILURE(open_pair());
+    struct fid_ep* ea[2] = {a.ep, nullptr};
+    struct fid_ep* eb[2] = {b.ep, nullptr};
+    fi_addr_t to_b[2] = {a_to_b, 0}, to_a[2] = {b_to_a, 0};
+    for (dside* x : {&a, &b}) {
+        struct fid_ep*& e2 = (x == &a ? ea : eb)[1];
+        ASSERT_EQ(fi_endpoint(x->dom, x->info, &e2, nullptr), 0);
+        ASSERT_EQ(fi_ep_bind(e2, &x->av->fid, 0), 0);
+        ASSERT_EQ(fi_ep_bind(e2, &x->txcq->fid, FI_TRANSMIT), 0);
+        ASSERT_EQ(fi_ep_bind(e2, &x->rxcq->fid, FI_RECV), 0);
+        ASSERT_EQ(fi_enable(e2), 0);
+    }
+    uint8_t na[kNameLen], nb[kNameLen];
+    size_t len = kNameLen;
+    ASSERT_EQ(fi_getname(&ea[1]->fid, na, &len), 0);
+    len = kNameLen;
+    ASSERT_EQ(fi_getname(&eb[1]->fid, nb, &len), 0);
+    EXPECT_NE(std::memcmp(na, a.name, kNameLen), 0);
+    ASSERT_EQ(fi_av_insert(a.av, nb, 1, &to_b[1], 0, nullptr), 1);
+    ASSERT_EQ(fi_av_insert(b.av, na, 1, &to_a[1], 0, nullptr), 1);
+    for (int k = 0; k < 2; ++k) {
+        SCOPED_TRACE(k);
+        int rctx = 0, sctx = 0;
+        std::memcpy(a.at(0), "ping", 4);
+        ASSERT_EQ(fi_recv(eb[k], b.at(100), 64, b.desc(), FI_ADDR_UNSPEC, &rctx), 0);
+        ASSERT_EQ(fi_send(ea[k], a.at(0), 4, a.desc(), to_b[k], &sctx), 0);
+        struct fi_cq_data_entry e {};
+        ASSERT_EQ(rxetest::cq_wait_one(a.txcq, e, 10000), 1);
+        EXPECT_EQ(e.op_context, &sctx);
+        ASSERT_EQ(rxetest::cq_wait_one(b.rxcq, e, 10000), 1);
+        EXPECT_EQ(e.op_context, &rctx);
+        EXPECT_EQ(std::memcmp(b.at(100), "ping", 4), 0);
+        ASSERT_EQ(fi_recv(ea[k], a.at(100), 64, a.desc(), FI_ADDR_UNSPEC, &rctx), 0);
+        ASSERT_EQ(fi_send(eb[k], b.at(100), 4, b.desc(), to_a[k], &sctx), 0);
+        ASSERT_EQ(rxetest::cq_wait_one(b.txcq, e, 10000), 1);
+        ASSERT_EQ(rxetest::cq_wait_one(a.rxcq, e, 10000), 1);
+        EXPECT_EQ(std::memcmp(a.at(100), "ping", 4), 0);
+    }
+    EXPECT_EQ(fi_close(&ea[1]->fid), 0);
+    EXPECT_EQ(fi_close(&eb[1]->fid), 0);
+}
+
 // Sends and FI_SOURCE lookups run without a lock while another thread
 // inserts into the same AV (its chunks and source index grow) and removes
 // again: every datagram's data and sender stay right. Under TSan in the
