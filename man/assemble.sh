@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Builds man/fi_evd.7 from man/parts/*.7 (head, getinfo, eq, cm, datapath, atomic, async, others, tail). With --check, fails
+# Builds man/fi_evd.7 from man/parts/*.7 (head, getinfo, eq, cm, datapath, atomic, dgram, async, others, tail). With --check, fails
 # when the committed page differs from what the parts give (so it cannot go stale).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp)
-order="00-head getinfo eq cm datapath atomic async"
+order="00-head getinfo eq cm datapath atomic dgram async"
 {
     for p in $order; do [ -f "$here/parts/$p.7" ] && cat "$here/parts/$p.7"; done
     for f in "$here"/parts/*.7; do

@@ -89,6 +89,9 @@ struct cq {
         cntr_route* r;
     };
     std::vector<route_ent> routes;  // endpoints with counters (under mu)
+    // Datagram endpoints whose receives complete here (under mu): their
+    // completions drop the receive header and may name the sender.
+    std::vector<std::pair<uint32_t, ep*>> ud;
 
     wait_set* wset = nullptr;  // FI_WAIT_SET: the (FD) set this CQ joined
     wait_member wmember;
@@ -102,8 +105,20 @@ namespace {
 // Every caller is in the CQ's own tables (cq_ops, cq_fi_ops).
 cq* cq_of(struct fid_cq* f) { return self_of<cq>(f); }
 
-// Writes one successful completion in the CQ's format at out.
-void emit(const cq* c, const struct ibv_wc& wc, char* out) {
+// A datagram receive whose sender was looked up (admit) carries this bit in
+// wc_flags and the sender's fi_addr_t in src_qp (UINT32_MAX: not in the AV).
+// No ibv_wc_flags value uses it.
+constexpr unsigned kWcSource = 1u << 31;
+
+fi_addr_t source_of(const struct ibv_wc& wc) {
+    if (!(wc.wc_flags & kWcSource) || wc.src_qp == UINT32_MAX) return FI_ADDR_NOTAVAIL;
+    return wc.src_qp;
+}
+
+// Writes one successful completion in the CQ's format at out, and its
+// source at *src when the reader asked (fi_cq_readfrom).
+void emit(const cq* c, const struct ibv_wc& wc, char* out, fi_addr_t*& src) {
+    if (src) *src++ = source_of(wc);
     void* ctx = reinterpret_cast<void*>(wc.wr_id);
     switch (c->format) {
     case FI_CQ_FORMAT_CONTEXT: {
@@ -219,6 +234,16 @@ bool admit(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) {
         note_qp(c->markers, wc.qp_num);
         return false;
     }
+    // a datagram receive: in posting order, so its header is found by count
+    if (!c->ud.empty() && wc.status == IBV_WC_SUCCESS && (wc.opcode & IBV_WC_RECV)) {
+        for (const auto& [qpn, owner] : c->ud) {
+            if (qpn != wc.qp_num) continue;
+            const fi_addr_t from = ep_ud_rx_done(owner, wc);
+            wc.wc_flags |= kWcSource;
+            wc.src_qp = from == FI_ADDR_NOTAVAIL ? UINT32_MAX : static_cast<uint32_t>(from);
+            break;
+        }
+    }
     const bool probe = wc.wr_id == wr_id_probe();
     if (probe && wc.status == IBV_WC_SUCCESS) {
         note_qp(c->probes, wc.qp_num);
@@ -244,7 +269,8 @@ bool admit(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) {
 // are noted for the terminal event (delivered after the read lock is dropped).
 // Returns completions written, or -errno from ibv_poll_cq. *more is set when
 // the batch was full (there may be more to poll).
-int poll_batch(cq* c, char*& out, size_t want, fatal_note* notes, size_t& nnotes, bool& more) {
+int poll_batch(cq* c, char*& out, fi_addr_t*& src, size_t want, fatal_note* notes, size_t& nnotes,
+               bool& more) {
     struct ibv_wc wcs[kBatch];
     int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(std::min(want, kBatch)), wcs);
     more = false;
@@ -260,7 +286,7 @@ int poll_batch(cq* c, char*& out, size_t want, fatal_note* notes, size_t& nnotes
             ring_push(c, wc);
             continue;
         }
-        emit(c, wc, out);
+        emit(c, wc, out, src);
         out += c->entry_size;
         ++written;
     }
@@ -289,6 +315,7 @@ ssize_t do_read(cq* c, void* buf, size_t count, fi_addr_t* src_addr) {
         return -FI_EINVAL;
     }
     char* out = static_cast<char*>(buf);
+    fi_addr_t* src = src_addr;
     size_t n = 0;
     fatal_note notes[kBatch];
     size_t nnotes = 0;
@@ -299,7 +326,7 @@ ssize_t do_read(cq* c, void* buf, size_t count, fi_addr_t* src_addr) {
             const struct ibv_wc& wc = c->ring[c->ring_head];
             if (wc.status != IBV_WC_SUCCESS) break;
             if (wc.wr_id != wr_id_suppressed()) {
-                emit(c, wc, out);
+                emit(c, wc, out, src);
                 out += c->entry_size;
                 ++n;
             }
@@ -311,7 +338,7 @@ ssize_t do_read(cq* c, void* buf, size_t count, fi_addr_t* src_addr) {
             // event goes out now and notes never outgrow one batch
             bool more = true;
             while (n < count && more && !nnotes) {
-                int w = poll_batch(c, out, count - n, notes, nnotes, more);
+                int w = poll_batch(c, out, src, count - n, notes, nnotes, more);
                 if (w < 0) {
                     EVD_WARN(FI_LOG_CQ, "ibv_poll_cq: %s\n", strerror(-w));
                     if (!n) ret = -FI_EIO;
@@ -323,8 +350,6 @@ ssize_t do_read(cq* c, void* buf, size_t count, fi_addr_t* src_addr) {
         if (n == 0 && ret == 0) ret = c->ring_count ? -FI_EAVAIL : -FI_EAGAIN;
     }
     deliver_fatal(c, notes, nnotes);
-    if (n && src_addr)
-        for (size_t i = 0; i < n; ++i) src_addr[i] = FI_ADDR_NOTAVAIL;
     return n ? static_cast<ssize_t>(n) : ret;
 }
 
@@ -601,6 +626,10 @@ int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
             std::lock_guard<std::mutex> g(c->reg_mu);
             c->qps.emplace_back(qp_num, owner);
         }
+        if (owner->dgram && c == owner->rx_cq) {
+            std::lock_guard<std::mutex> g(c->mu);
+            c->ud.emplace_back(qp_num, owner);
+        }
         cntr_route* r = ep_data_route(owner);
         if (!r) return 0;
         {
@@ -629,6 +658,7 @@ void cq_detach_qp(cq* c, uint32_t qp_num) {
         for (auto& e : c->routes)
             if (e.qpn == qp_num) r = e.r;
         std::erase_if(c->routes, [&](const auto& e) { return e.qpn == qp_num; });
+        std::erase_if(c->ud, [&](const auto& e) { return e.first == qp_num; });
         // a later QP may get the same number
         std::erase(c->markers, qp_num);
         std::erase(c->probes, qp_num);

@@ -317,6 +317,14 @@ uint32_t devctx_max_inline(devctx* d) {
     return d->max_inline;
 }
 
+uint32_t devctx_max_inline_ud(devctx* d) {
+    std::call_once(d->inline_ud_once, [d] {
+        d->max_inline_ud = probe_max_inline(d->ctx.get(), IBV_QPT_UD);
+        EVD_INFO(FI_LOG_DOMAIN, "%s: max_inline_data %u (UD)\n", d->name.c_str(), d->max_inline_ud);
+    });
+    return d->max_inline_ud;
+}
+
 void devctx_poll_async(devctx* d) {
     if (!d || !d->ctx) return;  // released: only reachable after every user left
     if (!set_nonblock(d)) return;

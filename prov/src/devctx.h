@@ -81,6 +81,8 @@ struct devctx {
     std::mutex port_mu;            // guards `ports` refreshes
     std::once_flag inline_once;    // max_inline is probed once
     uint32_t max_inline = 0;
+    std::once_flag inline_ud_once;  // the same for a UD QP, probed at the first DGRAM getinfo
+    uint32_t max_inline_ud = 0;
     std::atomic<bool> nonblock{false};  // async fd made O_NONBLOCK (retried until it is)
     struct attachment {            // one per EQ reading this device's async fd
         eq* q = nullptr;
@@ -125,6 +127,8 @@ bool port_active_now(struct ibv_context* verbs, uint8_t port);
 // Largest max_inline_data an RC QP accepts on this device (probed once by
 // creating QPs; 0 when the device inlines nothing).
 uint32_t devctx_max_inline(devctx* d);
+// The same for a UD QP (FI_EP_DGRAM's inject size).
+uint32_t devctx_max_inline_ud(devctx* d);
 
 // Reads and dispatches every pending async event (non-blocking). Safe from
 // any thread; concurrent callers skip while another one reads.

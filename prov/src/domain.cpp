@@ -6,6 +6,7 @@
 #include "domain.h"
 
 #include "atomic_table.h"
+#include "av.h"
 
 #include "api.h"
 #include "async.h"
@@ -240,10 +241,6 @@ int domain_control(struct fid* f, int command, void* arg) {
     });
 }
 
-int no_av_open(struct fid_domain*, struct fi_av_attr*, struct fid_av**, void*) {
-    EVD_WARN(FI_LOG_DOMAIN, "fi_av_open: FI_EP_MSG endpoints use no address vector\n");
-    return -FI_ENOSYS;
-}
 int no_scalable_ep(struct fid_domain*, struct fi_info*, struct fid_ep**, void*) {
     EVD_WARN(FI_LOG_DOMAIN, "fi_scalable_ep: not supported (max_ep_tx_ctx is 1)\n");
     return -FI_ENOSYS;
@@ -285,8 +282,9 @@ int check_domain_info(const struct fi_info* info) {
         EVD_WARN(FI_LOG_DOMAIN, "fi_domain: info->domain_attr->name must name the device\n");
         return -FI_EINVAL;
     }
-    if (info->ep_attr && info->ep_attr->type != FI_EP_UNSPEC && info->ep_attr->type != FI_EP_MSG) {
-        EVD_WARN(FI_LOG_DOMAIN, "fi_domain: info->ep_attr->type must be FI_EP_MSG\n");
+    if (info->ep_attr && info->ep_attr->type != FI_EP_UNSPEC && info->ep_attr->type != FI_EP_MSG &&
+        info->ep_attr->type != FI_EP_DGRAM) {
+        EVD_WARN(FI_LOG_DOMAIN, "fi_domain: info->ep_attr->type must be FI_EP_MSG or FI_EP_DGRAM\n");
         return -FI_EINVAL;
     }
     return 0;
@@ -374,7 +372,7 @@ struct fi_ops domain_fi_ops = {
 
 struct fi_ops_domain domain_ops = {
     .size = sizeof(struct fi_ops_domain),
-    .av_open = no_av_open,
+    .av_open = av_open,
     .cq_open = cq_open,
     .endpoint = ep_open,
     .scalable_ep = no_scalable_ep,

@@ -37,6 +37,7 @@
 #include "evd.h"
 #include "owners.h"
 #include "qp_pool.h"
+#include "ud_addr.h"
 
 namespace evd {
 
@@ -46,6 +47,8 @@ struct cq;    // data path (cq.cpp), opaque here
 struct cntr;  // data path (cntr.cpp), opaque here
 struct cm_chan;
 struct connreq;
+struct av;
+struct ud_listener;
 
 // What an rdma_cm_id's context points at (cm.cpp dispatches on it).
 enum class cm_owner_kind : uint32_t { pep = 1, connreq, ep, linger };
@@ -195,7 +198,38 @@ struct ep {
     uint64_t op_flags_tx = 0;             // fi_control(FI_SETOPSFLAG) on FI_TRANSMIT
     uint64_t op_flags_rx = 0;             // ... on FI_RECV
     void* data_priv = nullptr;            // free for ep_data.cpp
+
+    // --- FI_EP_DGRAM (ep_ud.cpp, ep_ud_data.cpp): a UD QP, no id, no
+    // connection. Set at fi_endpoint, never changes.
+    bool dgram = false;
+    struct ud_state {
+        av* av_bound = nullptr;           // fi_ep_bind(AV); sends address it
+        ud_name name{};                   // fi_getname (valid once enabled)
+        int sgid_index = -1;              // the port's GID entry of the name
+        ibv_ah_ptr self_ah;               // to itself: the closing flush's send marker
+        ud_listener* listener = nullptr;  // answers SIDR for its IP and service (ud_cm.h)
+        // Where the 40-byte header a UD receive starts with lands, never in
+        // the user's buffer: with FI_SOURCE a ring of one header per receive
+        // slot (a receive queue completes in posting order, so the n-th
+        // completion's header is in slot n % slots), else one header all
+        // receives share (nobody reads it).
+        std::unique_ptr<uint8_t[]> grh;
+        ibv_mr_ptr grh_mr;
+        uint32_t grh_slots = 1;
+        bool source = false;              // FI_SOURCE: fi_cq_readfrom reports the sender
+        std::mutex rx_mu;                 // FI_SOURCE: post order = slot order
+        uint64_t rx_posted = 0;           // receives posted (under rx_mu)
+        uint64_t rx_done = 0;             // receive completions seen (under the rx CQ's lock)
+        size_t max_msg = 0;               // payload limit (the port's MTU)
+    } ud;
 };
+
+// v within [lo, hi], as a QP size (ep_qp.cpp, ep_ud.cpp).
+inline uint32_t clamp_u32(size_t v, uint32_t lo, uint32_t hi) noexcept {
+    if (v < lo) return lo;
+    if (v > hi) return hi;
+    return static_cast<uint32_t>(v);
+}
 
 // The errno of an ibv_post_* failure. ibv_post_send(3) returns an errno
 // value; libsiw returns it negated (a full send queue is -ENOMEM there).
@@ -269,5 +303,31 @@ bool ep_claim_terminal_cb(void* owner);
 // ---- ep_msg.cpp
 // The EQ an ep's events go to: its bound EQ, else its domain's EQ.
 eq* ep_route_eq(void* owner);
+
+// ---- FI_EP_DGRAM endpoints (ep_ud.cpp, ep_ud_data.cpp)
+// The Q_Key of evd's UD QPs: rdma_cm's RDMA_UDP_QKEY, which its SIDR tells
+// peers.
+inline constexpr uint32_t kUdQkey = RDMA_UDP_QKEY;
+// fi_endpoint of an FI_EP_DGRAM info: e is set up as a datagram endpoint.
+int ep_ud_open(ep* e);
+// fi_ep_bind(ep, av): the AV its sends address (one, of its domain).
+int ep_ud_bind_av(ep* e, struct fid* bfid);
+// fi_enable: the UD QP (in RTS), its header buffer, its name. Caller holds e->mu.
+int ep_ud_enable(ep* e);
+// fi_close: what ep_ud_enable and ep_ud_bind_av took, after the QP is gone.
+void ep_ud_release(ep* e);
+// The work request of the closing flush's send marker needs an address on
+// UD: itself (qp_flush.cpp).
+void ep_ud_marker_dest(ep* e, struct ibv_send_wr& wr);
+// The receive completion of a UD QP, under its CQ's lock (cq.cpp): drops
+// the header from the length and, with FI_SOURCE, finds the sender.
+// Returns the sender's fi_addr_t (FI_ADDR_NOTAVAIL when not in the AV).
+fi_addr_t ep_ud_rx_done(ep* e, struct ibv_wc& wc);
+extern struct fi_ops_msg ep_ud_msg_ops;
+extern struct fi_ops_cm ep_ud_cm_ops;
+// ep_data.cpp's helpers the UD data path shares: sge list from iov/desc
+// (zero-length entries skipped; `inl`: no descriptors needed).
+ssize_t ep_fill_sges(const struct iovec* iov, void* const* desc, size_t count, bool inl,
+                     struct ibv_sge* sge, size_t max_sge, int& nsge, size_t& total);
 
 }  // namespace evd

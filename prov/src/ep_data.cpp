@@ -107,6 +107,11 @@ ssize_t post_send(ep* e, struct ibv_send_wr& wr) {
 
 }  // namespace
 
+namespace {
+ssize_t fill_sges(const struct iovec* iov, void* const* desc, size_t count, bool inl,
+                  struct ibv_sge* sge, int& nsge, size_t& total);
+}  // namespace
+
 bool ep_tx_completion(ep* e, uint64_t flags) {
     if (!(e->tx_flags & FI_SELECTIVE_COMPLETION)) return true;
     return flags & FI_COMPLETION;
@@ -120,6 +125,15 @@ ssize_t ep_post_sq(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool 
     if (r && slot != UINT32_MAX)
         dp_of(e)->route.slots[slot].busy.store(false, std::memory_order_release);
     return r;
+}
+
+ssize_t ep_fill_sges(const struct iovec* iov, void* const* desc, size_t count, bool inl,
+                     struct ibv_sge* sge, size_t max_sge, int& nsge, size_t& total) {
+    if (count > max_sge) {
+        EVD_WARN(FI_LOG_EP_DATA, "post: %zu iovs (at most %zu)\n", count, max_sge);
+        return -FI_EINVAL;
+    }
+    return fill_sges(iov, desc, count, inl, sge, nsge, total);
 }
 
 size_t ep_max_inline(ep* e) {

@@ -60,7 +60,7 @@ int bind_source(ep* e, const struct sockaddr* dst) {
 
 int do_enable(ep* e) {
     if (e->enabled) return 0;
-    if (!e->eq_bound.load()) {
+    if (!e->eq_bound.load() && !e->dgram) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: no EQ bound\n");
         return -FI_ENOEQ;
     }
@@ -68,6 +68,11 @@ int do_enable(ep* e) {
     if (!e->tx_cq || !e->rx_cq) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: bind a transmit and a receive CQ first\n");
         return -FI_ENOCQ;
+    }
+    if (e->dgram) {  // no id, no connection: the UD QP, ready to send
+        if (int ret = ep_ud_enable(e)) return ret;
+        e->enabled = true;
+        return 0;
     }
     if (e->keep_src_port || e->name_set) {
         int ret = bind_source(e, static_cast<const struct sockaddr*>(e->info->dest_addr));
@@ -182,6 +187,7 @@ int ep_close(struct fid* f) {
                 token = 0;
             }
         }
+        if (e->dgram) ep_ud_release(e);  // its QP is gone
         if (lg) {
             linger_arm(lg, std::move(e->id), token);  // with the channel reference
         } else {
@@ -226,16 +232,9 @@ int migrate_id(ep* e, cm_chan* chan, std::unique_lock<std::mutex>& lk) {
     return 0;
 }
 
-int bind_eq(ep* e, struct fid* bfid, uint64_t flags, std::unique_lock<std::mutex>& lk) {
-    eq* q = eq_from_fid(bfid);
-    if (!q) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: not an evd EQ\n");
-        return -FI_EINVAL;
-    }
-    if (e->eq_bound.load() || e->migrating) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: an EQ is already bound\n");
-        return -FI_EINVAL;
-    }
+// The EQ's rdma_cm channel for e's id: a new id there, or e's id moved
+// there (one adopted from a connection request on the listener's EQ).
+int bind_eq_id(ep* e, eq* q, std::unique_lock<std::mutex>& lk) {
     int err = 0;
     cm_chan* chan = cm_chan_get(q, &err);
     if (!chan) return err;
@@ -255,6 +254,23 @@ int bind_eq(ep* e, struct fid* bfid, uint64_t flags, std::unique_lock<std::mutex
         e->chan = chan;
     }
     if (e->creq) drop_connreq(e);  // the id now lives on e's own binding
+    return 0;
+}
+
+int bind_eq(ep* e, struct fid* bfid, uint64_t flags, std::unique_lock<std::mutex>& lk) {
+    eq* q = eq_from_fid(bfid);
+    if (!q) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: not an evd EQ\n");
+        return -FI_EINVAL;
+    }
+    if (e->eq_bound.load() || e->migrating) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: an EQ is already bound\n");
+        return -FI_EINVAL;
+    }
+    // a datagram endpoint's EQ gets its async events and terminal records
+    // only: it has no rdma_cm id
+    if (!e->dgram)
+        if (int rc = bind_eq_id(e, q, lk)) return rc;
     eq_bind_ref(q);
     int ret = devctx_attach_eq(e->dom->dev, q);
     if (ret && ret != -FI_ENOSYS)
@@ -315,6 +331,12 @@ int ep_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
             case FI_CLASS_CQ:
                 return bind_cq(e, bfid, flags);
             case FI_CLASS_SRX_CTX:
+                if (srx_ibv(bfid) && srx_for_dgram(bfid) != e->dgram) {
+                    EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: the shared receive context is for %s "
+                             "endpoints (the type of its domain)\n",
+                             e->dgram ? "FI_EP_MSG" : "FI_EP_DGRAM");
+                    return -FI_EINVAL;
+                }
                 if (e->srx_fid || !srx_ibv(bfid)) {
                     EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: bad or second shared receive context\n");
                     return -FI_EINVAL;
@@ -324,6 +346,8 @@ int ep_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
                 return 0;
             case FI_CLASS_CNTR:
                 return ep_data_bind(e, bfid, flags);
+            case FI_CLASS_AV:
+                return ep_ud_bind_av(e, bfid);
             default:
                 EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: cannot bind fclass %zu to an endpoint\n",
                          bfid->fclass);
@@ -714,9 +738,15 @@ int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** ou
             EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: domain, info and ep must be valid\n");
             return -FI_EINVAL;
         }
-        if (info->ep_attr && info->ep_attr->type != FI_EP_MSG &&
+        const bool dgram = info->ep_attr && info->ep_attr->type == FI_EP_DGRAM;
+        if (info->ep_attr && info->ep_attr->type != FI_EP_MSG && !dgram &&
             info->ep_attr->type != FI_EP_UNSPEC) {
-            EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: only FI_EP_MSG is supported\n");
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: only FI_EP_MSG and FI_EP_DGRAM are supported\n");
+            return -FI_EINVAL;
+        }
+        if (dgram && (info->handle || d->dev->iwarp)) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: FI_EP_DGRAM needs an InfiniBand or RoCE device "
+                     "and no connection handle\n");
             return -FI_EINVAL;
         }
         connreq* r = nullptr;
@@ -742,6 +772,7 @@ int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** ou
         }
         d->refs.get();
         ep_data_init(e.get());
+        if (dgram) ep_ud_open(e.get());
         (void)dup.release();
         *out = &e.release()->fid;
         return 0;

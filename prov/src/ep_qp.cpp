@@ -18,12 +18,6 @@ namespace evd {
 
 namespace {
 
-uint32_t clamp_u32(size_t v, uint32_t lo, uint32_t hi) {
-    if (v < lo) return lo;
-    if (v > hi) return hi;
-    return static_cast<uint32_t>(v);
-}
-
 // Moves a QP of an endpoint whose id is not on a device yet from RESET to
 // INIT, so that receives can be posted before the connection exists. The
 // port and P_Key index are placeholders: rdma_cm moves the QP through INIT

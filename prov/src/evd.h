@@ -70,6 +70,7 @@ struct params {
     int qp_pool_timewait_ms = 10000;  // FI_EVD_QP_POOL_TIMEWAIT: longest wait for TIMEWAIT_EXIT
     int retry_count = -1;           // FI_EVD_RETRY_COUNT: transport retries a connection asks
                                     // for (0..7); -1 = 7, but 6 on Soft-RoCE (cm.cpp)
+    bool dgram = true;              // FI_EVD_DGRAM: fi_getinfo answers hints asking FI_EP_DGRAM
 };
 const params& get_params();
 
@@ -86,6 +87,7 @@ enum class kind : uint32_t {
     poll,
     srx,
     cntr,
+    av,
 };
 
 // How a fid handed in by the application is recognised as evd's before

@@ -26,30 +26,46 @@ using rx_t = fi_rx_attr;
 using S = hint_step;
 using C = hint_cmp;
 
-constexpr uint64_t kEpTypes[] = {FI_EP_UNSPEC, FI_EP_MSG};
+constexpr uint64_t kEpTypes[] = {FI_EP_UNSPEC, FI_EP_MSG, FI_EP_DGRAM};
 constexpr uint64_t kAddrFormats[] = {FI_FORMAT_UNSPEC, FI_SOCKADDR, FI_SOCKADDR_IN,
                                      FI_SOCKADDR_IN6, FI_SOCKADDR_IB};
 constexpr uint64_t kProtocols[] = {FI_PROTO_UNSPEC, FI_PROTO_RDMA_CM_IB_RC, FI_PROTO_IWARP};
 constexpr uint64_t kRxCtxCnts[] = {0, 1, FI_SHARED_CONTEXT};
+// FI_EP_DGRAM
+constexpr uint64_t kDgramAddrFormats[] = {FI_FORMAT_UNSPEC, FI_ADDR_IB_UD};
+constexpr uint64_t kDgramProtocols[] = {FI_PROTO_UNSPEC, FI_PROTO_IB_UD};
+constexpr uint8_t M = kRuleMsg, D = kRuleDgram;
 constexpr uint32_t kApi20 = FI_VERSION(2, 0);
 
 // In the order fi_getinfo(3) lists the attributes; within a step, the order
 // decides which refusal a hint breaking several rules gets.
 constexpr hint_rule kRules[] = {
     {.step = S::endpoint, .field = F(ep, type), .cmp = C::one_of, .allowed = kEpTypes,
-     .tostr = FI_TYPE_EP_TYPE, .reason = "evd offers FI_EP_MSG only"},
+     .tostr = FI_TYPE_EP_TYPE,
+     .reason = "evd offers FI_EP_MSG, and FI_EP_DGRAM (asked by name, FI_EVD_DGRAM=1)"},
     {.step = S::address, .field = F(info, addr_format), .cmp = C::one_of, .allowed = kAddrFormats,
-     .tostr = FI_TYPE_ADDR_FORMAT,
+     .tostr = FI_TYPE_ADDR_FORMAT, .types = M,
      .reason = "evd supports FI_SOCKADDR, FI_SOCKADDR_IN, FI_SOCKADDR_IN6, FI_SOCKADDR_IB"},
+    {.step = S::address, .field = F(info, addr_format), .cmp = C::one_of,
+     .allowed = kDgramAddrFormats, .tostr = FI_TYPE_ADDR_FORMAT, .types = D,
+     .reason = "datagram endpoints are named FI_ADDR_IB_UD, as verbs names them"},
     // capabilities
     {.step = S::caps, .field = F(info, caps), .cmp = C::subset, .limit = kCaps,
-     .tostr = FI_TYPE_CAPS,
+     .tostr = FI_TYPE_CAPS, .types = M,
      .reason = "evd offers FI_MSG, FI_RMA, FI_ATOMIC, FI_SEND, FI_RECV, FI_READ, FI_WRITE, "
                "FI_REMOTE_READ, FI_REMOTE_WRITE, FI_LOCAL_COMM, FI_REMOTE_COMM"},
+    {.step = S::caps, .field = F(info, caps), .cmp = C::subset, .limit = kDgramCaps,
+     .tostr = FI_TYPE_CAPS, .types = D,
+     .reason = "a datagram endpoint offers FI_MSG, FI_SEND, FI_RECV, FI_SOURCE, FI_LOCAL_COMM, "
+               "FI_REMOTE_COMM"},
     {.step = S::caps, .field = F(tx, caps), .cmp = C::subset, .limit = kCaps,
-     .tostr = FI_TYPE_CAPS, .reason = "evd's capabilities, as for hints->caps"},
+     .tostr = FI_TYPE_CAPS, .types = M, .reason = "evd's capabilities, as for hints->caps"},
+    {.step = S::caps, .field = F(tx, caps), .cmp = C::subset, .limit = kDgramCaps,
+     .tostr = FI_TYPE_CAPS, .types = D, .reason = "as for hints->caps"},
     {.step = S::caps, .field = F(rx, caps), .cmp = C::subset, .limit = kCaps,
-     .tostr = FI_TYPE_CAPS, .reason = "evd's capabilities, as for hints->caps"},
+     .tostr = FI_TYPE_CAPS, .types = M, .reason = "evd's capabilities, as for hints->caps"},
+    {.step = S::caps, .field = F(rx, caps), .cmp = C::subset, .limit = kDgramCaps,
+     .tostr = FI_TYPE_CAPS, .types = D, .reason = "as for hints->caps"},
     {.step = S::cq_data, .field = F(domain, cq_data_size), .cmp = C::at_most, .limit = kCqDataSize,
      .reason = "the immediate data of a work request"},
     // domain attributes: enum values that are not of their enum are malformed
@@ -90,9 +106,12 @@ constexpr hint_rule kRules[] = {
      .limit = kMaxErrData, .reason = "the largest rdma_cm private data an EQ error carries"},
     // endpoint attributes
     {.step = S::attributes, .field = F(ep, protocol), .cmp = C::one_of, .allowed = kProtocols,
-     .tostr = FI_TYPE_PROTOCOL,
+     .tostr = FI_TYPE_PROTOCOL, .types = M,
      .reason = "evd speaks FI_PROTO_RDMA_CM_IB_RC (InfiniBand, RoCE) and FI_PROTO_IWARP (iWARP); "
                "each device only its own"},
+    {.step = S::attributes, .field = F(ep, protocol), .cmp = C::one_of,
+     .allowed = kDgramProtocols, .tostr = FI_TYPE_PROTOCOL, .types = D,
+     .reason = "unreliable datagrams (UD) of InfiniBand and RoCE"},
     {.step = S::attributes, .field = F(ep, protocol_version), .cmp = C::at_most, .limit = 1,
      .reason = "the protocol version evd speaks"},
     {.step = S::attributes, .field = F(ep, tx_ctx_cnt), .cmp = C::at_most, .limit = 1,
@@ -114,20 +133,28 @@ constexpr hint_rule kRules[] = {
      .tostr = FI_TYPE_OP_FLAGS,
      .reason = "evd supports FI_INJECT, FI_INJECT_COMPLETE, FI_TRANSMIT_COMPLETE, FI_COMPLETION"},
     {.step = S::attributes, .field = F(tx, msg_order), .cmp = C::subset, .limit = kMsgOrder,
-     .tostr = FI_TYPE_MSG_ORDER,
+     .tostr = FI_TYPE_MSG_ORDER, .types = M,
      .reason = "evd orders RAR, RAW, RAS, WAW, WAS, SAW, SAS, their RMA variants and atomic "
                "RAR, RAW, WAW"},
+    {.step = S::attributes, .field = F(tx, msg_order), .cmp = C::subset, .limit = FI_ORDER_SAS,
+     .tostr = FI_TYPE_MSG_ORDER, .types = D,
+     .reason = "datagrams on one path arrive in order, when they arrive"},
     {.step = S::attributes, .field = F(tx, comp_order), .cmp = C::subset,
      .limit = api::kOrderStrict, .reason = "only FI_ORDER_STRICT"},
     {.step = S::attributes, .field = F(tx, rma_iov_limit), .cmp = C::at_most, .limit = 1,
-     .reason = "an RDMA work request names one remote range"},
+     .types = M, .reason = "an RDMA work request names one remote range"},
+    {.step = S::attributes, .field = F(tx, rma_iov_limit), .cmp = C::unset, .types = D,
+     .reason = "UD has no RMA"},
     // receive attributes
     {.step = S::attributes, .field = F(rx, op_flags), .cmp = C::subset, .limit = kRxOpFlags,
      .tostr = FI_TYPE_OP_FLAGS, .reason = "evd supports FI_COMPLETION"},
     {.step = S::attributes, .field = F(rx, msg_order), .cmp = C::subset, .limit = kMsgOrder,
-     .tostr = FI_TYPE_MSG_ORDER,
+     .tostr = FI_TYPE_MSG_ORDER, .types = M,
      .reason = "evd orders RAR, RAW, RAS, WAW, WAS, SAW, SAS, their RMA variants and atomic "
                "RAR, RAW, WAW"},
+    {.step = S::attributes, .field = F(rx, msg_order), .cmp = C::subset, .limit = FI_ORDER_SAS,
+     .tostr = FI_TYPE_MSG_ORDER, .types = D,
+     .reason = "datagrams on one path arrive in order, when they arrive"},
     {.step = S::attributes, .field = F(rx, comp_order), .cmp = C::subset,
      .limit = api::kOrderStrict | api::kOrderData, .reason = "only FI_ORDER_STRICT, FI_ORDER_DATA"},
 };
@@ -251,9 +278,17 @@ bool hint_rule_holds(const hint_rule& r, uint64_t value) {
     return false;
 }
 
+uint8_t hint_rule_type(const fi_info* h) {
+    if (!h || !h->ep_attr) return kRuleMsg;
+    // read as the number it is: hints may hold any value there
+    const uint64_t type = read_field(&h->ep_attr->type, sizeof h->ep_attr->type);
+    return type == FI_EP_DGRAM ? kRuleDgram : kRuleMsg;
+}
+
 int check_hint_rules(uint32_t version, const fi_info* h, hint_step step) {
+    const uint8_t type = hint_rule_type(h);
     for (const hint_rule& r : kRules) {
-        if (r.step != step || !hint_rule_applies(r, version)) continue;
+        if (r.step != step || !hint_rule_applies(r, version) || !(r.types & type)) continue;
         const void* field = hint_field_ptr(r.field, h);
         if (!field) continue;
         const uint64_t v = read_field(field, r.field.size);

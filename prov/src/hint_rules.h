@@ -46,6 +46,12 @@ enum class hint_cmp : uint8_t {
 // logic checks between these steps).
 enum class hint_step : uint8_t { endpoint, address, caps, cq_data, attributes };
 
+// The endpoint types a row bounds (bits): hints asking FI_EP_DGRAM are held
+// to the DGRAM rows, any other hints to the MSG rows.
+inline constexpr uint8_t kRuleMsg = 1, kRuleDgram = 2, kRuleAny = kRuleMsg | kRuleDgram;
+// The row type bit of hints h.
+uint8_t hint_rule_type(const fi_info* h);
+
 struct hint_rule {
     hint_step step;
     hint_field field;
@@ -56,6 +62,7 @@ struct hint_rule {
     int code = -FI_ENODATA;                // -FI_EINVAL: malformed; 0: noted at debug level only
     uint32_t api_from = 0;                 // applies to callers of API >= this (0: any)
     uint32_t api_before = 0;               // ... and < this (0: any)
+    uint8_t types = kRuleAny;              // the endpoint types it bounds
     const char* reason = "";
 };
 

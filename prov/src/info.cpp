@@ -24,6 +24,8 @@
 
 #include "devctx.h"
 #include "hint_rules.h"
+#include "ud_addr.h"
+#include "ud_cm.h"
 #include "owners.h"
 
 namespace evd {
@@ -135,6 +137,7 @@ struct wants {
     uint64_t mode = FI_RX_CQ_DATA;
     int mr_mode = kMrMode;
     bool cq_data = true;
+    bool dgram = false;  // hints->ep_attr->type is FI_EP_DGRAM: UD endpoints only
 };
 
 // Hints evd cannot satisfy are a normal answer (-FI_ENODATA: applications
@@ -167,13 +170,28 @@ int check_address_lengths(const fi_info* h) {
     return 0;
 }
 
+// The endpoint type: FI_EP_DGRAM only when asked by name (an FI_EP_UNSPEC
+// caller gets MSG endpoints, as before datagrams existed); the hint rules
+// of that type apply (hint_rules.h).
+void want_ep_type(const fi_info* h, wants* w) {
+    w->dgram = hint_rule_type(h) == kRuleDgram;
+    if (w->dgram) w->caps = kDgramCaps & ~uint64_t{FI_SOURCE};
+}
+
 // The addresses themselves: complete sockaddrs of the family addr_format
-// names (-FI_EINVAL otherwise: the caller's error).
+// names, or FI_ADDR_IB_UD names of 32 bytes (-FI_EINVAL otherwise: the
+// caller's error).
 int check_addresses(const fi_info* h) {
     for (int k = 0; k < 2; ++k) {
         const void* a = k ? h->dest_addr : h->src_addr;
         size_t n = k ? h->dest_addrlen : h->src_addrlen;
         if (!a) continue;
+        if (h->addr_format == FI_ADDR_IB_UD) {
+            if (n != kUdNameLen)
+                REJECT(-FI_EINVAL, "hints->%s is %zu bytes, an FI_ADDR_IB_UD name is %zu\n",
+                       k ? "dest_addr" : "src_addr", n, kUdNameLen);
+            continue;
+        }
         sockaddr_any any;
         if (!any.set(static_cast<const sockaddr*>(a), n))
             REJECT(-FI_EINVAL, "hints->%s is not a complete sockaddr_in/in6/ib (family %d, %zu bytes)\n",
@@ -241,7 +259,8 @@ int mr_mode_bits(const fi_info* h, bool local_ok, wants* w) {
     const int user = h->domain_attr->mr_mode;
     int need = kMrMode;
     // Without RMA or atomics nobody addresses our memory remotely.
-    if (h->caps && !(h->caps & (FI_RMA | FI_ATOMIC))) need &= ~(FI_MR_VIRT_ADDR | FI_MR_PROV_KEY);
+    if ((h->caps && !(h->caps & (FI_RMA | FI_ATOMIC))) || w->dgram)
+        need &= ~(FI_MR_VIRT_ADDR | FI_MR_PROV_KEY);
     if (!local_ok)
         REJECT(-FI_ENODATA, "hints: neither domain_attr->mr_mode FI_MR_LOCAL nor mode "
                "FI_LOCAL_MR is set; evd needs local buffers registered\n");
@@ -284,6 +303,7 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
     w->mode = 0;
     if (int r = check_provider(h)) return r;
     if (int r = check_hint_rules(version, h, hint_step::endpoint)) return r;
+    want_ep_type(h, w);
     if (int r = check_address_lengths(h)) return r;
     if (int r = check_hint_rules(version, h, hint_step::address)) return r;
     if (int r = check_addresses(h)) return r;
@@ -293,7 +313,14 @@ int static_check(uint32_t version, const fi_info* h, wants* w) {
     if (int r = check_cq_data(h, w)) return r;
     if (int r = check_mr_mode(version, h, w)) return r;
     if (w->cq_data) w->mode |= FI_RX_CQ_DATA;
-    return check_hint_rules(version, h, hint_step::attributes);
+    if (int r = check_hint_rules(version, h, hint_step::attributes)) return r;
+    // a datagram endpoint keeps each receive's header for FI_SOURCE in its
+    // own order, which a shared receive context does not follow
+    if (w->dgram && (w->caps & FI_SOURCE) && h->ep_attr &&
+        h->ep_attr->rx_ctx_cnt == FI_SHARED_CONTEXT)
+        REJECT(-FI_ENODATA, "hints ask for FI_SOURCE and a shared receive context on FI_EP_DGRAM: "
+               "one or the other\n");
+    return 0;
 }
 
 // Returns "" when the device satisfies the hints' limits, else the reason.
@@ -329,12 +356,12 @@ const device_limit kDeviceLimits[] = {
 };
 // clang-format on
 
-std::string device_mismatch(const dev_desc& d, const fi_info* h) {
+std::string device_mismatch(const dev_desc& d, const fi_info* h, bool dgram = false) {
     if (d.port_state != IBV_PORT_ACTIVE) return "no active port";
     if (!h) return "";
-    if (h->ep_attr && h->ep_attr->protocol != FI_PROTO_UNSPEC &&
-        h->ep_attr->protocol != device_protocol(d)) {
-        const uint32_t have = device_protocol(d);
+    const uint32_t proto = dgram ? static_cast<uint32_t>(FI_PROTO_IB_UD) : device_protocol(d);
+    if (h->ep_attr && h->ep_attr->protocol != FI_PROTO_UNSPEC && h->ep_attr->protocol != proto) {
+        const uint32_t have = proto;
         char want_s[64] = "", have_s[64] = "";
         fi_tostr_r(want_s, sizeof want_s, &h->ep_attr->protocol, FI_TYPE_PROTOCOL);
         fi_tostr_r(have_s, sizeof have_s, &have, FI_TYPE_PROTOCOL);
@@ -486,6 +513,38 @@ void fill_domain_attr(fi_domain_attr* dom, const dev_desc& d, uint32_t version, 
     }
 }
 
+// A datagram endpoint's attributes over those make_info filled from the
+// device (fi_evd(7), DATAGRAM ENDPOINTS): a UD QP sends one message of at
+// most the port's MTU, in order on one path, no RMA, no shared receives.
+void fill_dgram(fi_info* i, const dev_desc& d, const wants& w, const fi_info* h,
+                const ud_name& name) {
+    i->caps = w.caps & kDgramCaps;
+    i->addr_format = FI_ADDR_IB_UD;
+    std::free(i->src_addr);
+    i->src_addr = std::malloc(kUdNameLen);
+    if (!i->src_addr) throw std::bad_alloc();
+    std::memcpy(i->src_addr, &name, kUdNameLen);
+    i->src_addrlen = kUdNameLen;
+    fi_tx_attr* tx = i->tx_attr;
+    tx->caps = (h && h->tx_attr && h->tx_attr->caps ? h->tx_attr->caps : w.caps) & kDgramTxCaps;
+    tx->msg_order = FI_ORDER_SAS;
+    tx->inject_size = clamp_param(get_params().inject_size, d.max_inline_ud);
+    if (h && h->tx_attr && h->tx_attr->inject_size) tx->inject_size = h->tx_attr->inject_size;
+    tx->rma_iov_limit = 0;
+    fi_rx_attr* rx = i->rx_attr;
+    rx->caps = (h && h->rx_attr && h->rx_attr->caps ? h->rx_attr->caps : w.caps) & kDgramRxCaps;
+    rx->msg_order = FI_ORDER_SAS;
+    // one scatter entry is evd's: the receive header (ep.h)
+    rx->iov_limit = d.max_sge > 1 ? d.max_sge - 1 : 1;
+    if (h && h->rx_attr && h->rx_attr->iov_limit) rx->iov_limit = h->rx_attr->iov_limit;
+    fi_ep_attr* ep = i->ep_attr;
+    ep->type = FI_EP_DGRAM;
+    ep->protocol = FI_PROTO_IB_UD;
+    ep->max_msg_size = std::min<uint64_t>(d.active_mtu, d.max_msg_sz);
+    ep->max_order_raw_size = 0;
+    ep->max_order_waw_size = 0;
+}
+
 // One fi_info for device d with the given addresses.
 info_ptr make_info(const dev_desc& d, uint32_t version, const wants& all, const fi_info* h,
                    const sockaddr_any& src, const sockaddr_any* dest) {
@@ -607,8 +666,65 @@ struct info_list {
         append(make_info(d, version, w, hints, sib, nullptr));
         return 1;
     }
+    // FI_EP_DGRAM: one fi_info per address of the device, named by the
+    // address's GID (RoCE v2: the IP address itself), or by GID 0 on an
+    // InfiniBand port without an IP address.
+    void add_dgram(const dev_desc& dev, const addr_query& q) {
+        if (dev.transport == IBV_TRANSPORT_IWARP)
+            return skip(dev, "iWARP has no datagram (UD) queue pairs");
+        // the limits a UD QP has on this device, for the checks and the answer
+        dev_desc d = dev;
+        d.max_msg_sz = std::min<uint64_t>(d.active_mtu, d.max_msg_sz);
+        d.max_inline = d.max_inline_ud;
+        std::string reason = device_mismatch(d, hints, true);
+        if (!reason.empty()) return skip(d, reason);
+        // a node without a service names no endpoint: only the device and
+        // source address that reach it (fi_shared_ctx asks so for its
+        // endpoints after the first); with a service, getinfo() resolved it
+        std::vector<ud_name> names;
+        for (const sockaddr_any& a : d.addrs) {
+            ud_name n{};
+            if (!sockaddr_to_gid(a.sa(), n.gid)) continue;
+            if (q.src.len) n.service = get_port(q.src);
+            names.push_back(n);
+        }
+        if (q.src.len && !q.src_port_only) {  // only the address asked for
+            std::erase_if(names, [&](const ud_name& n) {
+                ud_name s{};
+                return !sockaddr_to_gid(q.src.sa(), s.gid) || std::memcmp(s.gid, n.gid, 16) != 0;
+            });
+        }
+        if (d.link_layer == IBV_LINK_LAYER_INFINIBAND && d.addrs.empty()) {
+            ud_name n{};
+            std::memcpy(n.gid, d.gid, 16);
+            names.push_back(n);
+        }
+        if (q.has_ud_src) {
+            ud_name want;
+            std::memcpy(&want, q.ud_src, kUdNameLen);
+            std::erase_if(names, [&](const ud_name& n) { return std::memcmp(n.gid, want.gid, 16); });
+            for (ud_name& n : names) n.service = want.service;
+        }
+        if (names.empty())
+            return skip(d, q.has_ud_src || q.src.len ? "the source address is not one of its own"
+                                                     : "no address a datagram endpoint can use");
+        for (ud_name& n : names) {
+            n.pkey = d.pkey;
+            sockaddr_any none;
+            info_ptr fi = make_info(d, version, w, hints, none, nullptr);
+            fill_dgram(fi.get(), d, w, hints, n);
+            if (q.has_ud_dest) {
+                fi->dest_addr = std::malloc(kUdNameLen);
+                if (!fi->dest_addr) throw std::bad_alloc();
+                std::memcpy(fi->dest_addr, q.ud_dest, kUdNameLen);
+                fi->dest_addrlen = kUdNameLen;
+            }
+            append(std::move(fi));
+        }
+    }
     void add_device(const dev_desc& d, const addr_query& q) {
         if (!q.any_device && d.name != q.device) return skip(d, "the address belongs to " + q.device);
+        if (w.dgram) return add_dgram(d, q);
         std::string reason = device_mismatch(d, hints);
         if (!reason.empty()) return skip(d, reason);
         const sockaddr_any* dest = q.dest.len ? &q.dest : nullptr;
@@ -652,6 +768,12 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
     return guard([&]() -> int {
         if (!info) return -FI_EINVAL;
         *info = nullptr;
+        const bool dgram = hint_rule_type(hints) == kRuleDgram;
+        if (dgram && !get_params().dgram) {
+            EVD_INFO(FI_LOG_CORE, "fi_getinfo: hints->ep_attr->type FI_EP_DGRAM: datagram "
+                     "endpoints are off (FI_EVD_DGRAM=1 turns them on)\n");
+            return -FI_ENODATA;
+        }
         if (int rc = check_static_hints(version, hints)) return rc;
         std::vector<devctx*> ctxs = devctx_all();
         // Held while described: a removed device is released only after this.
@@ -664,11 +786,61 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
             return -FI_ENODATA;
         }
         std::vector<dev_desc> devs(ctxs.size());
-        for (size_t k = 0; k < ctxs.size(); ++k) describe_device(ctxs[k], devs[k]);
+        for (size_t k = 0; k < ctxs.size(); ++k) {
+            describe_device(ctxs[k], devs[k]);
+            if (dgram) devs[k].max_inline_ud = devctx_max_inline_ud(ctxs[k]);
+        }
         collect_addrs(devs);
 
         addr_query q;
-        if (int rc = resolve_addresses(node, service, flags, hints, q)) return rc;
+        if (!dgram) {
+            if (int rc = resolve_addresses(node, service, flags, hints, q)) return rc;
+            return build_infos(devs, version, q, hints, info);
+        }
+        // FI_EP_DGRAM: names (FI_ADDR_IB_UD) are taken as they are; the
+        // rest (node and service as IP and port) resolves as for MSG
+        fi_info h = *hints;
+        struct sockaddr_storage src_ip {};  // the IP of a source name, to route from
+        if (h.addr_format == FI_ADDR_IB_UD) {
+            if (h.src_addr) std::memcpy(q.ud_src, h.src_addr, kUdNameLen), q.has_ud_src = true;
+            if (h.dest_addr) std::memcpy(q.ud_dest, h.dest_addr, kUdNameLen), q.has_ud_dest = true;
+            h.src_addr = h.dest_addr = nullptr;
+            h.src_addrlen = h.dest_addrlen = 0;
+            h.addr_format = FI_FORMAT_UNSPEC;
+            if (q.has_ud_src) {
+                socklen_t n = 0;
+                gid_to_sockaddr(q.ud_src, 0, &src_ip, &n);
+                h.src_addr = &src_ip;
+                h.src_addrlen = n;
+            }
+        }
+        if (node && !std::strncmp(node, kUdAddrPrefix, std::strlen(kUdAddrPrefix))) {
+            ud_name n;
+            std::string why;
+            if (!ud_parse(node, &n, &why)) {
+                EVD_WARN(FI_LOG_CORE, "fi_getinfo: node '%s': %s\n", node, why.c_str());
+                return -FI_EINVAL;
+            }
+            const bool src = flags & FI_SOURCE;
+            std::memcpy(src ? q.ud_src : q.ud_dest, &n, kUdNameLen);
+            (src ? q.has_ud_src : q.has_ud_dest) = true;
+            node = nullptr;
+            service = nullptr;
+        }
+        if (int rc = resolve_addresses(node, service, flags, &h, q)) return rc;
+        if (q.dest.len && get_port(q.dest)) {
+            // the peer's name, asked of the endpoint listening there (ud_cm.h)
+            ud_name peer;
+            if (int rc = ud_resolve(q.src.len && !q.src_port_only ? q.src.sa() : nullptr,
+                                    q.dest.sa(), get_params().cm_timeout_ms, &peer)) {
+                EVD_INFO(FI_LOG_CORE, "fi_getinfo: no datagram endpoint at %s port %u: %s\n",
+                         addr_str(q.dest).c_str(), get_port(q.dest), fi_strerror(-rc));
+                return rc == -FI_EHOSTUNREACH ? -FI_ENODATA : rc;
+            }
+            std::memcpy(q.ud_dest, &peer, kUdNameLen);
+            q.has_ud_dest = true;
+            q.dest = sockaddr_any{};
+        }
         return build_infos(devs, version, q, hints, info);
     });
 }

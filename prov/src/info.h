@@ -60,6 +60,11 @@ struct dev_desc {
     uint64_t max_msg_sz = 0;
     // probed once per device by creating an RC QP (see devctx.cpp)
     uint32_t max_inline = 0;
+    // FI_EP_DGRAM: the same for a UD QP (probed only for DGRAM hints), the
+    // address handles the device can make, the port's active MTU in bytes
+    uint32_t max_inline_ud = 0;
+    uint32_t max_ah = 0;
+    uint32_t active_mtu = 0;
 
     // Addresses of the device's network interfaces (port 0 of each).
     std::vector<sockaddr_any> addrs;
@@ -72,6 +77,14 @@ struct addr_query {
     sockaddr_any src;             // returned as fi_info::src_addr when set
     sockaddr_any dest;            // returned as fi_info::dest_addr when set
     bool src_port_only = false;   // src is only a port (service without node)
+    // FI_EP_DGRAM: hints->src_addr as an FI_ADDR_IB_UD name (its GID picks
+    // the device and address; its service is kept)
+    bool has_ud_src = false;
+    uint8_t ud_src[32] = {};
+    // ... and the peer's name (hints->dest_addr, or node as the text form
+    // "fi_addr_ib_ud://...": fi_info::dest_addr as given)
+    bool has_ud_dest = false;
+    uint8_t ud_dest[32] = {};
 };
 
 // Everything evd can do, used to build and to check fi_info (documented in
@@ -81,6 +94,11 @@ inline constexpr uint64_t kRxCaps =
     FI_MSG | FI_RMA | FI_ATOMIC | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE;
 inline constexpr uint64_t kDomainCaps = FI_LOCAL_COMM | FI_REMOTE_COMM;
 inline constexpr uint64_t kCaps = kTxCaps | kRxCaps | kDomainCaps;
+// FI_EP_DGRAM endpoints (UD): messages only, and the sender of each receive
+// when asked (FI_SOURCE).
+inline constexpr uint64_t kDgramTxCaps = FI_MSG | FI_SEND;
+inline constexpr uint64_t kDgramRxCaps = FI_MSG | FI_RECV | FI_SOURCE;
+inline constexpr uint64_t kDgramCaps = kDgramTxCaps | kDgramRxCaps | kDomainCaps;
 inline constexpr int kMrMode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
 inline constexpr uint64_t kMsgOrder = FI_ORDER_RAR | FI_ORDER_RMA_RAR | FI_ORDER_RAW |
                                       FI_ORDER_RMA_RAW | FI_ORDER_RAS | FI_ORDER_WAW |

@@ -195,6 +195,7 @@ void describe_device(devctx* c, dev_desc& d) {
     d.max_srq_sge = a.max_srq_sge;
     d.max_mr_size = a.max_mr_size;
     d.atomic_cap = a.atomic_cap;
+    d.max_ah = static_cast<uint32_t>(a.max_ah);
     d.max_inline = devctx_max_inline(c);
 
     std::vector<ibv_port_attr> ports = devctx_refresh_ports(c);
@@ -205,6 +206,7 @@ void describe_device(devctx* c, dev_desc& d) {
         d.port_state = IBV_PORT_ACTIVE;
         d.link_layer = ports[p].link_layer;
         d.max_msg_sz = ports[p].max_msg_sz;
+        d.active_mtu = 128u << ports[p].active_mtu;  // IBV_MTU_256 is 1
         break;
     }
     if (d.port_state != IBV_PORT_ACTIVE) return;

@@ -11,7 +11,7 @@
 
 namespace evd {
 
-uint32_t probe_max_inline(struct ibv_context* verbs) {
+uint32_t probe_max_inline(struct ibv_context* verbs, enum ibv_qp_type type) {
     ibv_pd_ptr pd(ibv_alloc_pd(verbs));
     if (!pd) return 0;
     ibv_cq_ptr cq(ibv_create_cq(verbs, 2, nullptr, nullptr, 0));
@@ -23,7 +23,7 @@ uint32_t probe_max_inline(struct ibv_context* verbs) {
         struct ibv_qp_init_attr ia {};
         ia.send_cq = cq.get();
         ia.recv_cq = cq.get();
-        ia.qp_type = IBV_QPT_RC;
+        ia.qp_type = type;
         ia.cap.max_send_wr = 1;
         ia.cap.max_recv_wr = 1;
         ia.cap.max_send_sge = 1;

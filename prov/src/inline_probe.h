@@ -12,6 +12,6 @@ namespace evd {
 // creating QPs: the largest max_inline_data an RC QP is created with (a
 // binary search, about 17 QPs; devctx calls it once per device and process).
 // 0 when the device inlines nothing or the probe cannot run.
-uint32_t probe_max_inline(struct ibv_context* verbs);
+uint32_t probe_max_inline(struct ibv_context* verbs, enum ibv_qp_type type = IBV_QPT_RC);
 
 }  // namespace evd

@@ -39,6 +39,7 @@ using ibv_qp_ptr = std::unique_ptr<struct ibv_qp, call_deleter<ibv_destroy_qp>>;
 using ibv_srq_ptr = std::unique_ptr<struct ibv_srq, call_deleter<ibv_destroy_srq>>;
 using ibv_mr_ptr = std::unique_ptr<struct ibv_mr, call_deleter<ibv_dereg_mr>>;
 using ibv_pd_ptr = std::unique_ptr<struct ibv_pd, call_deleter<ibv_dealloc_pd>>;
+using ibv_ah_ptr = std::unique_ptr<struct ibv_ah, call_deleter<ibv_destroy_ah>>;
 using ibv_context_ptr = std::unique_ptr<struct ibv_context, call_deleter<ibv_close_device>>;
 using cm_id_ptr = std::unique_ptr<struct rdma_cm_id, call_deleter<rdma_destroy_id>>;
 using addrinfo_ptr = std::unique_ptr<struct rdma_addrinfo, call_deleter<rdma_freeaddrinfo>>;

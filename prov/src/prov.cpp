@@ -8,6 +8,7 @@
 #include "fabric.h"
 #include "info.h"
 #include "mem_monitor.h"
+#include "ud_cm.h"
 
 namespace evd {
 
@@ -89,6 +90,10 @@ const param_row kParams[] = {
      "that died is noticed; -1: 7, except 6 on Soft-RoCE (rxe), which takes 7 as 'retry "
      "forever' and would never notice",
      nullptr, &params::retry_count, nullptr, -1, 7},
+    {"dgram",
+     "Offer FI_EP_DGRAM endpoints (UD queue pairs) to hints that ask for FI_EP_DGRAM "
+     "(fi_evd(7), DATAGRAM ENDPOINTS); 0 hides them, and with them evd;ofi_rxd",
+     nullptr, nullptr, &params::dgram},
 };
 
 void define_param(const param_row& r) {
@@ -141,6 +146,7 @@ void read_params() {
 
 void cleanup() noexcept {
     info_cleanup();
+    ud_agent_shutdown();
     mem_monitor_shutdown();
 }
 

@@ -27,11 +27,15 @@ bool can_hold_sends(enum ibv_qp_state st) {
 }
 
 // 0: posted; an errno otherwise (ENOMEM while the send queue is still full).
-int post_marker(struct ibv_qp* qp) {
+int post_marker(ep* e, struct ibv_qp* qp) {
     struct ibv_send_wr wr {};
     wr.wr_id = wr_id_flush_marker();
     wr.opcode = IBV_WR_SEND;
     wr.send_flags = IBV_SEND_SIGNALED;
+    if (e->dgram) {  // a UD send needs an address: the endpoint itself
+        if (!e->ud.self_ah) return EINVAL;
+        ep_ud_marker_dest(e, wr);
+    }
     struct ibv_send_wr* bad = nullptr;
     return post_errno(ibv_post_send(qp, &wr, &bad));
 }
@@ -110,7 +114,7 @@ bool qp_flush(ep* e) {
     bool posted = false;
     for (;;) {
         if (!posted) {
-            int r = post_marker(qp);
+            int r = post_marker(e, qp);
             if (r == 0) {
                 posted = true;
                 ++tx_want;

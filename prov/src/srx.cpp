@@ -2,7 +2,9 @@
 // Shared receive contexts (fi_srx_context) over one ibv_srq each. Endpoints
 // bound to it are created with ibv_qp_init_attr::srq = srx_ibv(); receives are
 // posted here with fi_recv*(srx_ep, ...) and complete on the receiving
-// endpoint's receive CQ.
+// endpoint's receive CQ. On a domain opened for FI_EP_DGRAM the context is
+// for datagram endpoints: each receive starts with the 40-byte UD header,
+// scattered into a buffer of the context's own (ep.h, ud_state::grh).
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include "domain.h"
 #include "ep.h"
 #include "eq.h"
+#include "grh.h"
 #include "mr.h"
 #include "owners.h"
 #include "qp_pool.h"
@@ -27,7 +30,11 @@ struct srx {
     refcount refs;      // endpoints bound
     domain* dom = nullptr;
     ibv_srq_ptr srq;  // fi_close releases it itself (its failure keeps the object)
-    uint32_t max_sge = 1;
+    uint32_t max_sge = 1;  // the application's, without the header's
+    // datagram endpoints only: the header all receives share (nobody reads it)
+    bool ud = false;
+    std::unique_ptr<uint8_t[]> grh;
+    ibv_mr_ptr grh_mr;
 };
 
 namespace {
@@ -44,8 +51,14 @@ ssize_t post_recv(srx* s, const struct iovec* iov, void* const* desc, size_t cou
         EVD_WARN(FI_LOG_EP_DATA, "fi_recv(srx): %zu iovs (at most %u, non-NULL)\n", count, s->max_sge);
         return -FI_EINVAL;
     }
-    struct ibv_sge sge[kMaxIov];
+    struct ibv_sge sge[kMaxIov + 1];
     int n = 0;
+    if (s->ud) {
+        sge[n].addr = reinterpret_cast<uintptr_t>(s->grh.get());
+        sge[n].length = kGrhLen;
+        sge[n].lkey = s->grh_mr->lkey;
+        ++n;
+    }
     for (size_t i = 0; i < count; ++i) {
         if (!iov[i].iov_len) continue;
         if (!desc || !desc[i]) {
@@ -145,6 +158,11 @@ extern struct fi_ops_msg srx_msg_ops;
 
 }  // namespace
 
+bool srx_for_dgram(struct fid* f) {
+    srx* s = srx_of(f);
+    return s && s->ud;
+}
+
 struct ibv_srq* srx_ibv(struct fid* f) {
     srx* s = srx_of(f);
     return s ? s->srq.get() : nullptr;
@@ -203,10 +221,23 @@ int srx_open(struct fid_domain* dom_fid, struct fi_rx_attr* attr, struct fid_ep*
         size_t size = 0, sge = 0;
         srq_limits(dom, attr, &size, &sge);
         auto s = std::make_unique<srx>();
+        s->ud = dom->info && dom->info->ep_attr && dom->info->ep_attr->type == FI_EP_DGRAM;
+        if (s->ud) {  // one SGE more, for the header
+            if (sge + 1 > static_cast<size_t>(dom->dev->attr.orig_attr.max_srq_sge) && sge > 1) --sge;
+            s->grh.reset(new uint8_t[kGrhLen]());
+            s->grh_mr.reset(ibv_reg_mr(dom->pd.get(), s->grh.get(), kGrhLen,
+                                       IBV_ACCESS_LOCAL_WRITE));
+            if (!s->grh_mr) {
+                int e = errno;
+                EVD_WARN(FI_LOG_EP_CTRL, "fi_srx_context: registering the receive header: %s\n",
+                         strerror(e));
+                return fi_err(e);
+            }
+        }
         struct ibv_srq_init_attr ia {};
         ia.srq_context = s.get();
         ia.attr.max_wr = static_cast<uint32_t>(size);
-        ia.attr.max_sge = static_cast<uint32_t>(sge);
+        ia.attr.max_sge = static_cast<uint32_t>(sge + (s->ud ? 1 : 0));
         s->srq.reset(ibv_create_srq(dom->pd.get(), &ia));
         if (!s->srq) {
             int e = errno;
@@ -214,7 +245,8 @@ int srx_open(struct fid_domain* dom_fid, struct fi_rx_attr* attr, struct fid_ep*
             return fi_err(e);
         }
         s->dom = dom;
-        s->max_sge = static_cast<uint32_t>(std::min<size_t>(ia.attr.max_sge, kMaxIov));  // sge[] bound
+        s->max_sge = static_cast<uint32_t>(
+            std::min<size_t>(ia.attr.max_sge - (s->ud ? 1 : 0), kMaxIov));  // sge[] bound
         s->fid.fid.fclass = FI_CLASS_SRX_CTX;
         s->fid.fid.context = context;
         s->fid.fid.ops = &srx_fi_ops;

@@ -18,6 +18,9 @@ int srx_open(struct fid_domain* dom, struct fi_rx_attr* attr, struct fid_ep** rx
              void* context);
 // nullptr when f is not an evd shared receive context.
 struct ibv_srq* srx_ibv(struct fid* f);
+// The context was opened on a domain for FI_EP_DGRAM: its receives carry
+// the UD header, so only datagram endpoints may bind it (and only they).
+bool srx_for_dgram(struct fid* f);
 void srx_bind_ref(struct fid* f);
 void srx_bind_unref(struct fid* f);
 

@@ -6,8 +6,10 @@
 // hint filter reads is taken from the input, addresses are exactly as long
 // as their given length (ASan sees any read past them). Beyond "no crash":
 // the answer is 0 with a list, -FI_ENODATA or -FI_EINVAL, and every fi_info
-// in the list is of type FI_EP_MSG, on one of the two devices, with caps
-// within what evd offers.
+// in the list is of type FI_EP_MSG (FI_EP_DGRAM when the hints ask for it,
+// named by a 32-byte FI_ADDR_IB_UD name), on one of the devices, with caps
+// within what evd offers that type. The source and destination names of
+// datagram hints are taken from the input too.
 #include <arpa/inet.h>
 #include <fuzzer/FuzzedDataProvider.h>
 #include <infiniband/verbs.h>
@@ -19,6 +21,7 @@
 #include <cstring>
 #include <vector>
 
+#include "hint_rules.h"
 #include "info.h"
 #include "../unit/fake_devices.h"
 
@@ -124,13 +127,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check(h != nullptr);
     fill(in, h);
     evd::addr_query q;
+    if (in.ConsumeBool()) {
+        q.has_ud_src = in.ConsumeBool();
+        q.has_ud_dest = in.ConsumeBool();
+        std::vector<uint8_t> b = in.ConsumeBytes<uint8_t>(64);
+        b.resize(64);
+        std::memcpy(q.ud_src, b.data(), 32);
+        std::memcpy(q.ud_dest, b.data() + 32, 32);
+    }
     struct fi_info* out = nullptr;
     int rc = evd::build_infos(devs, version, q, null_hints ? nullptr : h, &out);
     check(rc == 0 || rc == -FI_ENODATA || rc == -FI_EINVAL);
     check((rc == 0) == (out != nullptr));
     for (struct fi_info* i = out; i; i = i->next) {
-        check(i->ep_attr && i->ep_attr->type == FI_EP_MSG);
-        check((i->caps & ~evd::kCaps) == 0);
+        check(i->ep_attr);
+        const bool dgram = !null_hints && evd::hint_rule_type(h) == evd::kRuleDgram;
+        check(i->ep_attr->type == (dgram ? FI_EP_DGRAM : FI_EP_MSG));
+        check((i->caps & ~(dgram ? evd::kDgramCaps : evd::kCaps)) == 0);
+        if (dgram) check(i->addr_format == FI_ADDR_IB_UD && i->src_addrlen == 32);
         check(i->domain_attr && i->domain_attr->name);
         check(!std::strcmp(i->domain_attr->name, "roce0") || !std::strcmp(i->domain_attr->name, "ib0") ||
               !std::strcmp(i->domain_attr->name, "iw0"));

@@ -19,7 +19,7 @@ fi
 make -j"$jobs" fuzz >make-fuzz.log 2>&1 || { tail -30 make-fuzz.log; echo "not ok - make fuzz"; exit 1; }
 echo "ok - fuzz targets built (clang++ $(clang++ -dumpversion), ASan+UBSan)"
 fail=0
-for t in cm_data eq hints addr; do
+for t in cm_data eq hints addr ud; do
     work=$(mktemp -d "${TMPDIR:-/tmp}/evd-fuzz-$t.XXXXXX")
     cp -r "$top/test/fuzz/corpus/$t/." "$work/" 2>/dev/null
     dict=()

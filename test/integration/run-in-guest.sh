@@ -43,6 +43,11 @@ FI_EVD_CONNECT_TIMEOUT=1500 "$build/evd_integration" --gtest_color=no \
 rc=$?
 case $rc in 0 | 1) ;; *) echo "not ok - evd_integration (connect timeout) crashed or was killed (exit $rc)" ;; esac
 
+# FI_EVD_DGRAM=0 hides datagram endpoints (read once per process).
+FI_EVD_DGRAM=0 "$build/evd_integration" --gtest_color=no --gtest_filter='DgramOff.*'
+rc=$?
+case $rc in 0 | 1) ;; *) echo "not ok - evd_integration (FI_EVD_DGRAM=0) crashed or was killed (exit $rc)" ;; esac
+
 # The destructive device-removal suites (they delete and re-create rxe0 /
 # rxe1), each in a process of its own, after everything else.
 for suite in 'AsyncRxe.LinkDelete*' 'CmRxeRemoval.*'; do

@@ -28,6 +28,9 @@ inline std::vector<evd::dev_desc> fake_devices() {
     roce.max_msg_sz = 1u << 30;
     roce.max_inline = 64;
     roce.atomic_cap = IBV_ATOMIC_HCA;  // as rxe
+    roce.max_inline_ud = 512;           // as rxe
+    roce.max_ah = 32767;
+    roce.active_mtu = 1024;             // rxe on a 1500-byte Ethernet link
     sockaddr_in s4{};
     s4.sin_family = AF_INET;
     inet_pton(AF_INET, "192.0.2.1", &s4.sin_addr);

@@ -67,6 +67,9 @@ dev_desc roce() {
     d.max_msg_sz = 1u << 30;
     d.max_inline = 220;
     d.atomic_cap = IBV_ATOMIC_HCA;
+    d.max_inline_ud = 188;
+    d.max_ah = 30000;
+    d.active_mtu = 1024;
     d.addrs = {v4("192.0.2.1"), v6("2001:db8::1")};
     return d;
 }
@@ -82,6 +85,8 @@ dev_desc ib() {
     d.max_qp_wr = 4096;
     d.max_sge = 4;
     d.max_inline = 0;
+    d.max_inline_ud = 0;
+    d.active_mtu = 2048;
     d.max_srq = 0;
     d.addrs.clear();
     return d;
@@ -398,7 +403,33 @@ std::vector<hint_case> cases() {
         {"ep_type MSG", [](fi_info* h) { h->ep_attr->type = FI_EP_MSG; }, 0, kAll},
         {"ep_type UNSPEC", [](fi_info* h) { h->ep_attr->type = FI_EP_UNSPEC; }, 0, kAll},
         {"ep_type RDM", [](fi_info* h) { h->ep_attr->type = FI_EP_RDM; }, -FI_ENODATA},
-        {"ep_type DGRAM", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; }, -FI_ENODATA},
+        // datagram endpoints: asked by name, one per address GID (GID 0 on an
+        // IB port without IP), UD's attributes (fi_evd(7), DATAGRAM ENDPOINTS)
+        {"ep_type DGRAM", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; }, 0, kAll, each([](fi_info* i) {
+             EXPECT_EQ(i->ep_attr->type, FI_EP_DGRAM);
+             EXPECT_EQ(i->ep_attr->protocol, static_cast<uint32_t>(FI_PROTO_IB_UD));
+             EXPECT_EQ(i->addr_format, static_cast<uint32_t>(FI_ADDR_IB_UD));
+             EXPECT_EQ(i->src_addrlen, 32u);
+             const bool r = std::string(i->domain_attr->name) == "roce0";
+             EXPECT_EQ(i->ep_attr->max_msg_size, r ? 1024u : 2048u);  // the active MTU
+             EXPECT_EQ(i->tx_attr->inject_size, r ? 188u : 0u);       // a UD QP's inline
+             EXPECT_EQ(i->caps & (FI_RMA | FI_ATOMIC | FI_SOURCE), 0u);
+             EXPECT_EQ(i->tx_attr->msg_order, static_cast<uint64_t>(FI_ORDER_SAS));
+             EXPECT_EQ(i->rx_attr->iov_limit, r ? 29u : 3u);  // one SGE is the receive header's
+             EXPECT_EQ(i->tx_attr->iov_limit, r ? 30u : 4u);
+             EXPECT_EQ(i->domain_attr->max_ep_srx_ctx, r ? 300u : 0u);
+             EXPECT_EQ(i->mode & FI_MSG_PREFIX, 0u);
+         })},
+        {"ep_type DGRAM, FI_SOURCE", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->caps = FI_MSG | FI_SOURCE; }, 0, kAll,
+         each([](fi_info* i) { EXPECT_TRUE(i->rx_attr->caps & FI_SOURCE); EXPECT_TRUE(i->caps & FI_SOURCE); })},
+        {"ep_type DGRAM, FI_RMA", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->caps = FI_MSG | FI_RMA; }, -FI_ENODATA},
+        {"ep_type DGRAM, sockaddr", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->addr_format = FI_SOCKADDR_IN; }, -FI_ENODATA},
+        {"ep_type DGRAM, message above the MTU", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->ep_attr->max_msg_size = 4096; }, -FI_ENODATA},
+        {"ep_type DGRAM, shared rx", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT; }, 0, kRoce,
+         each([](fi_info* i) { EXPECT_EQ(i->ep_attr->rx_ctx_cnt, FI_SHARED_CONTEXT); })},
+        {"ep_type DGRAM, shared rx and FI_SOURCE", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->caps = FI_MSG | FI_SOURCE; h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT; }, -FI_ENODATA},
+        {"ep_type MSG, FI_SOURCE", [](fi_info* h) { h->ep_attr->type = FI_EP_MSG; h->caps = FI_MSG | FI_SOURCE; }, -FI_ENODATA},
+        {"FI_ADDR_IB_UD without DGRAM", [](fi_info* h) { h->addr_format = FI_ADDR_IB_UD; }, -FI_ENODATA},
         {"protocol RC", [](fi_info* h) { h->ep_attr->protocol = FI_PROTO_RDMA_CM_IB_RC; }, 0, kAll},
         {"protocol iWARP", [](fi_info* h) { h->ep_attr->protocol = FI_PROTO_IWARP; }, -FI_ENODATA},
         {"protocol XRC", [](fi_info* h) { h->ep_attr->protocol = FI_PROTO_RDMA_CM_IB_XRC; }, -FI_ENODATA},
