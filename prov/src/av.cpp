@@ -218,7 +218,7 @@ int av_insertsvc(struct fid_av* f, const char* node, const char* service, fi_add
         if (r) {
             EVD_WARN(FI_LOG_AV, "fi_av_insertsvc: no datagram endpoint answers at %s:%s: %s\n",
                      node, service, fi_strerror(-r));
-            if (flags & FI_SYNC_ERR) *static_cast<int*>(context) = -r;
+            if ((flags & FI_SYNC_ERR) && context) *static_cast<int*>(context) = -r;
             if (fi_addr) *fi_addr = FI_ADDR_NOTAVAIL;
             return r == -FI_ENODATA ? 0 : r;
         }
@@ -347,6 +347,11 @@ int av_open(struct fid_domain* dom_fid, struct fi_av_attr* attr, struct fid_av**
         if (!d || !attr || !out) {
             EVD_WARN(FI_LOG_AV, "fi_av_open: bad domain, attr or av pointer\n");
             return -FI_EINVAL;
+        }
+        if (d->info && d->info->ep_attr && d->info->ep_attr->type == FI_EP_MSG) {
+            EVD_WARN(FI_LOG_AV, "fi_av_open: FI_EP_MSG endpoints use no address vector (open the "
+                     "domain with an FI_EP_DGRAM fi_info for datagram endpoints)\n");
+            return -FI_ENOSYS;
         }
         if (attr->type != FI_AV_UNSPEC && attr->type != FI_AV_MAP && attr->type != FI_AV_TABLE) {
             EVD_WARN(FI_LOG_AV, "fi_av_open: unknown type %d\n", static_cast<int>(attr->type));

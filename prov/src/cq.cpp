@@ -47,7 +47,7 @@ const uint8_t wr_probe = 0;
 // ---------------------------------------------------------------- the object
 namespace {
 
-constexpr size_t kBatch = 32;  // ibv_wc polled per ibv_poll_cq call (stack array)
+constexpr size_t kBatch = kCqPollBatch;  // ibv_wc polled per ibv_poll_cq call (stack array)
 
 }  // namespace
 
@@ -234,13 +234,15 @@ bool admit(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) {
         note_qp(c->markers, wc.qp_num);
         return false;
     }
-    // a datagram receive: in posting order, so its header is found by count
-    if (!c->ud.empty() && wc.status == IBV_WC_SUCCESS && (wc.opcode & IBV_WC_RECV)) {
+    // a datagram endpoint's: its receives' slots, headers and senders
+    if (!c->ud.empty()) {
         for (const auto& [qpn, owner] : c->ud) {
             if (qpn != wc.qp_num) continue;
-            const fi_addr_t from = ep_ud_rx_done(owner, wc);
-            wc.wc_flags |= kWcSource;
-            wc.src_qp = from == FI_ADDR_NOTAVAIL ? UINT32_MAX : static_cast<uint32_t>(from);
+            fi_addr_t from = FI_ADDR_NOTAVAIL;
+            if (ep_ud_completion(owner, wc, &from)) {
+                wc.wc_flags |= kWcSource;
+                wc.src_qp = from == FI_ADDR_NOTAVAIL ? UINT32_MAX : static_cast<uint32_t>(from);
+            }
             break;
         }
     }

@@ -44,6 +44,10 @@ void cq_detach_qp(cq* c, uint32_t qp_num);
 // -FI_EINVAL when the CQ has no wait fd.
 int cq_trywait(cq* c);
 
+// Completions one ibv_poll_cq call takes at most (the read path's batch):
+// besides the CQ's own entries, that many can be polled and not yet read.
+inline constexpr size_t kCqPollBatch = 32;
+
 // ------------------------------------------------------------ completion ids
 // wr_id of work requests whose successful completion must not reach the user
 // (the periodic signaled send of selective completion, fi_inject*). Its

@@ -209,17 +209,24 @@ struct ep {
         ibv_ah_ptr self_ah;               // to itself: the closing flush's send marker
         ud_listener* listener = nullptr;  // answers SIDR for its IP and service (ud_cm.h)
         // Where the 40-byte header a UD receive starts with lands, never in
-        // the user's buffer: with FI_SOURCE a ring of one header per receive
-        // slot (a receive queue completes in posting order, so the n-th
-        // completion's header is in slot n % slots), else one header all
-        // receives share (nobody reads it).
-        std::unique_ptr<uint8_t[]> grh;
-        ibv_mr_ptr grh_mr;
-        uint32_t grh_slots = 1;
+        // the user's buffer. Without FI_SOURCE one slot all receives share
+        // (nobody reads it). With FI_SOURCE each receive takes the next
+        // slot of a ring, and its wr_id is the slot, which keeps the user's
+        // wr_id: the CQ finds the header and the context from the
+        // completion itself, in error too, whatever the completion order.
+        // The ring is larger than the receive queue plus the receive CQ plus
+        // one poll batch, so a slot is never reused before the completion
+        // of its last receive was read (ep_ud.cpp).
+        struct rx_slot {
+            uint8_t hdr[40];
+            uint64_t wr_id;               // what the user's completion carries
+        };
+        std::unique_ptr<rx_slot[]> slots;
+        ibv_mr_ptr slots_mr;
+        uint32_t nslots = 1;
         bool source = false;              // FI_SOURCE: fi_cq_readfrom reports the sender
-        std::mutex rx_mu;                 // FI_SOURCE: post order = slot order
+        std::mutex rx_mu;                 // FI_SOURCE: the ring's next slot, and the post
         uint64_t rx_posted = 0;           // receives posted (under rx_mu)
-        uint64_t rx_done = 0;             // receive completions seen (under the rx CQ's lock)
         size_t max_msg = 0;               // payload limit (the port's MTU)
     } ud;
 };
@@ -314,15 +321,19 @@ int ep_ud_open(ep* e);
 int ep_ud_bind_av(ep* e, struct fid* bfid);
 // fi_enable: the UD QP (in RTS), its header buffer, its name. Caller holds e->mu.
 int ep_ud_enable(ep* e);
+// fi_close, first: stops answering SIDR for e (its QP is about to go).
+void ep_ud_closing(ep* e);
 // fi_close: what ep_ud_enable and ep_ud_bind_av took, after the QP is gone.
 void ep_ud_release(ep* e);
 // The work request of the closing flush's send marker needs an address on
 // UD: itself (qp_flush.cpp).
 void ep_ud_marker_dest(ep* e, struct ibv_send_wr& wr);
-// The receive completion of a UD QP, under its CQ's lock (cq.cpp): drops
-// the header from the length and, with FI_SOURCE, finds the sender.
-// Returns the sender's fi_addr_t (FI_ADDR_NOTAVAIL when not in the AV).
-fi_addr_t ep_ud_rx_done(ep* e, struct ibv_wc& wc);
+// A completion of e's UD QP, under its CQ's lock (cq.cpp): a receive's
+// wr_id is turned back into the user's (FI_SOURCE slots, in error too);
+// a successful receive loses the header from its length, and true is
+// returned with the sender's fi_addr_t in *from (FI_ADDR_NOTAVAIL without
+// FI_SOURCE or when the AV does not hold it).
+bool ep_ud_completion(ep* e, struct ibv_wc& wc, fi_addr_t* from);
 extern struct fi_ops_msg ep_ud_msg_ops;
 extern struct fi_ops_cm ep_ud_cm_ops;
 // ep_data.cpp's helpers the UD data path shares: sge list from iov/desc

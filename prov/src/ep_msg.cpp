@@ -176,6 +176,7 @@ int ep_close(struct fid* f) {
             std::lock_guard lk(e->mu);
             keepable = qp_keepable(e);
         }
+        if (e->dgram) ep_ud_closing(e);
         qp_verdict v = qp_verdict::destroy;
         linger* lg = e->chan && e->id ? linger_begin(e, keepable, &v) : nullptr;
         uint64_t token = 0;

@@ -118,17 +118,23 @@ int local_gid(ep* e, ud_name* n) {
     return 0;
 }
 
-// The buffer the headers of receives land in (ep.h, ud_state::grh).
-int make_grh_buffer(ep* e) {
-    // A header is read when its completion is polled; until then at most a
-    // CQ's worth of later receives can complete: one slot more than the
-    // receive CQ holds is never overwritten before it is read.
-    e->ud.grh_slots = e->ud.source ? static_cast<uint32_t>(cq_ibv(e->rx_cq)->cqe) + 1 : 1;
-    const size_t bytes = static_cast<size_t>(e->ud.grh_slots) * kGrhLen;
-    e->ud.grh.reset(new (std::nothrow) uint8_t[bytes]());
-    if (!e->ud.grh) return -FI_ENOMEM;
-    e->ud.grh_mr.reset(ibv_reg_mr(e->dom->pd.get(), e->ud.grh.get(), bytes, IBV_ACCESS_LOCAL_WRITE));
-    if (!e->ud.grh_mr) {
+// The slots the headers of receives land in (ep.h, ud_state::slots), for a
+// receive queue of max_recv_wr. Slot k is reused by the receive posted
+// nslots after the one that last had it; by then that one has completed
+// (at most max_recv_wr are outstanding) and its completion has been read,
+// since no more than the CQ's entries plus one poll batch of completions
+// can be waiting to be read.
+int make_rx_slots(ep* e, uint32_t max_recv_wr) {
+    static_assert(sizeof(ep::ud_state::rx_slot::hdr) == kGrhLen);
+    e->ud.nslots = e->ud.source ? max_recv_wr + static_cast<uint32_t>(cq_ibv(e->rx_cq)->cqe) +
+                                      static_cast<uint32_t>(kCqPollBatch) + 1
+                                : 1;
+    const size_t bytes = static_cast<size_t>(e->ud.nslots) * sizeof(ep::ud_state::rx_slot);
+    e->ud.slots.reset(new (std::nothrow) ep::ud_state::rx_slot[e->ud.nslots]());
+    if (!e->ud.slots) return -FI_ENOMEM;
+    e->ud.slots_mr.reset(
+        ibv_reg_mr(e->dom->pd.get(), e->ud.slots.get(), bytes, IBV_ACCESS_LOCAL_WRITE));
+    if (!e->ud.slots_mr) {
         int err = errno ? errno : ENOMEM;
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: registering %zu bytes of receive headers: %s\n", bytes,
                  strerror(err));
@@ -273,7 +279,7 @@ int ep_ud_enable(ep* e) {
     }
     if (e->srx_fid && e->ud.source) {
         // receives of a shared context complete in no endpoint's order: the
-        // header of each cannot be kept for it (ep.h, ud_state::grh)
+        // header of each cannot be kept for it (ep.h, ud_state::slots)
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: FI_SOURCE and a shared receive context together are "
                  "not supported on datagram endpoints\n");
         return -FI_EOPNOTSUPP;
@@ -290,7 +296,6 @@ int ep_ud_enable(ep* e) {
     }
     if (const fi_ep_attr* ea = e->info->ep_attr; ea && ea->max_msg_size && ea->max_msg_size < e->ud.max_msg)
         e->ud.max_msg = ea->max_msg_size;
-    if (int r = make_grh_buffer(e)) return r;
     struct ibv_qp_init_attr a;
     ud_qp_attrs(e, &a);
     errno = 0;
@@ -302,10 +307,30 @@ int ep_ud_enable(ep* e) {
                  a.cap.max_recv_sge, a.cap.max_inline_data, strerror(err));
         return fi_err(err);
     }
-    if (int rc = ud_to_rts(qp.get(), d->port_num)) return fi_err(rc);
-    e->ud.name.qpn = qp->qp_num;
+    // the receive queue's real depth sizes the header slots
+    if (int r = make_rx_slots(e, a.srq ? 0 : a.cap.max_recv_wr)) return r;
+    // the CQs know the QP before any receive can complete (its length and
+    // slot are theirs to fix: cq.cpp), and fatal completions reach e;
+    // undone on every failure below
+    const uint32_t qpn = qp->qp_num;
+    int ret = cq_attach_qp(e->tx_cq, qpn, e);
+    if (ret) return ret;
+    if (e->rx_cq != e->tx_cq && (ret = cq_attach_qp(e->rx_cq, qpn, e))) {
+        cq_detach_qp(e->tx_cq, qpn);
+        return ret;
+    }
+    auto detach = [&] {
+        cq_detach_qp(e->tx_cq, qpn);
+        if (e->rx_cq != e->tx_cq) cq_detach_qp(e->rx_cq, qpn);
+    };
+    if (int rc = ud_to_rts(qp.get(), d->port_num)) {
+        detach();
+        return fi_err(rc);
+    }
+    e->ud.name.qpn = qpn;
     e->qp = std::move(qp);
     if (int r = make_self_ah(e)) {
+        detach();
         e->qp.reset();
         return r;
     }
@@ -316,10 +341,11 @@ int ep_ud_enable(ep* e) {
     gid_to_sockaddr(e->ud.name.gid, e->ud.name.service, &ss, &sl);
     int lerr = 0;
     uint16_t port = 0;
-    e->ud.listener = ud_listen(reinterpret_cast<sockaddr*>(&ss), e->qp->qp_num, &port, &lerr);
-    if (e->ud.listener) {
+    ud_listener* listener = ud_listen(reinterpret_cast<sockaddr*>(&ss), qpn, &port, &lerr);
+    if (listener) {
         e->ud.name.service = port;
     } else if (e->ud.name.service) {
+        detach();
         e->ud.self_ah.reset();
         e->qp.reset();
         return lerr ? lerr : -FI_EADDRNOTAVAIL;
@@ -334,11 +360,16 @@ int ep_ud_enable(ep* e) {
     t.owner = e;
     t.claim_terminal = ep_claim_terminal_cb;
     t.eq_flags = e->eq_flags;
-    devctx_register(d->dev, &devctx::qps, e->qp.get(), t);
-    int ret = cq_attach_qp(e->tx_cq, e->qp->qp_num, e);
-    if (!ret && e->rx_cq != e->tx_cq) ret = cq_attach_qp(e->rx_cq, e->qp->qp_num, e);
-    if (ret && ret != -FI_ENOSYS)
-        EVD_WARN(FI_LOG_EP_CTRL, "cq_attach_qp: %d (fatal completions not routed)\n", ret);
+    try {
+        devctx_register(d->dev, &devctx::qps, e->qp.get(), t);
+    } catch (...) {
+        ud_unlisten(listener);
+        detach();
+        e->ud.self_ah.reset();
+        e->qp.reset();
+        throw;
+    }
+    e->ud.listener = listener;
     char text[128];
     ud_straddr(e->ud.name, text, sizeof text);
     EVD_INFO(FI_LOG_EP_CTRL, "datagram endpoint %s on %s port %u (GID index %d, %zu-byte "
@@ -348,12 +379,17 @@ int ep_ud_enable(ep* e) {
     return 0;
 }
 
+void ep_ud_closing(ep* e) {
+    ud_unlisten(e->ud.listener);  // no peer learns its QP number any more
+    e->ud.listener = nullptr;
+}
+
 void ep_ud_release(ep* e) {
     ud_unlisten(e->ud.listener);
     e->ud.listener = nullptr;
     e->ud.self_ah.reset();
-    e->ud.grh_mr.reset();
-    e->ud.grh.reset();
+    e->ud.slots_mr.reset();
+    e->ud.slots.reset();
     if (e->ud.av_bound) e->ud.av_bound->refs.put();
     e->ud.av_bound = nullptr;
 }

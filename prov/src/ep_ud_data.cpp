@@ -4,7 +4,7 @@
 // lookup, then the work request on the stack, as on MSG endpoints
 // (ep_post_sq decides signaling and counters). A receive is posted with the
 // 40-byte header every UD message starts with landing in evd's own buffer
-// (ep.h, ud_state::grh), never in the user's: no FI_MSG_PREFIX.
+// (ep.h, ud_state::slots), never in the user's: no FI_MSG_PREFIX.
 #include <arpa/inet.h>
 #include <sys/uio.h>
 
@@ -98,9 +98,9 @@ ssize_t ud_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
     int nsge = 0;
     size_t t = 0;
     if (ssize_t r = ep_fill_sges(iov, desc, count, false, sge + 1, kMaxIov - 1, nsge, t)) return r;
-    sge[0].addr = reinterpret_cast<uintptr_t>(e->ud.grh.get());
+    sge[0].addr = reinterpret_cast<uintptr_t>(e->ud.slots[0].hdr);
     sge[0].length = kGrhLen;
-    sge[0].lkey = e->ud.grh_mr->lkey;
+    sge[0].lkey = e->ud.slots_mr->lkey;
     wr.sg_list = sge;
     wr.num_sge = nsge + 1;
     const bool comp = !(e->rx_flags & FI_SELECTIVE_COMPLETION) || (flags & FI_COMPLETION);
@@ -108,9 +108,13 @@ ssize_t ud_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
     struct ibv_recv_wr* bad = nullptr;
     int r;
     if (e->ud.source) {
-        // the n-th receive posted is the n-th to complete: its header slot
+        // the next slot of the ring carries the header and the user's wr_id
         std::lock_guard lk(e->ud.rx_mu);
-        sge[0].addr += (e->ud.rx_posted % e->ud.grh_slots) * kGrhLen;
+        ep::ud_state::rx_slot& s = e->ud.slots[e->ud.rx_posted % e->ud.nslots];
+        s.wr_id = wr.wr_id;
+        s.hdr[0] = s.hdr[20] = 0;  // a header the device leaves short is not read as an old one
+        sge[0].addr = reinterpret_cast<uintptr_t>(s.hdr);
+        wr.wr_id = reinterpret_cast<uintptr_t>(&s);
         r = post_errno(ibv_post_recv(e->qp.get(), &wr, &bad));
         if (r == 0) ++e->ud.rx_posted;
     } else {
@@ -179,14 +183,23 @@ ssize_t ud_injectdata(struct fid_ep* f, const void* buf, size_t len, uint64_t da
 
 }  // namespace
 
-fi_addr_t ep_ud_rx_done(ep* e, struct ibv_wc& wc) {
-    const uint64_t n = e->ud.rx_done++;
+bool ep_ud_completion(ep* e, struct ibv_wc& wc, fi_addr_t* from) {
+    *from = FI_ADDR_NOTAVAIL;
+    const ep::ud_state::rx_slot* s = nullptr;
+    if (e->ud.source) {
+        const auto first = reinterpret_cast<uintptr_t>(e->ud.slots.get());
+        const uintptr_t at = static_cast<uintptr_t>(wc.wr_id);
+        if (at >= first && at < first + e->ud.nslots * sizeof(ep::ud_state::rx_slot)) {
+            s = reinterpret_cast<const ep::ud_state::rx_slot*>(at);
+            wc.wr_id = s->wr_id;  // the user's, in error too
+        }
+    }
+    if (wc.status != IBV_WC_SUCCESS || !(wc.opcode & IBV_WC_RECV)) return false;
     wc.byte_len = wc.byte_len >= kGrhLen ? wc.byte_len - kGrhLen : 0;
-    if (!e->ud.source || !e->ud.av_bound) return FI_ADDR_NOTAVAIL;
-    const uint8_t* hdr = e->ud.grh.get() + (n % e->ud.grh_slots) * kGrhLen;
     uint8_t gid[16];
-    if (!(wc.wc_flags & IBV_WC_GRH) || !grh_source_gid(hdr, gid)) return FI_ADDR_NOTAVAIL;
-    return av_find(e->ud.av_bound, gid, wc.src_qp);
+    if (s && e->ud.av_bound && (wc.wc_flags & IBV_WC_GRH) && grh_source_gid(s->hdr, gid))
+        *from = av_find(e->ud.av_bound, gid, wc.src_qp);
+    return true;
 }
 
 struct fi_ops_msg ep_ud_msg_ops = {

@@ -678,6 +678,10 @@ struct info_list {
         d.max_inline = d.max_inline_ud;
         std::string reason = device_mismatch(d, hints, true);
         if (!reason.empty()) return skip(d, reason);
+        if (hints && hints->rx_attr && hints->rx_attr->iov_limit + 1 > d.max_sge)
+            return skip(d, "hints->rx_attr->iov_limit " + std::to_string(hints->rx_attr->iov_limit) +
+                               ": a datagram receive keeps one of the device's " +
+                               std::to_string(d.max_sge) + " scatter entries for its header");
         // a node without a service names no endpoint: only the device and
         // source address that reach it (fi_shared_ctx asks so for its
         // endpoints after the first); with a service, getinfo() resolved it

@@ -424,6 +424,7 @@ std::vector<hint_case> cases() {
          each([](fi_info* i) { EXPECT_TRUE(i->rx_attr->caps & FI_SOURCE); EXPECT_TRUE(i->caps & FI_SOURCE); })},
         {"ep_type DGRAM, FI_RMA", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->caps = FI_MSG | FI_RMA; }, -FI_ENODATA},
         {"ep_type DGRAM, sockaddr", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->addr_format = FI_SOCKADDR_IN; }, -FI_ENODATA},
+        {"ep_type DGRAM, rx iov_limit of every SGE", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->rx_attr->iov_limit = 30; }, -FI_ENODATA},
         {"ep_type DGRAM, message above the MTU", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->ep_attr->max_msg_size = 4096; }, -FI_ENODATA},
         {"ep_type DGRAM, shared rx", [](fi_info* h) { h->ep_attr->type = FI_EP_DGRAM; h->ep_attr->rx_ctx_cnt = FI_SHARED_CONTEXT; }, 0, kRoce,
          each([](fi_info* i) { EXPECT_EQ(i->ep_attr->rx_ctx_cnt, FI_SHARED_CONTEXT); })},
