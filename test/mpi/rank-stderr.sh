@@ -1,6 +1,8 @@
 #!/bin/sh
 # rank-stderr.sh DIR PROGRAM [ARGS...]: runs PROGRAM (an MPI rank) with its
-# standard error written straight to DIR/rank.PID.err, a file of its own.
+# standard error written straight to DIR/rank.HOST.PID.err, a file of its
+# own (HOST: ranks on different nodes can have the same pid, and DIR is
+# shared by the nodes).
 #
 # mpirun forwards every rank's standard error through one stream and cuts it
 # where its reads happen to end, so a line of one rank can be split by a line
@@ -10,4 +12,4 @@
 # own. exec keeps the pid, so PID is the rank's pid as Open MPI prints it.
 dir=$1
 shift
-exec "$@" 2>"$dir/rank.$$.err"
+exec "$@" 2>"$dir/rank.$(uname -n).$$.err"
