@@ -17,8 +17,8 @@
 #   kill     A's machine dies mid-traffic; then it boots again and B, still
 #            the same process, connects to it again
 #   remove   A's rxe device is deleted under traffic (rdma link delete)
-# SCENARIOS: a space-separated subset (default: all four). EVD_NODES_VERBS=0:
-# evd only.
+# SCENARIOS: a space-separated subset (default: all four). verbs runs beside
+# evd only with EVD_VERBS_BESIDE=1 (test/bench/verbs-beside.sh).
 # With more than two nodes (run-nodes --nodes 3 or 4), nodes C, D (2, 3) are
 # witnesses: in the kill scenario each runs a client of A too, so the dead
 # machine is seen by several survivors, each on its own kernel; every one is
@@ -333,7 +333,7 @@ witnessed() {
 # witnesses only take part in the kill scenario
 [[ " $scenarios " == *" kill "* ]] || "$nctl" post witness "done"
 for sc in $scenarios; do
-    for prov in evd $([ "${EVD_NODES_VERBS:-1}" = 0 ] || echo verbs); do
+    for prov in evd $([ "${EVD_VERBS_BESIDE:-0}" = 1 ] && echo verbs); do
         run "$sc" "$prov"
     done
 done

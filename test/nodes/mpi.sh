@@ -14,7 +14,8 @@
 #
 # Node B prints, for evd, "ok - ..."/"not ok - ..." (mpi_check's own checks,
 # and that every rank chose the provider), and each run's summary line;
-# verbs's runs are reported as comments (EVD_NODES_VERBS=0: none).
+# verbs's runs are reported as comments, with EVD_VERBS_BESIDE=1 only
+# (test/bench/verbs-beside.sh; the test command runs evd alone).
 set -u
 build=$(cd "${1:?usage: mpi.sh BUILD_DIR}" && pwd)
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -69,7 +70,7 @@ for i in $(seq 2 $((nodes - 1))); do
     "$nctl" wait "exec-up-node-$i" 180 >/dev/null || { echo "not ok - mpi: node $i did not start"; exit 1; }
 done
 provs=("evd;ofi_rxm")
-[ "${EVD_NODES_VERBS:-1}" = 0 ] || provs+=("verbs;ofi_rxm")
+[ "${EVD_VERBS_BESIDE:-0}" = 1 ] && provs+=("verbs;ofi_rxm")
 for prov in "${provs[@]}"; do
     [[ " $parts " == *" checked "* ]] || break
     for np in "$nodes" $((2 * nodes)); do

@@ -21,7 +21,9 @@ export FI_PROVIDER_PATH=$build/.libs
 # unless verbs is told which interface is its own
 export FI_VERBS_IFACE=$EVD_NODE_NETDEV
 A=198.51.100.1
-runs=("evd msg" "verbs msg" "evd;ofi_rxm rdm" "verbs;ofi_rxm rdm")
+runs=("evd msg" "evd;ofi_rxm rdm")
+# verbs beside evd: a report, with EVD_VERBS_BESIDE=1 (test/bench/verbs-beside.sh)
+[ "${EVD_VERBS_BESIDE:-0}" = 1 ] && runs=("evd msg" "verbs msg" "evd;ofi_rxm rdm" "verbs;ofi_rxm rdm")
 sizes=(64 65536)
 reps=${EVD_PINGPONG_REPEAT:-1}
 [[ "$reps" =~ ^[1-9][0-9]*$ ]] || { echo "not ok - EVD_PINGPONG_REPEAT must be a positive number, not '$reps'"; exit 1; }

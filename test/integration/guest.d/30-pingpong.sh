@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Stock fi_pingpong from this userland's libfabric-bin over evd MSG
 # endpoints: server on rxe0 (its address), client resolved by rdma_cm, 20 checked (-c) 64-byte
-# round trips. The same run over libfabric's verbs is printed as a comment
-# beside it (a report, not a test of verbs).
+# round trips. With EVD_VERBS_BESIDE=1 (test/bench/verbs-beside.sh) the same
+# run over libfabric's verbs is printed as a comment beside it (a report, not
+# a test of verbs; the test command leaves it out).
 set -u
 run_pp() {  # run_pp PROV: prints the client's output, returns its status
     local prov=$1 port=$((47000 + RANDOM % 1000)) out rc
@@ -35,6 +36,7 @@ else
     ip -br addr 2>&1 | sed 's/^/#   /'
 fi
 echo "$out" | sed 's/^/#   evd: /'
+[ "${EVD_VERBS_BESIDE:-0}" = 1 ] || exit 0
 if vout=$(run_pp verbs); then vres=passed; else vres=failed; fi
 echo "# verbs (report only): fi_pingpong -p verbs -e msg $vres"
 echo "$vout" | sed 's/^/#   verbs: /'

@@ -9,8 +9,9 @@
 # reconnects). The Open MPI job counts: no rank
 # dies of a signal, no byte is wrong, and the job completes or MPI reports
 # the error and the job exits within 60 s of link down. The same scenarios
-# over libfabric's "verbs;ofi_rxm" follow as "# verbs: ..." comment lines, a
-# side-by-side report that never fails. It runs last, and renews the rxe
+# over libfabric's "verbs;ofi_rxm" follow as "# verbs: ..." comment lines
+# with EVD_VERBS_BESIDE=1 (test/bench/verbs-beside.sh), a side-by-side report
+# that never fails. It runs last, and renews the rxe
 # devices before every run (renew below).
 set -u
 export FI_PROVIDER_PATH="$BUILD/.libs" FI_UNIVERSE_SIZE=4
@@ -31,12 +32,13 @@ flap -p "evd;ofi_rxm"
 rc=$?
 [ "$rc" -gt 1 ] && echo "not ok - evd_rdm_flap evd;ofi_rxm: exit $rc (crashed or killed)"
 FI_EVD_FAIL_FAST=1 flap -p "evd;ofi_rxm" | sed 's/evd;ofi_rxm/evd;ofi_rxm (FI_EVD_FAIL_FAST=1)/'
-flap -p "verbs;ofi_rxm" --report 2>&1 | sed 's/^# /# verbs: /'
+verbs=${EVD_VERBS_BESIDE:-0}
+[ "$verbs" = 1 ] && flap -p "verbs;ofi_rxm" --report 2>&1 | sed 's/^# /# verbs: /'
 if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
     mpi_flap "evd;ofi_rxm"
     FI_EVD_FAIL_FAST=1 mpi_flap "evd;ofi_rxm" |
         sed 's/evd;ofi_rxm/evd;ofi_rxm (FI_EVD_FAIL_FAST=1)/'
-    mpi_flap "verbs;ofi_rxm" --report 2>&1 | sed 's/^# /# verbs: /'
+    [ "$verbs" = 1 ] && mpi_flap "verbs;ofi_rxm" --report 2>&1 | sed 's/^# /# verbs: /'
 else
     echo "not ok - mpi flap: Open MPI not installed (mpicc/mpirun missing)"
 fi
