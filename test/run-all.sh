@@ -121,7 +121,7 @@ if [ -z "${EVD_SKIP_ALT:-}" ]; then
 fi
 # siw.ko for the VM kernel from Debian's linux-source (cached)
 if [ -z "${EVD_SKIP_VM:-}" ]; then
-    plan siw-build       200 0   install-deps             hostroot 1 1200 \
+    plan siw-build       100 0   install-deps             hostroot 0 1200 \
         bash -c "bash '$vm/build-siw.sh' >/dev/null && echo 'ok - siw.ko for the VM kernel'"
 fi
 plan man-page            25  0   ""                       ""       0 60 \
@@ -381,15 +381,28 @@ names=("${ordered[@]}")
 trap 'trap - INT TERM; kill $(jobs -p) 2>/dev/null; echo "test command interrupted"; exit 130' INT TERM
 
 echo "# test command: ${#names[@]} steps, $jobs cores (CPU cap $cpu_cap %, VM memory cap $mem_cap GiB), budget $budget s"
+# soon NAME: every need of NAME has passed or is running (NAME will be ready
+# once those end)
+soon() {
+    local d
+    for d in ${P_NEEDS[$1]}; do
+        case ${S_STATE[$d]:-} in running | "") ;; done) [ "${S_RC[$d]}" = 0 ] || return 1 ;; *) return 1 ;; esac
+    done
+}
 while :; do
     left=0
+    reserved=
     for n in "${names[@]}"; do
         [ "${S_STATE[$n]}" = pending ] || continue
         left=$((left + 1))
+        # the build slot is kept for the first build in the order whose
+        # needs are under way, not given to a later one meanwhile
+        if [ "${P_NICE[$n]}" = 1 ] && [ -n "$reserved" ]; then continue; fi
         ready "$n"
         case $? in
         0) start_step "$n" ;;
         2) skip_step "$n" "$why"; left=$((left - 1)) ;;
+        1) [ "${P_NICE[$n]}" = 1 ] && soon "$n" && reserved=$n ;;
         esac
     done
     nrun=0
