@@ -46,7 +46,7 @@ one() {
     rm -f "$2/counts"
     timeout -k 5 90 env EVD_FAULT="$1" EVD_FAULT_COUNT="$2/counts" LD_PRELOAD="$lib" \
         "$scenario" >"$2/out" 2>&1
-    echo $? >"$2/rc"
+    echo $? >"$2/rc.tmp" && mv -f "$2/rc.tmp" "$2/rc"
 }
 sanitizer_report() {  # sanitizer_report DIR
     grep -E 'ERROR: (Address|Leak)Sanitizer|runtime error:|SUMMARY: .*Sanitizer' "$1/out" | head -3
@@ -117,18 +117,26 @@ report() {
     fi
 }
 
-# EVD_FAULT_JOBS scenarios at a time (default: the guest's CPUs), reported in order.
+# EVD_FAULT_JOBS scenarios at a time (default: the guest's CPUs): a new one
+# starts as soon as any ends (a site that waits out a bound does not hold
+# the others up); reported in order.
 jobs=${EVD_FAULT_JOBS:-$(nproc 2>/dev/null || echo 1)}
 exercised=0 passed=0 unreached=0
-for ((i = 0; i < ${#sites[@]}; i += jobs)); do
-    for ((j = i; j < i + jobs && j < ${#sites[@]}; ++j)); do
-        one "${sites[j]}" "$work/$j" &
+next=0 done_upto=0 running=0
+while [ "$done_upto" -lt ${#sites[@]} ]; do
+    while [ "$running" -lt "$jobs" ] && [ "$next" -lt ${#sites[@]} ]; do
+        one "${sites[next]}" "$work/$next" &
+        next=$((next + 1)) running=$((running + 1))
     done
-    wait
-    for ((j = i; j < i + jobs && j < ${#sites[@]}; ++j)); do
-        report "${sites[j]}" "$work/$j"
-        rm -rf "${work:?}/$j"
+    wait -n
+    running=$((running - 1))
+    # report every site, in order, whose run has ended
+    while [ "$done_upto" -lt "$next" ] && [ -e "$work/$done_upto/rc" ]; do
+        report "${sites[done_upto]}" "$work/$done_upto"
+        rm -rf "${work:?}/$done_upto"
+        done_upto=$((done_upto + 1))
     done
 done
+wait
 echo "# fault injection: $exercised distinct sites exercised, $passed passed," \
     "$((exercised - passed)) failed ($unreached not reached, cap $cap calls per symbol)"

@@ -45,7 +45,7 @@ esac
 # The datagram suite under the same sanitizer (its threaded test reads an
 # address vector without a lock while another thread grows it).
 dname="DgramRxe.* ($(basename "$build"))"
-timeout -k 10 300 "$build/evd_integration" --gtest_color=no --gtest_brief=1 \
+timeout -k 10 300 "$build/evd_integration_dgram" --gtest_color=no --gtest_brief=1 \
     --gtest_filter='DgramRxe.*' >"$log.dgram" 2>&1
 drc=$?
 dreports=$(grep -cE '^(WARNING: ThreadSanitizer|==[0-9]+==ERROR: (Address|Leak)Sanitizer)|runtime error:' "$log.dgram")

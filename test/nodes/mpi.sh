@@ -31,6 +31,8 @@ unset FI_PROVIDER
 ulimit -l unlimited
 
 parts=${EVD_NODES_MPI_PARTS:-checked flap death}
+# EVD_NODES_MPI_NP: the rank counts of the checked runs (default N and 2N:
+# one rank per node, then two)
 nodes=${EVD_NODES:-2}
 if [ "$EVD_NODE" != 1 ]; then
     "$nexec" serve &
@@ -73,7 +75,7 @@ provs=("evd;ofi_rxm")
 [ "${EVD_VERBS_BESIDE:-0}" = 1 ] && provs+=("verbs;ofi_rxm")
 for prov in "${provs[@]}"; do
     [[ " $parts " == *" checked "* ]] || break
-    for np in "$nodes" $((2 * nodes)); do
+    for np in ${EVD_NODES_MPI_NP:-$nodes $((2 * nodes))}; do
         label="$prov across $nodes nodes, $np ranks"
         # mpirun's own node first: rank 0 is on B
         hosts=evd-node-1:$((np / nodes)),evd-node-0:$((np / nodes))
