@@ -135,18 +135,18 @@ if [ -z "${EVD_SKIP_VM:-}" ]; then
         env EVD_VM_TIMEOUT=2900 "$vm/run-in-vm" -- bash "$top/test/integration/run-in-guest.sh" "$top/build"
     # Two nodes, each its own VM and kernel with rxe on its own NIC, joined by
     # run-nodes' switch (test/vm/README.md, "Multi-node bed"), one boot for
-    # three suites: fi_pingpong across them; Open MPI with 4 ranks (two a
-    # node), checked, a job across a 4 s link flap of one node (must
+    # three suites: fi_pingpong across them; Open MPI with a rank on each
+    # node, checked, a job across a 4 s link flap of one node (must
     # complete) and one whose peer node dies while the survivor waits to
     # receive from it (with heartbeats going, it must get an MPI error and
     # exit); then the failure matrix (link flap, silent partition, node death
     # and reboot, device removal). evd only: verbs beside it is
     # test/bench/verbs-beside.sh.
     plan nodes           110 4   build                    ""       0 2400 \
-        env EVD_VM_TIMEOUT=2300 EVD_NODES_MPI_NP=4 "$vm/run-nodes" -- \
+        env EVD_VM_TIMEOUT=2300 EVD_NODES_MPI_NP=2 "$vm/run-nodes" -- \
         bash "$top/test/nodes/suite.sh" "$top/build" pingpong mpi failures
-    # Four nodes: Open MPI with 4 ranks (one a node: the two-node bed has
-    # two a node), checked, then node A killed under traffic from B, C and D
+    # Four nodes: Open MPI with 4 ranks, one a node, checked (its allreduce
+    # spans four machines), then node A killed under traffic from B, C and D
     # at once (each must see exactly one terminal record per endpoint and
     # reconnect to the rebooted A).
     plan nodes-4         150 8   build                    ""       0 1500 \
@@ -161,7 +161,7 @@ if [ -z "${EVD_SKIP_VM:-}" ]; then
         env EVD_VM_TIMEOUT=2900 EVD_GUEST_EXTRAS=0 "$vm/run-in-vm" --driver siw -- \
         bash "$top/test/integration/run-in-guest.sh" "$top/build"
     plan nodes-siw       80  4   "build siw-build"        ""       0 2400 \
-        env EVD_VM_TIMEOUT=2300 EVD_NODES_MPI_PARTS="checked flap" EVD_NODES_MPI_NP=4 "$vm/run-nodes" --driver siw -- \
+        env EVD_VM_TIMEOUT=2300 EVD_NODES_MPI_PARTS="checked flap" EVD_NODES_MPI_NP=2 "$vm/run-nodes" --driver siw -- \
         bash "$top/test/nodes/suite.sh" "$top/build" pingpong mpi failures
 fi
 
