@@ -31,6 +31,7 @@
 # Prints "ok - ..."/"not ok - ..." per check, then a table of what each side
 # reported and when ("TABLE" lines), on node B.
 set -u
+. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../vm/snooze.sh"
 build=$(cd "${1:?usage: failures.sh BUILD_DIR [SCENARIOS]}" && pwd)
 scenarios=${2:-flap cut kill remove}
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -47,7 +48,7 @@ wait_line() { # FILE PATTERN SECS
     local end=$((SECONDS + $3))
     until grep -q "$2" "$1" 2>/dev/null; do
         [ "$SECONDS" -lt "$end" ] || return 1
-        sleep 0.1
+        snooze 0.1
     done
 }
 
@@ -61,7 +62,7 @@ serve_loop() {
         req=$("$nctl" wait serve 900) || exit 1
         read -r id prov port secs eps <<<"$req"
         [ "$id" = done ] && exit 0
-        if [ "$id" = "$handled" ]; then sleep 0.2; continue; fi
+        if [ "$id" = "$handled" ]; then snooze 0.2; continue; fi
         handled=$id
         echo "$id" >"$ctl/a-handled"
         "$peer" -p "$prov" -r server -a "$A" -P "$port" -n "${eps:-$EPS}" -t "$secs" >"$ctl/a-$id.log" 2>&1 &
@@ -80,7 +81,7 @@ serve_loop() {
                         >>"$ctl/a-$id.remove"
                 [ "$rc" = 0 ] || echo "NOT-REMOVED t=$t1 rc=$rc" >>"$ctl/a-$id.remove"
             fi
-            sleep 0.2
+            snooze 0.2
         done
         wait "$srv"
         echo "EXIT rc=$?" >>"$ctl/a-$id.log"
@@ -88,7 +89,7 @@ serve_loop() {
             rdma link add "$EVD_NODE_DEV" type "${EVD_NODE_DRIVER:-rxe}" netdev "$EVD_NODE_NETDEV"
             for _ in $(seq 300); do
                 grep -q ACTIVE "/sys/class/infiniband/$EVD_NODE_DEV/ports/1/state" 2>/dev/null && break
-                sleep 0.1
+                snooze 0.1
             done
         fi
         "$nctl" post "served-$id"
@@ -105,7 +106,7 @@ witness_loop() {
         req=$("$nctl" wait witness 3600) || exit 1
         read -r id prov port <<<"$req"
         [ "$id" = done ] && exit 0
-        if [ "$id" = "$handled" ]; then sleep 0.2; continue; fi
+        if [ "$id" = "$handled" ]; then snooze 0.2; continue; fi
         handled=$id
         log=/tmp/w-$id.log
         "$peer" -p "$prov" -r client -a "$A" -P "$port" -n "$EPS" -m busy -t 90 -R >"$log" 2>&1 &
@@ -202,7 +203,7 @@ run() { # SCENARIO PROV
         "$nctl" wait "wready-$w-$id" $((wend > SECONDS ? wend - SECONDS : 1)) >/dev/null ||
             notok "$id: node $w's connections did not carry a round trip"
     done
-    sleep 0.5
+    snooze 0.5
     # the times are when the host did it, on B's clock
     t_back=
     case $sc in

@@ -17,6 +17,7 @@
 # verbs's runs are reported as comments, with EVD_VERBS_BESIDE=1 only
 # (test/bench/verbs-beside.sh; the test command runs evd alone).
 set -u
+. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/../vm/snooze.sh"
 build=$(cd "${1:?usage: mpi.sh BUILD_DIR}" && pwd)
 top=$(cd "$(dirname "$0")/../.." && pwd)
 nctl=$top/test/vm/node-ctl
@@ -150,7 +151,7 @@ death() { # PROV LIMIT_S
             tail -n 20 "$err" | tr -d '\000' | sed 's/^/#   /'
             kill "$mp" 2>/dev/null; wait "$mp"; fail=1; return
         fi
-        sleep 0.1
+        snooze 0.1
     done
     sleep 2  # rank 0 is waiting in MPI_Recv by now (and sending heartbeats)
     t_kill=$(done_at "$("$nctl" kill 0)")
@@ -165,7 +166,7 @@ death() { # PROV LIMIT_S
         [ -z "$t_err" ] && grep -aq '^mpi_flap: error' "$out" && t_err=$(date +%s.%N)
         # the survivor is the rank on this node
         [ -z "$t_gone" ] && ! pgrep -f "^$ctl/mpi_flap" >/dev/null && t_gone=$(date +%s.%N)
-        sleep 0.1
+        snooze 0.1
     done
     [ -z "$t_err" ] && grep -aq '^mpi_flap: error' "$out" && t_err=$(date +%s.%N)
     [ -z "$t_gone" ] && ! pgrep -f "^$ctl/mpi_flap" >/dev/null && t_gone=$(date +%s.%N)
@@ -223,7 +224,7 @@ flap() { # PROV
     local end=$((SECONDS + 120))
     until grep -aq 'first round trip' "$out"; do
         if [ "$SECONDS" -ge "$end" ] || ! kill -0 "$mp" 2>/dev/null; then break; fi
-        sleep 0.1
+        snooze 0.1
     done
     sleep 8
     "$nctl" link 0 down >/dev/null
