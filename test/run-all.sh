@@ -142,14 +142,14 @@ if [ -z "${EVD_SKIP_VM:-}" ]; then
     # exit); then the failure matrix (link flap, silent partition, node death
     # and reboot, device removal). evd only: verbs beside it is
     # test/bench/verbs-beside.sh.
-    plan nodes           110 4   build                    ""       0 2400 \
+    plan nodes           70 4   build                    ""       0 2400 \
         env EVD_VM_TIMEOUT=2300 EVD_NODES_MPI_NP=2 "$vm/run-nodes" -- \
         bash "$top/test/nodes/suite.sh" "$top/build" pingpong mpi failures
     # Four nodes: Open MPI with 4 ranks, one a node, checked (its allreduce
     # spans four machines), then node A killed under traffic from B, C and D
     # at once (each must see exactly one terminal record per endpoint and
     # reconnect to the rebooted A).
-    plan nodes-4         150 8   build                    ""       0 1500 \
+    plan nodes-4         100 8   build                    ""       0 1500 \
         env EVD_VM_TIMEOUT=1400 EVD_NODES_MPI_PARTS=checked EVD_NODES_MPI_NP=4 "$vm/run-nodes" --nodes 4 -- \
         bash "$top/test/nodes/suite.sh" "$top/build" mpi failures:kill
     # The same suites on Soft-iWARP (siw0/siw1 on the veth pair, siw0 on each
@@ -160,7 +160,7 @@ if [ -z "${EVD_SKIP_VM:-}" ]; then
     plan siw-vm-integration 30 4 "build siw-build"        ""       0 3000 \
         env EVD_VM_TIMEOUT=2900 EVD_GUEST_EXTRAS=0 "$vm/run-in-vm" --driver siw -- \
         bash "$top/test/integration/run-in-guest.sh" "$top/build"
-    plan nodes-siw       80  4   "build siw-build"        ""       0 2400 \
+    plan nodes-siw       60  4   "build siw-build"        ""       0 2400 \
         env EVD_VM_TIMEOUT=2300 EVD_NODES_MPI_PARTS="checked flap" EVD_NODES_MPI_NP=2 "$vm/run-nodes" --driver siw -- \
         bash "$top/test/nodes/suite.sh" "$top/build" pingpong mpi failures
 fi
@@ -261,7 +261,7 @@ if [ -z "${EVD_SKIP_ALT:-}" ]; then
         # whose peer node dies while the survivor waits to receive from it
         # (the checked job and the link flap on this Open MPI run in
         # $alt-vm-integration's guest checks; across nodes, on the host's)
-        plan $alt-nodes-mpi 100 4  $alt-build             ""       0 1200 \
+        plan $alt-nodes-mpi 70 4  $alt-build             ""       0 1200 \
             env EVD_VM_TIMEOUT=1100 EVD_NODES_MPI_PARTS=death "$vm/run-nodes" --root "$altroot" -- \
             bash "$top/test/nodes/suite.sh" "$top/build-$alt" mpi
     fi
@@ -348,7 +348,10 @@ skip_step() {  # NAME NEED: NEED failed, so NAME is not run: one failure
     echo "not ok - $n: not run, $2 failed" >"$results/$n.log"
     echo "--- $n: 0 passed, 1 failed (not run: $2 failed)"
 }
-# ready NAME: 0 to start now, 1 to wait, 2 when a need failed (need in $why)
+# ready NAME: 0 to start now, 1 to wait for a need or a lock, 2 when a need
+# failed (need in $why), 3 to wait for CPU or memory. $held: the CPU kept
+# for the first step of the order that waits for CPU (a later step may only
+# start beside it, so a long step is not passed over again and again).
 ready() {
     local n=$1 d
     why=
@@ -368,18 +371,20 @@ ready() {
         # beside the 70 % of a core a running build is owed (at nice 10 it
         # would get next to nothing beside busy guests)
         [ "$cpu_used" -eq 0 ] && [ "$mem_used" -eq 0 ] && [ "$nice_busy" = 0 ] && return 0
-        [ $((cpu_used + P_CPU[$n] + 70 * nice_busy)) -le "$cpu_cap" ] || return 1
+        local keep=$held
+        [ "${P_CPU[$n]}" -le 25 ] && [ "${P_MEM[$n]}" = 0 ] && keep=0   # a moment's work
+        [ $((cpu_used + P_CPU[$n] + 70 * nice_busy + keep)) -le "$cpu_cap" ] || return 3
     fi
-    [ $((mem_used + P_MEM[$n])) -le "$mem_cap" ] || return 1
+    [ $((mem_used + P_MEM[$n])) -le "$mem_cap" ] || return 3
     return 0
 }
 # The order steps are considered in: what others need and the longest VM
 # steps first, so that the long poles start as early as they can.
 prio="install-deps autoreconf man-page build siw-build unit-api unit-internal fi-info-lists-evd
-    install-check nodes-siw nodes-4 build-asan unit-api-asan unit-internal-asan vm-fault
-    $alt-root $alt-build $alt-unit-api $alt-unit-internal $alt-vm-integration nodes
-    vm-integration siw-vm-integration soak-asan build-tsan unit-api-tsan unit-internal-tsan
-    soak-tsan $alt-nodes-mpi fuzz package package-vm $alt-package $alt-package-vm"
+    install-check nodes-siw vm-integration nodes build-asan unit-api-asan unit-internal-asan
+    vm-fault nodes-4 $alt-root $alt-build $alt-unit-api $alt-unit-internal $alt-vm-integration
+    siw-vm-integration soak-asan build-tsan unit-api-tsan unit-internal-tsan soak-tsan
+    $alt-nodes-mpi fuzz package package-vm $alt-package $alt-package-vm"
 ordered=()
 for p in $prio; do [ -n "${P_CMD[$p]:-}" ] && ordered+=("$p"); done
 for n in "${names[@]}"; do [[ " ${ordered[*]} " == *" $n "* ]] || ordered+=("$n"); done
@@ -398,6 +403,7 @@ soon() {
 while :; do
     left=0
     reserved=
+    held=0
     for n in "${names[@]}"; do
         [ "${S_STATE[$n]}" = pending ] || continue
         left=$((left + 1))
@@ -409,6 +415,7 @@ while :; do
         0) start_step "$n" ;;
         2) skip_step "$n" "$why"; left=$((left - 1)) ;;
         1) [ "${P_NICE[$n]}" = 1 ] && soon "$n" && reserved=$n ;;
+        3) if [ "${P_NICE[$n]}" = 1 ]; then reserved=$n; elif [ "$held" = 0 ]; then held=${P_CPU[$n]}; fi ;;
         esac
     done
     nrun=0
