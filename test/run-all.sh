@@ -41,7 +41,8 @@ jobs=$(nproc 2>/dev/null || echo 2)
 export top jobs
 cpu_cap=${EVD_CPU_CAP:-$((100 * jobs))}
 mem_total=$(awk '/^MemTotal:/ { print int($2 / 1048576) }' /proc/meminfo 2>/dev/null)
-mem_cap=${EVD_MEM_CAP:-$(( ${mem_total:-8} > 4 ? ${mem_total:-8} - 4 : 4 ))}
+mem_total=${mem_total:-8}
+mem_cap=${EVD_MEM_CAP:-$(( mem_total - 4 > 4 ? mem_total - 4 : 4 ))}
 budget=${EVD_BUDGET_S:-2700}
 if [ -n "${EVD_QUICK:-}" ]; then
     EVD_SKIP_VM=1 EVD_SKIP_SAN=1 EVD_SKIP_FUZZ=1 EVD_SKIP_ALT=1 EVD_SKIP_PKG=1
@@ -389,7 +390,10 @@ ordered=()
 for p in $prio; do [ -n "${P_CMD[$p]:-}" ] && ordered+=("$p"); done
 for n in "${names[@]}"; do [[ " ${ordered[*]} " == *" $n "* ]] || ordered+=("$n"); done
 names=("${ordered[@]}")
-trap 'trap - INT TERM; kill $(jobs -p) 2>/dev/null; echo "test command interrupted"; exit 130' INT TERM
+# On an interrupt: each step's timeout (in a process group of its own) and
+# what runs under it, then the steps' own shells.
+trap 'trap - INT TERM; for p in $(jobs -p); do pkill -TERM -P "$p"; done; kill $(jobs -p) 2>/dev/null
+      echo "test command interrupted"; exit 130' INT TERM
 
 echo "# test command: ${#names[@]} steps, $jobs cores (CPU cap $cpu_cap %, VM memory cap $mem_cap GiB), budget $budget s"
 # soon NAME: every need of NAME has passed or is running (NAME will be ready
@@ -425,9 +429,18 @@ while :; do
         for n in "${names[@]}"; do [ "${S_STATE[$n]}" = pending ] && skip_step "$n" "the plan (no step could start)"; done
         break
     fi
+    done_pid=
     wait -n -p done_pid
-    n=${pid_step[$done_pid]:-}
-    [ -n "$n" ] && finish_step "$n"
+    n=${pid_step[${done_pid:-0}]:-}
+    if [ -n "$n" ]; then
+        finish_step "$n"
+    else
+        # bash keeps no status for a step's shell that a signal ended: end
+        # every running step whose shell is gone (no rc file: counted as 125)
+        for n in "${names[@]}"; do
+            [ "${S_STATE[$n]}" = running ] && ! kill -0 "${S_PID[$n]}" 2>/dev/null && finish_step "$n"
+        done
+    fi
 done
 
 # ------------------------------------------------------------ the summary

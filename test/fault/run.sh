@@ -129,7 +129,16 @@ while [ "$done_upto" -lt ${#sites[@]} ]; do
         next=$((next + 1)) running=$((running + 1))
     done
     wait -n
-    running=$((running - 1))
+    if [ $? -eq 127 ]; then   # (one() itself always ends with status 0)
+        # no job left to wait for, yet sites without an exit status: a run
+        # was killed before it wrote one
+        for ((k = done_upto; k < next; ++k)); do
+            [ -e "$work/$k/rc" ] || echo 137 >"$work/$k/rc"
+        done
+        running=0
+    else
+        running=$((running - 1))
+    fi
     # report every site, in order, whose run has ended
     while [ "$done_upto" -lt "$next" ] && [ -e "$work/$done_upto/rc" ]; do
         report "${sites[done_upto]}" "$work/$done_upto"

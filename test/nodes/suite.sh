@@ -17,6 +17,8 @@
 # suite expects of a rebooted node (mpi.sh serves its launcher again,
 # failures.sh resumes its server loop). Parts that ran before are not run
 # again. Exits with the first failing part's status (every part still runs).
+# Order: mpi before failures (mpi.sh's peer-death run counts node A's boots
+# from 0, and failures' kill scenario reboots A).
 set -u
 build=${1:?usage: suite.sh BUILD_DIR PART...}
 shift

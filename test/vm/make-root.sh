@@ -36,8 +36,10 @@ own_mirror() {
     local codename
     codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
     [ -n "$codename" ] || return 1
-    apt-get indextargets --format '$(RELEASE) $(REPO_URI)' 2>/dev/null |
-        awk -v c="$codename" '$1 == c { print $2; exit }'
+    # the Debian archive whose release file names this machine's release
+    # (sources may say bookworm or oldstable alike)
+    apt-get indextargets --format '$(ORIGIN) $(CODENAME) $(REPO_URI)' 2>/dev/null |
+        awk -v c="$codename" '$1 == "Debian" && $2 == c { print $3; exit }'
 }
 mirror=${EVD_DEBIAN_MIRROR:-$(own_mirror || true)}
 stamp=$root/.evd-root-stamp

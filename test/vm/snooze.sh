@@ -5,7 +5,9 @@
 # keeps half of a host core busy (measured: 20 CPU-s in 40 s, against 0 with
 # snooze), and the multi-node beds run several such loops on every node for
 # their whole life. bash's `read -t` on a pipe that only this shell holds
-# (so nothing ever arrives) times out instead.
+# (so nothing ever arrives) times out instead. The first call opens that
+# pipe through a process substitution, which sets $!: take $! right after
+# the `&` it belongs to.
 snooze() {
     if [ -z "${_snooze_fd:-}" ]; then
         exec {_snooze_fd}<> <(:)
