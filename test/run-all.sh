@@ -28,7 +28,7 @@
 #                                            EVD_SKIP_ALT's old name); CI sets none
 #   EVD_ONLY="step step..."                  only these steps (and nothing they need:
 #                                            run the builds first)
-#   EVD_FUZZ_SECONDS=N                       fuzzing time per target (default 20)
+#   EVD_FUZZ_SECONDS=N                       fuzzing time per target (default 10)
 #   EVD_SOAK_SECONDS=N                       length of each sanitizer soak (default 120)
 #   EVD_SERIAL=1                             one step at a time (for timing one step)
 set -u
@@ -132,7 +132,7 @@ plan man-page            25  0   ""                       ""       0 60 \
 # integration suite, the device-removal suites, fi_pingpong, Open MPI, the
 # demo, the link flaps (test/integration/run-in-guest.sh).
 if [ -z "${EVD_SKIP_VM:-}" ]; then
-    plan vm-integration  50  4   build                    ""       0 3000 \
+    plan vm-integration  45  4   build                    ""       0 3000 \
         env EVD_VM_TIMEOUT=2900 "$vm/run-in-vm" -- bash "$top/test/integration/run-in-guest.sh" "$top/build"
     # Two nodes, each its own VM and kernel with rxe on its own NIC, joined by
     # run-nodes' switch (test/vm/README.md, "Multi-node bed"), one boot for
@@ -143,14 +143,14 @@ if [ -z "${EVD_SKIP_VM:-}" ]; then
     # exit); then the failure matrix (link flap, silent partition, node death
     # and reboot, device removal). evd only: verbs beside it is
     # test/bench/verbs-beside.sh.
-    plan nodes           70 4   build                    ""       0 2400 \
+    plan nodes           120 4   build                    ""       0 2400 \
         env EVD_VM_TIMEOUT=2300 EVD_NODES_MPI_NP=2 "$vm/run-nodes" -- \
         bash "$top/test/nodes/suite.sh" "$top/build" pingpong mpi failures
     # Four nodes: Open MPI with 4 ranks, one a node, checked (its allreduce
     # spans four machines), then node A killed under traffic from B, C and D
     # at once (each must see exactly one terminal record per endpoint and
     # reconnect to the rebooted A).
-    plan nodes-4         100 8   build                    ""       0 1500 \
+    plan nodes-4         150 8   build                    ""       0 1500 \
         env EVD_VM_TIMEOUT=1400 EVD_NODES_MPI_PARTS=checked EVD_NODES_MPI_NP=4 "$vm/run-nodes" --nodes 4 -- \
         bash "$top/test/nodes/suite.sh" "$top/build" mpi failures:kill
     # The same suites on Soft-iWARP (siw0/siw1 on the veth pair, siw0 on each
@@ -158,10 +158,10 @@ if [ -z "${EVD_SKIP_VM:-}" ]; then
     # then fi_pingpong, MPI (no peer-death run on siw: an iWARP send completes
     # locally, so the survivor only waits; measured in docs/multi-node.md)
     # and the failure matrix across nodes.
-    plan siw-vm-integration 30 4 "build siw-build"        ""       0 3000 \
+    plan siw-vm-integration 25 4 "build siw-build"        ""       0 3000 \
         env EVD_VM_TIMEOUT=2900 EVD_GUEST_EXTRAS=0 "$vm/run-in-vm" --driver siw -- \
         bash "$top/test/integration/run-in-guest.sh" "$top/build"
-    plan nodes-siw       60  4   "build siw-build"        ""       0 2400 \
+    plan nodes-siw       110  4   "build siw-build"        ""       0 2400 \
         env EVD_VM_TIMEOUT=2300 EVD_NODES_MPI_PARTS="checked flap" EVD_NODES_MPI_NP=2 "$vm/run-nodes" --driver siw -- \
         bash "$top/test/nodes/suite.sh" "$top/build" pingpong mpi failures
 fi
@@ -190,7 +190,7 @@ if [ -z "${EVD_SKIP_SAN:-}" ]; then
         plan soak-tsan   100 4   build-tsan               ""       0 900 \
             env EVD_VM_TIMEOUT=840 "$vm/run-in-vm" -- \
             bash "$top/test/integration/soak-in-guest.sh" "$top/build-tsan" "$soak"
-        plan soak-asan   100 4   build-asan               ""       0 900 \
+        plan soak-asan   95 4   build-asan               ""       0 900 \
             env EVD_VM_TIMEOUT=840 "$vm/run-in-vm" -- \
             bash "$top/test/integration/soak-in-guest.sh" "$top/build-asan" "$soak"
         # fault injection (test/fault/run.sh): the ASan build's lifecycle
@@ -220,7 +220,7 @@ plan install-check       50  0   build                    hostroot 0 300 \
 # (the long campaigns are run by hand: test/README.md)
 if [ -z "${EVD_SKIP_FUZZ:-}" ]; then
     plan fuzz            200 2   autoreconf               ""       1 1800 \
-        bash "$top/test/fuzz/run.sh" "${EVD_FUZZ_SECONDS:-20}"
+        bash "$top/test/fuzz/run.sh" "${EVD_FUZZ_SECONDS:-10}"
 fi
 
 # ---- Debian packages (debian/): built, installed, found by stock libfabric,
@@ -255,14 +255,14 @@ if [ -z "${EVD_SKIP_ALT:-}" ]; then
     if [ -z "${EVD_SKIP_VM:-}" ]; then
         # every integration suite and guest check on this userland's
         # libfabric and Open MPI
-        plan $alt-vm-integration 50 4 $alt-build          ""       0 3000 \
+        plan $alt-vm-integration 45 4 $alt-build          ""       0 3000 \
             env EVD_VM_TIMEOUT=2900 "$vm/run-in-vm" --root "$altroot" -- \
             bash "$top/test/integration/run-in-guest.sh" "$top/build-$alt"
         # the two-node bed with this userland on both nodes: an Open MPI job
         # whose peer node dies while the survivor waits to receive from it
         # (the checked job and the link flap on this Open MPI run in
         # $alt-vm-integration's guest checks; across nodes, on the host's)
-        plan $alt-nodes-mpi 70 4  $alt-build             ""       0 1200 \
+        plan $alt-nodes-mpi 100 4  $alt-build             ""       0 1200 \
             env EVD_VM_TIMEOUT=1100 EVD_NODES_MPI_PARTS=death "$vm/run-nodes" --root "$altroot" -- \
             bash "$top/test/nodes/suite.sh" "$top/build-$alt" mpi
     fi
@@ -382,8 +382,8 @@ ready() {
 # The order steps are considered in: what others need and the longest VM
 # steps first, so that the long poles start as early as they can.
 prio="install-deps autoreconf man-page build siw-build unit-api unit-internal fi-info-lists-evd
-    install-check nodes-siw vm-integration nodes build-asan unit-api-asan unit-internal-asan
-    vm-fault nodes-4 $alt-root $alt-build $alt-unit-api $alt-unit-internal $alt-vm-integration
+    install-check build-asan unit-api-asan unit-internal-asan vm-fault nodes vm-integration
+    $alt-root $alt-build $alt-unit-api $alt-unit-internal $alt-vm-integration nodes-siw nodes-4
     siw-vm-integration soak-asan build-tsan unit-api-tsan unit-internal-tsan soak-tsan
     $alt-nodes-mpi fuzz package package-vm $alt-package $alt-package-vm"
 ordered=()

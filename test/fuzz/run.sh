@@ -4,7 +4,7 @@
 # $EVD_FUZZ_BUILD) and runs each, as many at once as there are cores, from a
 # copy of its committed corpus in test/fuzz/corpus/<target>: every input of
 # the corpus is replayed, then it fuzzes for SECONDS (default 60; the test
-# command gives 20; a long campaign is `run.sh 3600` by hand, test/README.md).
+# command gives 10; a long campaign is `run.sh 3600` by hand, test/README.md).
 # The repository's corpus is never written; EVD_FUZZ_KEEP=DIR keeps the grown
 # corpora there. One line per
 # target: "ok - ..." with executions, coverage and corpus size, or
