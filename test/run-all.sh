@@ -369,12 +369,12 @@ ready() {
         [ "$nice_busy" = 0 ] || return 1
     else
         # nothing else running: any step may start; otherwise it must fit,
-        # beside the 70 % of a core a running build is owed (at nice 10 it
+        # beside the half core a running build is owed (at nice 10 it
         # would get next to nothing beside busy guests)
         [ "$cpu_used" -eq 0 ] && [ "$mem_used" -eq 0 ] && [ "$nice_busy" = 0 ] && return 0
         local keep=$held
-        [ "${P_CPU[$n]}" -le 25 ] && [ "${P_MEM[$n]}" = 0 ] && keep=0   # a moment's work
-        [ $((cpu_used + P_CPU[$n] + 70 * nice_busy + keep)) -le "$cpu_cap" ] || return 3
+        [ "${P_MEM[$n]}" = 0 ] && keep=0   # a host step: seconds of work, not held back
+        [ $((cpu_used + P_CPU[$n] + 50 * nice_busy + keep)) -le "$cpu_cap" ] || return 3
     fi
     [ $((mem_used + P_MEM[$n])) -le "$mem_cap" ] || return 3
     return 0
