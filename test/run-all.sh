@@ -385,7 +385,7 @@ prio="install-deps autoreconf man-page build siw-build unit-api unit-internal fi
     install-check build-asan unit-api-asan unit-internal-asan vm-fault nodes vm-integration
     $alt-root $alt-build $alt-unit-api $alt-unit-internal $alt-vm-integration nodes-siw nodes-4
     siw-vm-integration soak-asan build-tsan unit-api-tsan unit-internal-tsan soak-tsan
-    $alt-nodes-mpi fuzz package package-vm $alt-package $alt-package-vm"
+    $alt-nodes-mpi package package-vm $alt-package $alt-package-vm fuzz"
 ordered=()
 for p in $prio; do [ -n "${P_CMD[$p]:-}" ] && ordered+=("$p"); done
 for n in "${names[@]}"; do [[ " ${ordered[*]} " == *" $n "* ]] || ordered+=("$n"); done
