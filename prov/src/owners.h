@@ -12,20 +12,43 @@
 #include <rdma/rdma_cma.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <memory>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "evd.h"
 
 namespace evd {
 
-// unique_ptr deleter calling Fn (whose result, if any, is ignored).
+// Says with FI_WARN that the release call named in `where` (a deleter's
+// signature, which names it) failed with errno `err`: an owner being
+// destroyed has nobody to return the error to, and the handle is leaked.
+// (owners.cpp)
+void report_release_failure(const char* where, int err) noexcept;
+// The release function's name in such a signature (what the warning says).
+std::string_view release_fn_name(const char* where) noexcept;
+
+// unique_ptr deleter calling Fn. A release that fails is reported
+// (report_release_failure): rdma-core's destroy calls answer 0 or an errno
+// (ibv_*), or -1 with errno set (rdma_destroy_id). A handle whose failure the
+// caller must act on is released with release_with() instead.
 template <auto Fn>
 struct call_deleter {
     template <class T>
     void operator()(T* p) const noexcept {
-        if (p) (void)Fn(p);
+        if (!p) return;
+        if constexpr (std::is_void_v<decltype(Fn(p))>) {
+            Fn(p);
+        } else {
+            static_assert(std::is_same_v<decltype(Fn(p)), int>,
+                          "a release call answers 0 or an error number");
+            const int rc = Fn(p);
+            if (rc != 0)
+                report_release_failure(__PRETTY_FUNCTION__, rc == -1 ? errno : rc < 0 ? -rc : rc);
+        }
     }
 };
 
