@@ -285,7 +285,7 @@ using reg_map = std::unordered_map<const void*, async_target>;
 
 // Does the binding of EQ `q` ask for async notifications? Either the target's
 // own binding flags, or a domain of the device bound to q with the flag.
-bool notify_wanted(devctx* d, eq* q, uint64_t target_flags) {
+bool notify_wanted(devctx* d, eq* q, uint64_t target_flags) EVD_REQUIRES(d->reg_mu) {
     if (target_flags & FI_EVD_NOTIFY_ASYNC) return true;
     for (void* p : d->domains) {
         auto* dom = static_cast<domain*>(p);
@@ -325,7 +325,7 @@ bool post_record(devctx* d, eq* q, const async_record& r) {
 
 // QP / CQ / SRQ / WQ events: to the registered target's routed EQ.
 void to_object(devctx* d, const async_row& row, const ibv_async_event& ev, reg_map& map,
-               const void* key, uint64_t ts, uint64_t seq) {
+               const void* key, uint64_t ts, uint64_t seq) EVD_REQUIRES(d->reg_mu) {
     auto it = map.find(key);
     if (it == map.end()) {
         undeliverable(d, &row, async_event_type(ev),
@@ -366,7 +366,7 @@ void port_snapshot(domain* dom, const async_row& row, uint64_t ts) {
 
 // Port / device events: to every domain on the device (port events: on that port).
 void to_domains(devctx* d, const async_row& row, const ibv_async_event& ev, uint64_t ts,
-                uint64_t seq) {
+                uint64_t seq) EVD_REQUIRES(d->reg_mu) {
     bool any = false;
     for (void* p : d->domains) {
         auto* dom = static_cast<domain*>(p);
@@ -413,7 +413,7 @@ void post_endpoint_terminal(devctx* d, const async_row& row, const async_target&
 }
 
 // DEVICE_FATAL: one terminal record per endpoint (unless it already had one).
-void end_endpoints(devctx* d, const async_row& row, uint64_t ts, uint64_t seq) {
+void end_endpoints(devctx* d, const async_row& row, uint64_t ts, uint64_t seq) EVD_REQUIRES(d->reg_mu) {
     for (auto& [key, t] : d->qps) {
         struct ibv_async_event one {};
         one.event_type = IBV_EVENT_DEVICE_FATAL;
@@ -430,7 +430,7 @@ void end_endpoints(devctx* d, const async_row& row, uint64_t ts, uint64_t seq) {
 // its posted work is flushed to its CQs instead of waiting for the transport
 // to give up. Endpoints still connecting are left to rdma_cm's own timeouts.
 void fail_fast(devctx* d, const async_row& row, const ibv_async_event& ev, uint64_t ts,
-               uint64_t seq) {
+               uint64_t seq) EVD_REQUIRES(d->reg_mu) {
     for (auto& [key, t] : d->qps) {
         if (!t.fid || t.fid->fclass != FI_CLASS_EP || !t.claim_terminal) continue;
         auto* e = static_cast<ep*>(t.owner);
@@ -463,7 +463,7 @@ void async_dispatch(devctx* d, const struct ibv_async_event& ev) noexcept {
         EVD_INFO(FI_LOG_EQ, "async event %s on %s (seq %llu)\n", row->name, d->name.c_str(),
                  static_cast<unsigned long long>(seq));
         {
-            std::lock_guard<std::mutex> lk(d->reg_mu);
+            evd::lock_guard lk(d->reg_mu);
             switch (row->obj) {
                 case O::qp: to_object(d, *row, ev, d->qps, ev.element.qp, ts, seq); break;
                 case O::cq: to_object(d, *row, ev, d->cqs, ev.element.cq, ts, seq); break;
@@ -496,7 +496,7 @@ void async_ep_consequence(void* owner, const struct ibv_async_event& ev) {
     if (!e || !e->id) return;
     if (rdma_notify(e->id.get(), IBV_EVENT_COMM_EST))
         EVD_WARN(FI_LOG_EP_CTRL, "rdma_notify(COMM_EST) on QP %u: %d\n",
-                 e->qp ? e->qp->qp_num : 0u, errno);
+                 ep_qp_of(e) ? ep_qp_of(e)->qp_num : 0u, errno);
 }
 
 // ---------------------------------------------------------------- FI_EVD_ASYNC_OPS
@@ -561,7 +561,7 @@ int op_srq_arm(struct fid_domain* f, struct fid_ep* srx, size_t limit) {
         struct ibv_srq* srq = srx_ibv(&srx->fid);
         devctx* d = dom->dev;
         {
-            std::lock_guard<std::mutex> lk(d->reg_mu);
+            evd::lock_guard lk(d->reg_mu);
             auto it = srq ? d->srqs.find(srq) : d->srqs.end();
             if (it == d->srqs.end() || it->second.fid != &srx->fid) {
                 EVD_WARN(FI_LOG_DOMAIN, "srq_arm: not a shared rx context of device %s\n",

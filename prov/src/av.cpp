@@ -29,7 +29,7 @@ bool same_name(const ud_name& n, const uint8_t gid[16], uint32_t qpn) {
 }
 
 // Under a->mu: the entry at index i (its chunk made when missing).
-av_entry* entry_at(av* a, size_t i) {
+av_entry* entry_at(av* a, size_t i) EVD_REQUIRES(a->mu) {
     auto& slot = a->chunks[i / av::kChunk];
     av_entry* c = slot.load(std::memory_order_relaxed);
     if (!c) {
@@ -42,7 +42,7 @@ av_entry* entry_at(av* a, size_t i) {
 
 // Under a->mu: puts index i (name n) into the source index, replacing the
 // index with a larger one when it is over half full.
-void index_add(av* a, const ud_name& n, uint32_t i) {
+void index_add(av* a, const ud_name& n, uint32_t i) EVD_REQUIRES(a->mu) {
     av_index* cur = a->index.load(std::memory_order_relaxed);
     if (!cur || (cur->used + 1) * 2 > cur->cap) {
         auto fresh = std::make_unique<av_index>();
@@ -131,7 +131,7 @@ int check_name(const ud_name& n) {
     return 0;
 }
 
-int insert_one(av* a, const ud_name& n, fi_addr_t* out) {
+int insert_one(av* a, const ud_name& n, fi_addr_t* out) EVD_REQUIRES(a->mu) {
     *out = FI_ADDR_NOTAVAIL;
     const size_t i = a->next.load(std::memory_order_relaxed);
     if (i >= av::kChunk * av::kMaxChunks) {
@@ -175,7 +175,7 @@ int av_insert(struct fid_av* f, const void* addr, size_t count, fi_addr_t* fi_ad
             return -FI_EINVAL;
         }
         auto* errs = static_cast<int*>(context);
-        std::lock_guard lk(a->mu);
+        evd::lock_guard lk(a->mu);
         int done = 0;
         for (size_t k = 0; k < count; ++k) {
             ud_name n;
@@ -222,7 +222,7 @@ int av_insertsvc(struct fid_av* f, const char* node, const char* service, fi_add
             if (fi_addr) *fi_addr = FI_ADDR_NOTAVAIL;
             return r == -FI_ENODATA ? 0 : r;
         }
-        std::lock_guard lk(a->mu);
+        evd::lock_guard lk(a->mu);
         fi_addr_t got = FI_ADDR_NOTAVAIL;
         r = insert_one(a, n, &got);
         if (fi_addr) *fi_addr = got;
@@ -246,7 +246,7 @@ int av_remove(struct fid_av* f, fi_addr_t* fi_addr, size_t count, uint64_t flags
             return -FI_EBADFLAGS;
         }
         if (count && !fi_addr) return -FI_EINVAL;
-        std::lock_guard lk(a->mu);
+        evd::lock_guard lk(a->mu);
         int ret = 0;
         for (size_t k = 0; k < count; ++k) {
             const fi_addr_t x = fi_addr[k];
@@ -304,9 +304,11 @@ int av_close(struct fid* f) {
             EVD_WARN(FI_LOG_AV, "fi_close(av): %d endpoints still bound to it\n", a->refs.n.load());
             return -FI_EBUSY;
         }
-        // address handles first (they live on the domain's PD)
-        for (auto& c : a->owned)
-            for (size_t k = 0; k < av::kChunk; ++k) c[k].ah.reset();
+        {  // address handles first (they live on the domain's PD)
+            evd::lock_guard lk(a->mu);
+            for (auto& c : a->owned)
+                for (size_t k = 0; k < av::kChunk; ++k) c[k].ah.reset();
+        }
         domain* d = a->dom;
         a->tag = kind{0};
         delete a;

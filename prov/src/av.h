@@ -17,10 +17,10 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "evd.h"
+#include "lock.h"
 #include "owners.h"
 #include "ud_addr.h"
 
@@ -56,10 +56,11 @@ struct av {
     std::unique_ptr<std::atomic<av_entry*>[]> chunks;  // kMaxChunks, filled on demand
     std::atomic<size_t> next{0};                       // entries made so far
     std::atomic<av_index*> index{nullptr};
-    std::vector<std::unique_ptr<av_index>> indexes;  // every index made (the last is current)
-    std::vector<std::unique_ptr<av_entry[]>> owned;  // the chunks
-    size_t live_count = 0;                           // entries with an AH (under mu)
-    std::mutex mu;                                   // inserts and removes
+    // every index made (the last is current), and the chunks
+    std::vector<std::unique_ptr<av_index>> indexes EVD_GUARDED_BY(mu);
+    std::vector<std::unique_ptr<av_entry[]>> owned EVD_GUARDED_BY(mu);
+    mutex mu;                                        // inserts and removes
+    size_t live_count EVD_GUARDED_BY(mu) = 0;        // entries with an AH
 };
 
 // domain op fi_av_open

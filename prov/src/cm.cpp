@@ -216,8 +216,7 @@ int cm_copy_addr(const struct sockaddr* sa, void* addr, size_t* addrlen) {
 // ------------------------------------------------------------------ channels
 namespace {
 
-std::mutex g_chan_mu;
-std::unordered_map<eq*, cm_chan*>& chan_table() {
+std::unordered_map<eq*, cm_chan*>& chan_table() EVD_REQUIRES(cm_chan_table_lock()) {
     static auto* t = new std::unordered_map<eq*, cm_chan*>();  // lives to exit
     return *t;
 }
@@ -232,7 +231,8 @@ T* owner_of(cm_owner* o) {
 
 // The event goes to the owner of its id (a connection request: of the
 // listener's id), chan->mu held. Returns an id to destroy after the ack.
-cm_id_ptr hand_to_owner(cm_chan* chan, struct rdma_cm_event* ev, const cm_action& a) {
+cm_id_ptr hand_to_owner(cm_chan* chan, struct rdma_cm_event* ev, const cm_action& a)
+    EVD_REQUIRES(chan->mu) {
     struct rdma_cm_id* owner_id =
         ev->event == RDMA_CM_EVENT_CONNECT_REQUEST ? ev->listen_id : ev->id;
     auto* owner = owner_id ? static_cast<cm_owner*>(owner_id->context) : nullptr;
@@ -270,7 +270,7 @@ void dispatch(cm_chan* chan, struct rdma_cm_event* ev) {
     hb_acquire(ev->id);  // what its owner did before handing it to the kernel (tsan_hb.h)
     hb_acquire(ev->listen_id);
     {
-        std::lock_guard lk(chan->mu);
+        evd::lock_guard lk(chan->mu);
         destroy = hand_to_owner(chan, ev, a);
         rdma_ack_cm_event(ev);
     }
@@ -289,8 +289,18 @@ void chan_progress(eq_source* src) {
 
 cm_stats& cm_get_stats() { return g_stats; }
 
+mutex& cm_chan_table_lock() {
+    static mutex mu;  // constant-initialized: usable from any static constructor
+    return mu;
+}
+
+void cm_detach_owner(cm_chan* chan, struct rdma_cm_id* id) {
+    evd::lock_guard lk(chan->mu);  // a dispatch in progress finishes first
+    id->context = nullptr;
+}
+
 void cm_chan_ref(cm_chan* chan) {
-    std::lock_guard lk(g_chan_mu);
+    evd::lock_guard lk(cm_chan_table_lock());
     chan->refs++;
 }
 
@@ -356,7 +366,7 @@ int cm_create_id(cm_chan* chan, cm_owner* owner, cm_id_ptr* out) {
 }
 
 cm_chan* cm_chan_get(eq* q, int* err) {
-    std::lock_guard lk(g_chan_mu);
+    evd::lock_guard lk(cm_chan_table_lock());
     auto& t = chan_table();
     auto it = t.find(q);
     if (it != t.end()) {
@@ -398,7 +408,7 @@ cm_chan* cm_chan_get(eq* q, int* err) {
 void cm_chan_put(cm_chan* chan) {
     if (!chan) return;
     {
-        std::lock_guard lk(g_chan_mu);
+        evd::lock_guard lk(cm_chan_table_lock());
         if (--chan->refs > 0) return;
         chan_table().erase(chan->q);
     }

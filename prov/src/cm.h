@@ -16,11 +16,11 @@
 #include <rdma/rdma_cma.h>
 
 #include <chrono>
-#include <mutex>
 #include <vector>
 
 #include "eq.h"
 #include "evd.h"
+#include "lock.h"
 #include "owners.h"
 #include "tsan_hb.h"
 
@@ -108,11 +108,15 @@ static_assert(kCmDataMax == FI_EVD_CM_DATA_MAX);
 cm_action cm_translate(const struct rdma_cm_event& ev);
 
 // ------------------------------------------------------------------ channels
+// The lock of the EQ -> channel table and of every channel's refs
+// (docs/locking.md).
+mutex& cm_chan_table_lock();
+
 struct cm_chan {
     cm_channel_ptr ch;
     eq* q = nullptr;
-    std::mutex mu;  // dispatch vs. owners detaching (order: cm_chan::mu -> ep::mu)
-    int refs = 0;   // guarded by the global channel table lock
+    mutex mu;  // dispatch vs. owners detaching (order: cm_chan::mu -> ep::mu)
+    int refs EVD_GUARDED_BY(cm_chan_table_lock()) = 0;
     eq_source src;  // fd = ch->fd, registered with q
     // Deadlines of the endpoints on this channel (cm_deadline.h): connection
     // setup, or the progress probe of a connected endpoint (probe.h); a
@@ -122,8 +126,8 @@ struct cm_chan {
         std::chrono::steady_clock::time_point at;
         bool probe;
     };
-    std::mutex dl_mu;  // guards deadlines (after mu when both are taken)
-    std::vector<deadline> deadlines;
+    mutex dl_mu;  // guards deadlines (after mu when both are taken)
+    std::vector<deadline> deadlines EVD_GUARDED_BY(dl_mu);
     fd_owner timer;  // timerfd (cm_deadline.cpp)
     eq_source timer_src;
 };
@@ -133,6 +137,10 @@ struct cm_chan {
 cm_chan* cm_chan_get(eq* q, int* err);
 void cm_chan_put(cm_chan* chan);
 void cm_chan_ref(cm_chan* chan);  // another id now lives on c
+// No more dispatch of id's events to its owner: the context is cleared under
+// the channel's lock, so a dispatch already running has finished, and later
+// events of id are acknowledged and dropped. For an owner about to go.
+void cm_detach_owner(cm_chan* chan, struct rdma_cm_id* id) EVD_EXCLUDES(chan->mu);
 // rdma_connect/rdma_accept parameters evd uses for every connection, with
 // len bytes of private data (header and user data, cm_pack) and the
 // transport retry count cm_retry_count chose.

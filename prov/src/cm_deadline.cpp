@@ -18,7 +18,7 @@ namespace {
 using clock = std::chrono::steady_clock;
 
 // Under chan->dl_mu: the timer fires at the earliest deadline, or never.
-void rearm(cm_chan* chan) {
+void rearm(cm_chan* chan) EVD_REQUIRES(chan->dl_mu) {
     struct itimerspec its {};
     if (!chan->deadlines.empty()) {
         auto first = std::min_element(chan->deadlines.begin(), chan->deadlines.end(),
@@ -47,11 +47,11 @@ void timer_progress(eq_source* src) {
     }
     // chan->mu: an endpoint being closed clears its deadline under it, so every
     // endpoint found here is still open while it is ended
-    std::lock_guard chan_lk(chan->mu);
+    evd::lock_guard chan_lk(chan->mu);
     cm_chan::deadline due[16];
     size_t n = 0;
     {
-        std::lock_guard lk(chan->dl_mu);
+        evd::lock_guard lk(chan->dl_mu);
         const auto now = clock::now();
         for (auto it = chan->deadlines.begin(); it != chan->deadlines.end() && n < 16;) {
             if (it->at <= now) {
@@ -98,7 +98,7 @@ namespace {
 
 void set_deadline(cm_chan* chan, ep* e, int ms, bool probe) {
     if (!chan || !e || ms <= 0 || chan->timer.fd < 0) return;
-    std::lock_guard lk(chan->dl_mu);
+    evd::lock_guard lk(chan->dl_mu);
     const auto at = clock::now() + std::chrono::milliseconds(ms);
     auto it = std::find_if(chan->deadlines.begin(), chan->deadlines.end(),
                            [&](const auto& d) { return d.e == e; });
@@ -111,7 +111,7 @@ void set_deadline(cm_chan* chan, ep* e, int ms, bool probe) {
 
 void clear_deadline(cm_chan* chan, ep* e, bool setup_only) {
     if (!chan || !e) return;
-    std::lock_guard lk(chan->dl_mu);
+    evd::lock_guard lk(chan->dl_mu);
     auto it = std::find_if(chan->deadlines.begin(), chan->deadlines.end(), [&](const auto& d) {
         return d.e == e && !(setup_only && d.probe);
     });

@@ -28,11 +28,11 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "cq.h"
 #include "domain.h"
+#include "lock.h"
 #include "owners.h"
 #include "wait.h"
 
@@ -69,12 +69,12 @@ struct cntr {
 
     fd_owner signal_fd;  // eventfd: the value changed (after FI_GETWAIT)
     fd_owner wait_fd;    // epoll: signal_fd + source channel fds
-    std::mutex wmu;      // the eventfds of the threads in fi_cntr_wait
-    std::vector<int> wfds;
+    mutex wmu;      // the eventfds of the threads in fi_cntr_wait
+    std::vector<int> wfds EVD_GUARDED_BY(wmu);
 
-    std::mutex mu;  // sources; serializes progress of this counter
-    std::vector<source> sources;
-    int unwaitable = 0;  // sources without a completion channel
+    mutex mu;  // sources; serializes progress of this counter
+    std::vector<source> sources EVD_GUARDED_BY(mu);
+    int unwaitable EVD_GUARDED_BY(mu) = 0;  // sources without a completion channel
 
     wait_set* wset = nullptr;  // FI_WAIT_SET: the (FD) set this counter joined
     wait_member wmember;       // its wait fd in that set
@@ -92,13 +92,13 @@ void wake(cntr* c) noexcept {
     if (c->signal_fd.fd < 0) return;
     if (c->fd_exported.load(std::memory_order_relaxed)) c->signal_fd.signal();
     if (!c->waiters.load()) return;
-    std::lock_guard<std::mutex> g(c->wmu);
+    evd::lock_guard g(c->wmu);
     for (int fd : c->wfds) eventfd_signal(fd);
 }
 
 // Pulls the completions waiting in every source (counting them).
 void progress(cntr* c) {
-    std::lock_guard<std::mutex> g(c->mu);
+    evd::lock_guard g(c->mu);
     for (const source& s : c->sources) {
         int r = cq_progress(s.q);
         if (r < 0) EVD_DBG(FI_LOG_CNTR, "counter progress: cq_progress %d\n", r);
@@ -107,7 +107,7 @@ void progress(cntr* c) {
 
 // Arms every source's completion channel; true if all sources can wake us.
 bool arm(cntr* c) {
-    std::lock_guard<std::mutex> g(c->mu);
+    evd::lock_guard g(c->mu);
     for (const source& s : c->sources) cq_arm(s.q);
     return c->unwaitable == 0;
 }
@@ -165,14 +165,14 @@ class waiter_reg {
 public:
     waiter_reg(cntr* c, int fd) : c_(c), fd_(fd) {
         {
-            std::lock_guard<std::mutex> g(c->wmu);
+            evd::lock_guard g(c->wmu);
             c->wfds.push_back(fd);
         }
         c->waiters.fetch_add(1);
     }
     ~waiter_reg() {
         c_->waiters.fetch_sub(1);
-        std::lock_guard<std::mutex> g(c_->wmu);
+        evd::lock_guard g(c_->wmu);
         std::erase(c_->wfds, fd_);
     }
     waiter_reg(const waiter_reg&) = delete;
@@ -337,7 +337,7 @@ void cntr_inc_err(cntr* c) noexcept {
 
 int cntr_add_source(cntr* c, cq* q) {
     return guard([&] {
-        std::lock_guard<std::mutex> g(c->mu);
+        evd::lock_guard g(c->mu);
         for (source& s : c->sources)
             if (s.q == q) {
                 ++s.n;
@@ -366,7 +366,7 @@ int cntr_add_source(cntr* c, cq* q) {
 }
 
 void cntr_del_source(cntr* c, cq* q) {
-    std::lock_guard<std::mutex> g(c->mu);
+    evd::lock_guard g(c->mu);
     for (size_t i = 0; i < c->sources.size(); ++i) {
         source& s = c->sources[i];
         if (s.q != q) continue;
@@ -460,8 +460,14 @@ int cntr_open(struct fid_domain* dom_fid, struct fi_cntr_attr* attr, struct fid_
         }
         auto c = std::make_unique<cntr>();
         if (int r = take_wait_obj(c.get(), a)) return r;
-        c->sources.reserve(4);
-        c->wfds.reserve(8);
+        {  // c is not published yet: the locks are taken for the analysis
+            evd::lock_guard lk(c->mu);
+            c->sources.reserve(4);
+        }
+        {
+            evd::lock_guard lk(c->wmu);
+            c->wfds.reserve(8);
+        }
         if (c->wait_obj != FI_WAIT_NONE)
             if (int r = open_wait_fds(c.get())) return r;
         if (c->wset)

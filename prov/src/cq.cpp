@@ -11,8 +11,8 @@
 // returns what the ring holds before polling the ibv_cq again.
 // Every completion polled, by whoever polls it, is accounted once on its
 // endpoint's counters (acct(), cntr.h).
-#include "cq.h"
 #include "cntr.h"
+#include "cq.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -28,12 +28,12 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "domain.h"
 #include "ep.h"
 #include "eq.h"
+#include "lock.h"
 #include "owners.h"
 #include "qp_pool.h"
 #include "wait.h"
@@ -67,20 +67,21 @@ struct cq {
     fd_owner signal_fd;             // eventfd written by fi_cq_signal
     std::atomic<bool> yield_signal{false};  // fi_cq_signal on an FI_WAIT_YIELD CQ
     fd_owner wait_fd;               // epoll over chan->fd and signal_fd (FI_GETWAIT)
-    std::mutex chan_mu;                // serializes draining the comp channel
+    mutex chan_mu;                // serializes draining the comp channel
 
-    std::mutex mu;  // the one lock of the read path: ring + routes + ibv_poll_cq
+    mutex mu;  // the one lock of the read path: ring + routes + ibv_poll_cq
     // Backlog of polled, already counted completions, in order: one batch
     // stopped by an error, and whatever counter progress pulled before the
     // user read the CQ. ibcq->cqe + kBatch entries, allocated at fi_cq_open.
-    std::unique_ptr<struct ibv_wc[]> ring;
+    std::unique_ptr<struct ibv_wc[]> ring EVD_GUARDED_BY(mu);
     size_t ring_cap = 0;
-    size_t ring_head = 0, ring_count = 0;
+    size_t ring_head EVD_GUARDED_BY(mu) = 0;
+    size_t ring_count EVD_GUARDED_BY(mu) = 0;
     // QP numbers whose flush marker was polled and not yet claimed by the
     // closing endpoint waiting for it (cq_pull_marker).
-    std::vector<uint32_t> markers;
+    std::vector<uint32_t> markers EVD_GUARDED_BY(mu);
     // The same for progress probes that completed (cq_pull_probe).
-    std::vector<uint32_t> probes;
+    std::vector<uint32_t> probes EVD_GUARDED_BY(mu);
     fd_owner backlog_fd;  // eventfd: counter progress filled the backlog (sread)
     bool internal = false;  // an endpoint's private CQ (counter-only direction)
 
@@ -88,16 +89,16 @@ struct cq {
         uint32_t qpn;
         cntr_route* r;
     };
-    std::vector<route_ent> routes;  // endpoints with counters (under mu)
+    std::vector<route_ent> routes EVD_GUARDED_BY(mu);  // endpoints with counters
     // Datagram endpoints whose receives complete here (under mu): their
     // completions drop the receive header and may name the sender.
-    std::vector<std::pair<uint32_t, ep*>> ud;
+    std::vector<std::pair<uint32_t, ep*>> ud EVD_GUARDED_BY(mu);
 
     wait_set* wset = nullptr;  // FI_WAIT_SET: the (FD) set this CQ joined
     wait_member wmember;
 
-    std::mutex reg_mu;  // QP number -> endpoint, for terminal errors
-    std::vector<std::pair<uint32_t, ep*>> qps;
+    mutex reg_mu;  // QP number -> endpoint, for terminal errors
+    std::vector<std::pair<uint32_t, ep*>> qps EVD_GUARDED_BY(reg_mu);
 };
 
 namespace {
@@ -145,7 +146,7 @@ void emit(const cq* c, const struct ibv_wc& wc, char* out, fi_addr_t*& src) {
     }
 }
 
-void ring_push(cq* c, const struct ibv_wc& wc) {
+void ring_push(cq* c, const struct ibv_wc& wc) EVD_REQUIRES(c->mu) {
     // never overflows: the read path refills it only when empty, from one
     // batch; counter progress (cq_progress) stops when it is full
     c->ring[(c->ring_head + c->ring_count) % c->ring_cap] = wc;
@@ -158,7 +159,7 @@ void signal_backlog(cq* c) { c->backlog_fd.signal(); }
 
 // Makes room for `more` entries, keeping their order (fi_close only: the
 // closing flush pulls whatever the ibv_cq holds while the user is not reading).
-void ring_reserve(cq* c, size_t more) {
+void ring_reserve(cq* c, size_t more) EVD_REQUIRES(c->mu) {
     if (c->ring_cap - c->ring_count >= more) return;
     size_t cap = std::max(c->ring_cap * 2, c->ring_count + more);
     std::unique_ptr<struct ibv_wc[]> r(new struct ibv_wc[cap]);
@@ -172,7 +173,7 @@ void ring_reserve(cq* c, size_t more) {
 // send-queue slot id back into the user's context (or the hidden marker) and
 // counts the completion on its endpoint's counters. False: drop it (a slot of
 // an endpoint that is gone).
-bool acct(cq* c, struct ibv_wc& wc) {
+bool acct(cq* c, struct ibv_wc& wc) EVD_REQUIRES(c->mu) {
     bool slot = is_tx_slot_wr_id(wc.wr_id);
     if (!slot && c->routes.empty()) return true;
     cntr_route* r = nullptr;
@@ -229,7 +230,7 @@ void note_qp(std::vector<uint32_t>& v, uint32_t qp_num) noexcept {
     }
 }
 
-bool admit(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) {
+bool admit(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) EVD_REQUIRES(c->mu) {
     if (wc.wr_id == wr_id_flush_marker()) {
         note_qp(c->markers, wc.qp_num);
         return false;
@@ -272,7 +273,7 @@ bool admit(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) {
 // Returns completions written, or -errno from ibv_poll_cq. *more is set when
 // the batch was full (there may be more to poll).
 int poll_batch(cq* c, char*& out, fi_addr_t*& src, size_t want, fatal_note* notes, size_t& nnotes,
-               bool& more) {
+               bool& more) EVD_REQUIRES(c->mu) {
     struct ibv_wc wcs[kBatch];
     int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(std::min(want, kBatch)), wcs);
     more = false;
@@ -298,7 +299,7 @@ int poll_batch(cq* c, char*& out, fi_addr_t*& src, size_t want, fatal_note* note
 
 void deliver_fatal(cq* c, const fatal_note* notes, size_t n) {
     if (!n) return;
-    std::lock_guard<std::mutex> g(c->reg_mu);
+    evd::lock_guard g(c->reg_mu);
     for (size_t i = 0; i < n; ++i) {
         for (auto& [qpn, owner] : c->qps) {
             if (qpn != notes[i].qp_num) continue;
@@ -323,7 +324,7 @@ ssize_t do_read(cq* c, void* buf, size_t count, fi_addr_t* src_addr) {
     size_t nnotes = 0;
     ssize_t ret = 0;
     {
-        std::lock_guard<std::mutex> g(c->mu);
+        evd::lock_guard g(c->mu);
         while (n < count && c->ring_count) {
             const struct ibv_wc& wc = c->ring[c->ring_head];
             if (wc.status != IBV_WC_SUCCESS) break;
@@ -383,7 +384,7 @@ ssize_t cq_readerr(struct fid_cq* f, struct fi_cq_err_entry* buf, uint64_t flags
         struct ibv_wc wc {};
         bool have = false;
         {
-            std::lock_guard<std::mutex> g(c->mu);
+            evd::lock_guard g(c->mu);
             if (!c->ring_count) {
                 // look for an error the user has not been told about yet
                 struct ibv_wc wcs[kBatch];
@@ -420,7 +421,7 @@ ssize_t cq_readerr(struct fid_cq* f, struct fi_cq_err_entry* buf, uint64_t flags
 // Non-blocking: consume every pending completion-channel event.
 void drain_channel(cq* c) {
     if (!c->chan) return;
-    std::lock_guard<std::mutex> g(c->chan_mu);
+    evd::lock_guard g(c->chan_mu);
     struct ibv_cq* ev_cq;
     void* ev_ctx;
     unsigned n = 0;
@@ -615,27 +616,27 @@ int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
     return guard([&] {
         size_t n = 0;
         {
-            std::lock_guard<std::mutex> g(c->reg_mu);
+            evd::lock_guard g(c->reg_mu);
             n = c->qps.size() + 1;
         }
         {  // room for each QP's flush markers (send and receive, when the QP
            // has this CQ for both) and probe (admit does not allocate)
-            std::lock_guard<std::mutex> g(c->mu);
+            evd::lock_guard g(c->mu);
             c->markers.reserve(2 * n);
             c->probes.reserve(n);
         }
         {
-            std::lock_guard<std::mutex> g(c->reg_mu);
+            evd::lock_guard g(c->reg_mu);
             c->qps.emplace_back(qp_num, owner);
         }
         if (owner->dgram && c == owner->rx_cq) {
-            std::lock_guard<std::mutex> g(c->mu);
+            evd::lock_guard g(c->mu);
             c->ud.emplace_back(qp_num, owner);
         }
         cntr_route* r = ep_data_route(owner);
         if (!r) return 0;
         {
-            std::lock_guard<std::mutex> g(c->mu);
+            evd::lock_guard g(c->mu);
             c->routes.push_back({qp_num, r});
         }
         int ret = 0;
@@ -649,14 +650,14 @@ int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
 void cq_detach_qp(cq* c, uint32_t qp_num) {
     ep* owner = nullptr;
     {
-        std::lock_guard<std::mutex> g(c->reg_mu);
+        evd::lock_guard g(c->reg_mu);
         for (auto& [qpn, o] : c->qps)
             if (qpn == qp_num) owner = o;
         std::erase_if(c->qps, [&](const auto& p) { return p.first == qp_num; });
     }
     cntr_route* r = nullptr;
     {
-        std::lock_guard<std::mutex> g(c->mu);
+        evd::lock_guard g(c->mu);
         for (auto& e : c->routes)
             if (e.qpn == qp_num) r = e.r;
         std::erase_if(c->routes, [&](const auto& e) { return e.qpn == qp_num; });
@@ -673,7 +674,7 @@ int cq_progress(cq* c) {
     size_t nnotes = 0;
     int pulled = 0, ret = 0, pushed = 0;
     {
-        std::lock_guard<std::mutex> g(c->mu);
+        evd::lock_guard g(c->mu);
         // bounded: at most one CQ's worth per call
         for (size_t rounds = c->ring_cap / kBatch + 1; rounds; --rounds) {
             size_t room = c->internal ? kBatch : c->ring_cap - c->ring_count;
@@ -708,7 +709,7 @@ int pull_until(cq* c, std::vector<uint32_t> cq::*seen, uint32_t qp_num) {
     size_t nnotes = 0;
     int ret = 0, pushed = 0;
     {
-        std::lock_guard<std::mutex> g(c->mu);
+        evd::lock_guard g(c->mu);
         for (;;) {
             auto it = std::find((c->*seen).begin(), (c->*seen).end(), qp_num);
             if (it != (c->*seen).end()) {
@@ -781,7 +782,7 @@ int cq_trywait(cq* c) {
     size_t nnotes = 0;
     int kept = 0;
     {
-        std::lock_guard<std::mutex> g(c->mu);
+        evd::lock_guard g(c->mu);
         if (c->ring_count) return -FI_EAGAIN;
         // peek: anything polled now waits in the ring for the next read
         struct ibv_wc wcs[kBatch];
@@ -948,8 +949,11 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
         if (int r = open_wait_fds(c.get(), verbs)) return r;
         if (int r = create_ibcq(c.get(), dom, *attr)) return r;
         c->ring_cap = static_cast<size_t>(c->ibcq->cqe) + kBatch;
-        c->ring.reset(new (std::nothrow) struct ibv_wc[c->ring_cap]);
-        if (!c->ring) return -FI_ENOMEM;
+        {
+            evd::lock_guard lk(c->mu);  // c is not published yet; for the analysis
+            c->ring.reset(new (std::nothrow) struct ibv_wc[c->ring_cap]);
+            if (!c->ring) return -FI_ENOMEM;
+        }
         c->dom = dom;
         if (dom->info && dom->info->fabric_attr)
             c->err_data_size_field = api::has_1_5(dom->info->fabric_attr->api_version);

@@ -55,9 +55,9 @@ struct generation {
     std::vector<devctx*> members;  // the devctx of each non-null entry
 };
 struct table {
-    std::mutex mu;
-    std::vector<std::unique_ptr<devctx>> devs;  // never shrinks before cleanup
-    std::vector<generation> gens;               // oldest first; back() is the newest
+    mutex mu;
+    std::vector<std::unique_ptr<devctx>> devs EVD_GUARDED_BY(mu);  // never shrinks before cleanup
+    std::vector<generation> gens EVD_GUARDED_BY(mu);  // oldest first; back() is the newest
 };
 table& tab() {
     static table* t = new table;
@@ -83,9 +83,13 @@ std::unique_ptr<devctx> make_devctx(struct ibv_context* verbs) {
         }
     }
     d->atomics = d->attr.orig_attr.atomic_cap != IBV_ATOMIC_NONE;
-    d->ports.resize(d->attr.orig_attr.phys_port_cnt);
-    for (size_t p = 0; p < d->ports.size(); ++p)
-        if (ibv_query_port(d->ctx.get(), static_cast<uint8_t>(p + 1), &d->ports[p])) d->ports[p] = {};
+    {
+        evd::lock_guard lk(d->port_mu);  // d is not listed yet; for the analysis
+        d->ports.resize(d->attr.orig_attr.phys_port_cnt);
+        for (size_t p = 0; p < d->ports.size(); ++p)
+            if (ibv_query_port(d->ctx.get(), static_cast<uint8_t>(p + 1), &d->ports[p]))
+                d->ports[p] = {};
+    }
     return d;
 }
 
@@ -96,7 +100,7 @@ bool in_gen(const generation& g, const devctx* d) {
 // Frees every list but the newest whose devices are all listed by the newest
 // too or unused, then releases the devices no list references any more.
 // Holding tab().mu.
-void collect_locked() {
+void collect_locked() EVD_REQUIRES(tab().mu) {
     auto& gens = tab().gens;
     if (gens.empty()) return;
     for (size_t k = 0; k + 1 < gens.size();) {
@@ -128,7 +132,7 @@ void collect_locked() {
 // added devices), marks the devices it no longer lists dead, and frees the
 // lists no longer needed. Holding tab().mu.
 // The devctx of verbs context v, made and listed when v is new.
-devctx* devctx_for(struct ibv_context* v) {
+devctx* devctx_for(struct ibv_context* v) EVD_REQUIRES(tab().mu) {
     for (auto& d : tab().devs)
         if (!d->released && d->verbs == v) return d.get();
     std::unique_ptr<devctx> d = make_devctx(v);
@@ -137,7 +141,7 @@ devctx* devctx_for(struct ibv_context* v) {
     return tab().devs.back().get();
 }
 
-void refresh_locked() {
+void refresh_locked() EVD_REQUIRES(tab().mu) {
     // Ask libibverbs first: librdmacm complains on stderr when there is no
     // device, and a host without RDMA must stay quiet.
     int n = 0;
@@ -182,7 +186,7 @@ bool still_present(const devctx* d) {
     return found;
 }
 
-devctx* live_by_name_locked(const char* name) {
+devctx* live_by_name_locked(const char* name) EVD_REQUIRES(tab().mu) {
     for (auto& d : tab().devs)
         if (!d->released && !d->dead.load() && d->name == name) return d.get();
     return nullptr;
@@ -215,7 +219,7 @@ void note_port_event(devctx* d, const struct ibv_async_event& ev) {
     if (port < 1) return;
     struct ibv_port_attr pa {};
     if (ibv_query_port(d->ctx.get(), static_cast<uint8_t>(port), &pa) != 0) return;
-    std::lock_guard<std::mutex> lk(d->port_mu);
+    evd::lock_guard lk(d->port_mu);
     if (static_cast<size_t>(port) <= d->ports.size()) d->ports[port - 1] = pa;
 }
 
@@ -227,7 +231,7 @@ bool port_active_now(struct ibv_context* verbs, uint8_t port) {
 }
 
 std::vector<devctx*> devctx_all() {
-    std::lock_guard<std::mutex> lk(tab().mu);
+    evd::lock_guard lk(tab().mu);
     refresh_locked();
     std::vector<devctx*> out;
     out.reserve(tab().devs.size());
@@ -241,7 +245,7 @@ std::vector<devctx*> devctx_all() {
 
 devctx* devctx_get(struct ibv_context* verbs) {
     if (!verbs) return nullptr;
-    std::lock_guard<std::mutex> lk(tab().mu);
+    evd::lock_guard lk(tab().mu);
     for (int pass = 0; pass < 2; ++pass) {
         for (auto& d : tab().devs)
             if (!d->released && !d->dead.load() && d->verbs == verbs) return d.get();
@@ -252,7 +256,7 @@ devctx* devctx_get(struct ibv_context* verbs) {
 
 devctx* devctx_by_name(const char* name) {
     if (!name) return nullptr;
-    std::lock_guard<std::mutex> lk(tab().mu);
+    evd::lock_guard lk(tab().mu);
     devctx* d = live_by_name_locked(name);
     if (!d) {
         refresh_locked();  // added (or re-created) since the last look
@@ -264,7 +268,7 @@ devctx* devctx_by_name(const char* name) {
 
 void devctx_put(devctx* d) noexcept {
     if (!d) return;
-    std::lock_guard<std::mutex> lk(tab().mu);
+    evd::lock_guard lk(tab().mu);
     if (d->users <= 0) {
         EVD_WARN(FI_LOG_DOMAIN, "%s: devctx_put without a hold\n", d->name.c_str());
         return;
@@ -285,23 +289,36 @@ void devctx_put(devctx* d) noexcept {
 }
 
 void devctx_put_all(const std::vector<devctx*>& v) noexcept {
-    std::lock_guard<std::mutex> lk(tab().mu);
+    evd::lock_guard lk(tab().mu);
     for (devctx* d : v)
         if (d && d->users > 0) --d->users;
     collect_locked();
 }
 
+namespace {
+// An EQ still reads d's async fd, or a domain is still open on it (provider
+// cleanup; each lock is taken alone).
+bool in_use(devctx* d) {
+    {
+        evd::lock_guard lk(d->attach_mu);
+        if (!d->attached.empty()) return true;
+    }
+    evd::lock_guard lk(d->reg_mu);
+    return !d->domains.empty();
+}
+}  // namespace
+
 void devctx_cleanup() noexcept {
-    std::lock_guard<std::mutex> lk(tab().mu);
+    evd::lock_guard lk(tab().mu);
     for (auto& d : tab().devs)
-        if (!d->attached.empty() || !d->domains.empty())
+        if (in_use(d.get()))
             EVD_WARN(FI_LOG_DOMAIN, "%s: provider cleanup with objects still open\n", d->name.c_str());
     tab().devs.clear();
     tab().gens.clear();
 }
 
 std::vector<struct ibv_port_attr> devctx_refresh_ports(devctx* d) {
-    std::lock_guard<std::mutex> lk(d->port_mu);
+    evd::lock_guard lk(d->port_mu);
     for (size_t p = 0; p < d->ports.size(); ++p) {
         struct ibv_port_attr pa {};
         if (ibv_query_port(d->ctx.get(), static_cast<uint8_t>(p + 1), &pa) == 0) d->ports[p] = pa;
@@ -328,8 +345,8 @@ uint32_t devctx_max_inline_ud(devctx* d) {
 void devctx_poll_async(devctx* d) {
     if (!d || !d->ctx) return;  // released: only reachable after every user left
     if (!set_nonblock(d)) return;
-    std::unique_lock<std::mutex> lk(d->read_mu, std::try_to_lock);
-    if (!lk.owns_lock()) return;  // another thread is draining this fd
+    if (!d->read_mu.try_lock()) return;  // another thread is draining this fd
+    evd::lock_guard lk(d->read_mu, std::adopt_lock);
     for (;;) {
         struct ibv_async_event ev;
         if (ibv_get_async_event(d->ctx.get(), &ev)) {
@@ -367,7 +384,7 @@ int devctx_attach_eq(devctx* d, eq* q) {
     return guard([&]() -> int {
         if (!d || !q) return -FI_EINVAL;
         set_nonblock(d);
-        std::lock_guard<std::mutex> lk(d->attach_mu);
+        evd::lock_guard lk(d->attach_mu);
         for (auto& a : d->attached) {
             if (a.q == q) {
                 ++a.count;
@@ -390,7 +407,7 @@ int devctx_attach_eq(devctx* d, eq* q) {
 
 void devctx_detach_eq(devctx* d, eq* q) {
     if (!d || !q) return;
-    std::lock_guard<std::mutex> lk(d->attach_mu);
+    evd::lock_guard lk(d->attach_mu);
     for (auto it = d->attached.begin(); it != d->attached.end(); ++it) {
         if (it->q != q) continue;
         if (--it->count == 0) {
@@ -403,13 +420,13 @@ void devctx_detach_eq(devctx* d, eq* q) {
 
 void devctx_register(devctx* d, std::unordered_map<const void*, async_target> devctx::*map,
                      const void* key, const async_target& t) {
-    std::lock_guard<std::mutex> lk(d->reg_mu);
+    evd::lock_guard lk(d->reg_mu);
     (d->*map)[key] = t;
 }
 
 void devctx_unregister(devctx* d, std::unordered_map<const void*, async_target> devctx::*map,
                        const void* key) {
-    std::lock_guard<std::mutex> lk(d->reg_mu);
+    evd::lock_guard lk(d->reg_mu);
     (d->*map).erase(key);
 }
 

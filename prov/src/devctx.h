@@ -13,13 +13,13 @@
 #include <infiniband/verbs.h>
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "eq.h"
 #include "evd.h"
+#include "lock.h"
 #include "owners.h"
 
 namespace evd {
@@ -65,20 +65,24 @@ struct devctx {
     bool iwarp = false;                   // transport_type is IBV_TRANSPORT_IWARP
     bool atomics = false;                 // atomic_cap is not IBV_ATOMIC_NONE (atomic_table.h)
     struct ibv_device_attr_ex attr {};
-    std::vector<struct ibv_port_attr> ports;  // index 0 = port 1
+    mutex port_mu;  // guards `ports` refreshes
+    std::vector<struct ibv_port_attr> ports EVD_GUARDED_BY(port_mu);  // index 0 = port 1
 
-    std::mutex reg_mu;  // guards the maps below and the domain list
-    std::unordered_map<const void*, async_target> qps, cqs, srqs, wqs;
-    std::vector<void*> domains;  // evd::domain* on this device (port/device events)
+    mutex reg_mu;  // guards the maps below and the domain list
+    std::unordered_map<const void*, async_target> qps EVD_GUARDED_BY(reg_mu);
+    std::unordered_map<const void*, async_target> cqs EVD_GUARDED_BY(reg_mu);
+    std::unordered_map<const void*, async_target> srqs EVD_GUARDED_BY(reg_mu);
+    std::unordered_map<const void*, async_target> wqs EVD_GUARDED_BY(reg_mu);
+    // evd::domain* on this device (port/device events)
+    std::vector<void*> domains EVD_GUARDED_BY(reg_mu);
 
-    std::mutex read_mu;  // one reader of the async fd at a time
+    mutex read_mu;  // one reader of the async fd at a time
     std::atomic<uint64_t> undeliverable{0};
     std::atomic<uint64_t> delivered{0};
     std::atomic<uint64_t> async_events{0};      // events read (async.cpp; also the err_data seq)
     std::atomic<uint64_t> async_suppressed{0};  // notifications nobody opted in to (async.cpp)
 
     // --- private to devctx.cpp
-    std::mutex port_mu;            // guards `ports` refreshes
     std::once_flag inline_once;    // max_inline is probed once
     uint32_t max_inline = 0;
     std::once_flag inline_ud_once;  // the same for a UD QP, probed at the first DGRAM getinfo
@@ -89,8 +93,8 @@ struct devctx {
         int count = 0;
         std::unique_ptr<eq_source> src;
     };
-    std::mutex attach_mu;
-    std::vector<attachment> attached;
+    mutex attach_mu;
+    std::vector<attachment> attached EVD_GUARDED_BY(attach_mu);
     // Lifetime (guarded by the table's lock, see devctx.cpp): holders (domains,
     // an fi_getinfo describing the device), whether the device is gone, and
     // whether evd gave its librdmacm reference back (verbs is then nullptr).

@@ -59,7 +59,7 @@ int domain_close(struct fid* f) {
             return -FI_EBUSY;
         }
         {
-            std::lock_guard<std::mutex> lk(dom->dev->reg_mu);
+            evd::lock_guard lk(dom->dev->reg_mu);
             auto& v = dom->dev->domains;
             for (auto it = v.begin(); it != v.end(); ++it)
                 if (*it == dom) {
@@ -293,7 +293,7 @@ int check_domain_info(const struct fi_info* info) {
 // The domain's port (the device's first active one) and its state now.
 void take_port(domain* dom, devctx* dev) {
     dom->port_num = first_active_port(dev);
-    std::lock_guard<std::mutex> lk(dev->port_mu);
+    evd::lock_guard lk(dev->port_mu);
     if (dom->port_num <= dev->ports.size())
         dom->port_state.store(dev->ports[dom->port_num - 1].state);
 }
@@ -344,7 +344,7 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
         devctx_poll_async(dev);
         take_port(dom.get(), dev);
         {
-            std::lock_guard<std::mutex> lk(dev->reg_mu);
+            evd::lock_guard lk(dev->reg_mu);
             dev->domains.push_back(dom.get());  // may throw: nothing to undo yet
         }
         dom->pd = std::move(pd);

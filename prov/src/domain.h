@@ -6,13 +6,13 @@
 #include <infiniband/verbs.h>
 
 #include <cstdlib>
-#include <mutex>
 
 #include "devctx.h"
-#include "owners.h"
 #include "evd.h"
 #include "fabric.h"
+#include "lock.h"
 #include "mr_cache.h"
+#include "owners.h"
 
 namespace evd {
 

@@ -32,9 +32,9 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-#include <mutex>
-
+#include "cm.h"  // cm_chan: connreq::id is guarded by its channel's lock
 #include "evd.h"
+#include "lock.h"
 #include "owners.h"
 #include "qp_pool.h"
 #include "ud_addr.h"
@@ -77,11 +77,11 @@ struct pep {
     cm_id_ptr id;                         // created at bind (on the EQ's channel)
     eq* eq_bound = nullptr;
     cm_chan* chan = nullptr;
-    int backlog = 0;                      // fi_control(FI_BACKLOG)
-    bool listening = false;
+    int backlog EVD_GUARDED_BY(mu) = 0;   // fi_control(FI_BACKLOG)
+    bool listening EVD_GUARDED_BY(mu) = false;
     std::atomic<bool> dead{false};        // DEVICE_REMOVAL seen: nothing more
-    struct connreq* reqs = nullptr;       // every FI_CONNREQ handle it issued (mu)
-    std::mutex mu;
+    mutex mu;
+    struct connreq* reqs EVD_GUARDED_BY(mu) = nullptr;  // every FI_CONNREQ handle it issued
 };
 
 // The handle of an FI_CONNREQ: wraps the incoming rdma_cm_id until the app
@@ -103,8 +103,8 @@ enum class connreq_state : int { pending = 0, adopted, rejected, ended };
 struct connreq {
     struct fid fid{0, nullptr, &unopened_fi_ops};  // fclass FI_CLASS_CONNREQ; first member
     cm_owner owner{cm_owner_kind::connreq};
-    cm_id_ptr id;
     cm_chan* chan = nullptr;
+    cm_id_ptr id EVD_GUARDED_BY(chan->mu);
     eq* eq_bound = nullptr;               // the pep's EQ (holds an eq_bind_ref)
     std::atomic<bool> gone{false};        // peer went away before accept
     std::atomic<int> st{static_cast<int>(connreq_state::pending)};
@@ -146,31 +146,33 @@ struct ep {
     std::atomic<bool> terminal{false};    // one terminal event already posted
     std::atomic<uint64_t> suppressed{0};  // later terminal causes, dropped
     bool enabled = false;
-    bool disconnect_sent = false;         // rdma_disconnect already called (under mu)
-    bool migrating = false;               // fi_ep_bind(EQ) moves the id, mu released (under mu)
+    mutex mu;                             // serializes CM calls on this ep
+    bool disconnect_sent EVD_GUARDED_BY(mu) = false;  // rdma_disconnect already called
+    bool migrating EVD_GUARDED_BY(mu) = false;  // fi_ep_bind(EQ) moves the id, mu released
     // rdma_cm's view of the connection (under mu, set by ep_cm_event): it was
     // established, and rdma_cm has since reported it over (DISCONNECTED, an
     // error, device removal). fi_close lingers while established and not over.
-    bool cm_established = false;
-    bool cm_disconnected = false;
+    bool cm_established EVD_GUARDED_BY(mu) = false;
+    bool cm_disconnected EVD_GUARDED_BY(mu) = false;
     // ... and what ended it was a disconnect (DISCONNECTED with status 0),
     // not an error or the device's removal: the QP may be kept (qp_pool.h).
-    bool cm_clean_end = false;
-    bool cm_timewait_over = false;        // RDMA_CM_EVENT_TIMEWAIT_EXIT came
+    bool cm_clean_end EVD_GUARDED_BY(mu) = false;
+    bool cm_timewait_over EVD_GUARDED_BY(mu) = false;  // RDMA_CM_EVENT_TIMEWAIT_EXIT came
     // The kernel's CM has state for id: rdma_connect or rdma_accept was
     // called, or id came from a connection request. Destroying such an id
     // makes the CM send a message (REJ, DREQ), so fi_close keeps it while its
     // port is down (linger.h).
-    bool cm_started = false;
+    bool cm_started EVD_GUARDED_BY(mu) = false;
     uint8_t conn_data[256];               // header + user data for rdma_connect
     size_t conn_data_len = 0;
-    std::mutex mu;                        // serializes CM calls on this ep
 
     // --- QP (created by the CM half, used by the data path). An active
     // endpoint's QP is made at fi_enable on the domain's PD and handed to
     // its id (id->qp) once address resolution bound the id to a device;
     // until then id->qp is null. Either way e owns it: the id only drives it.
-    ibv_qp_ptr qp;  // destroyed by ep_destroy_qp (ep.h), which takes it from the id first
+    // Written under mu; the data path reads it without a lock once qp_ready
+    // is set (release/acquire), through ep_qp_of().
+    ibv_qp_ptr qp EVD_GUARDED_BY(mu);  // destroyed by ep_destroy_qp, which takes it from the id first
     qp_key qkey;    // what qp was made (or taken from the pool) for
     // A receive flush marker is queued behind the application's receives
     // (qp_flush.h), posted before the QP was moved to the error state; set
@@ -225,8 +227,8 @@ struct ep {
         ibv_mr_ptr slots_mr;
         uint32_t nslots = 1;
         bool source = false;              // FI_SOURCE: fi_cq_readfrom reports the sender
-        std::mutex rx_mu;                 // FI_SOURCE: the ring's next slot, and the post
-        uint64_t rx_posted = 0;           // receives posted (under rx_mu)
+        mutex rx_mu;                 // FI_SOURCE: the ring's next slot, and the post
+        uint64_t rx_posted EVD_GUARDED_BY(rx_mu) = 0;  // receives posted
         size_t max_msg = 0;               // payload limit (the port's MTU)
     } ud;
 };
@@ -241,6 +243,12 @@ inline uint32_t clamp_u32(size_t v, uint32_t lo, uint32_t hi) noexcept {
 // The errno of an ibv_post_* failure. ibv_post_send(3) returns an errno
 // value; libsiw returns it negated (a full send queue is -ENOMEM there).
 inline int post_errno(int r) noexcept { return r < 0 ? -r : r; }
+
+// The QP as the data path and the completion path see it: published by the
+// release store on qp_ready (ep_create_qp, under mu) and read without the
+// lock after an acquire load of it; taken away only at fi_close, after the
+// data path's last call returned (fi_endpoint(3): no call may race fi_close).
+inline ibv_qp* ep_qp_of(const ep* e) EVD_NO_LOCK_ANALYSIS { return e->qp.get(); }
 
 inline ep_state ep_state_of(const ep* e) { return static_cast<ep_state>(e->state.load()); }
 inline void ep_set_state(ep* e, ep_state s) { e->state.store(static_cast<int>(s)); }
@@ -289,10 +297,10 @@ extern struct fi_ops_atomic ep_atomic_ops;
 // rdma_cm says); an endpoint not yet bound hands it to its id at
 // ADDR_RESOLVED (ep_cm_event), which spares the address queries binding
 // first would cost. From then on rdma_cm moves it (RTR, RTS, ERR).
-int ep_create_qp(ep* e);
+int ep_create_qp(ep* e) EVD_REQUIRES(e->mu);
 // Takes e->qp back from its id (id->qp) and destroys it. Caller holds e->mu,
 // after qp_ready was cleared.
-void ep_destroy_qp(ep* e);
+void ep_destroy_qp(ep* e) EVD_REQUIRES(e->mu);
 
 // ---- the connection state machine (ep_cm.cpp), callable from anywhere
 // Moves e to ep_state::error and posts its terminal error record (err is a
@@ -320,7 +328,7 @@ int ep_ud_open(ep* e);
 // fi_ep_bind(ep, av): the AV its sends address (one, of its domain).
 int ep_ud_bind_av(ep* e, struct fid* bfid);
 // fi_enable: the UD QP (in RTS), its header buffer, its name. Caller holds e->mu.
-int ep_ud_enable(ep* e);
+int ep_ud_enable(ep* e) EVD_REQUIRES(e->mu);
 // fi_close, first: stops answering SIDR for e (its QP is about to go).
 void ep_ud_closing(ep* e);
 // fi_close: what ep_ud_enable and ep_ud_bind_av took, after the QP is gone.

@@ -98,7 +98,7 @@ ssize_t post_send(ep* e, struct ibv_send_wr& wr) {
         return -FI_EOPBADSTATE;
     }
     struct ibv_send_wr* bad = nullptr;
-    int r = post_errno(ibv_post_send(e->qp.get(), &wr, &bad));
+    int r = post_errno(ibv_post_send(ep_qp_of(e), &wr, &bad));
     if (r == 0) return 0;
     if (r == ENOMEM || r == EAGAIN) return -FI_EAGAIN;  // send queue full
     EVD_WARN(FI_LOG_EP_DATA, "ibv_post_send: %s\n", strerror(r));
@@ -270,7 +270,7 @@ ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
     bool comp = !(e->rx_flags & FI_SELECTIVE_COMPLETION) || (flags & FI_COMPLETION);
     wr.wr_id = comp ? reinterpret_cast<uintptr_t>(context) : wr_id_suppressed();
     struct ibv_recv_wr* bad = nullptr;
-    int r = post_errno(ibv_post_recv(e->qp.get(), &wr, &bad));
+    int r = post_errno(ibv_post_recv(ep_qp_of(e), &wr, &bad));
     if (r == 0) {
         // Behind the receive flush marker of an ending connection: this one
         // may never be flushed, so the QP is not kept for reuse (ep.h).

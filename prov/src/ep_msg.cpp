@@ -58,7 +58,7 @@ int bind_source(ep* e, const struct sockaddr* dst) {
     return 0;
 }
 
-int do_enable(ep* e) {
+int do_enable(ep* e) EVD_REQUIRES(e->mu) {
     if (e->enabled) return 0;
     if (!e->eq_bound.load() && !e->dgram) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: no EQ bound\n");
@@ -100,20 +100,26 @@ void drop_connreq(ep* e) {
 // Returns the QP when `keep` asks for it and its flush came out in full
 // (it is then in the error state, its queues empty, out of the id's hands);
 // otherwise it is destroyed.
-ibv_qp_ptr retire_qp(ep* e, bool keep) {
+// Called once nothing dispatches to e any more (its id's context no longer
+// names it): the QP changes under e->mu all the same, the rule of ep.h.
+ibv_qp_ptr retire_qp(ep* e, bool keep) EVD_EXCLUDES(e->mu) {
     // queued work completes in the CQ before the QP can discard it
     const bool flushed = qp_flush(e);
-    if (e->qp) {
-        devctx_unregister(e->dom->dev, &devctx::qps, e->qp.get());
-        cq_detach_qp(e->tx_cq, e->qp->qp_num);
-        if (e->rx_cq != e->tx_cq) cq_detach_qp(e->rx_cq, e->qp->qp_num);
+    {
+        evd::lock_guard lk(e->mu);
+        if (e->qp) {
+            devctx_unregister(e->dom->dev, &devctx::qps, e->qp.get());
+            cq_detach_qp(e->tx_cq, e->qp->qp_num);
+            if (e->rx_cq != e->tx_cq) cq_detach_qp(e->rx_cq, e->qp->qp_num);
+        }
     }
     if (e->chan) {  // a progress probe (probe.h) armed before the unregister
-        std::lock_guard chan_lk(e->chan->mu);
+        evd::lock_guard chan_lk(e->chan->mu);
         cm_deadline_clear(e->chan, e);
     }
     ep_data_close(e);
     e->qp_ready.store(false);
+    evd::lock_guard lk(e->mu);
     ibv_qp_ptr kept;
     if (keep && flushed && e->qp) {
         if (e->id && e->id->qp == e->qp.get()) e->id->qp = nullptr;  // rdma_cm lets go
@@ -131,7 +137,7 @@ ibv_qp_ptr retire_qp(ep* e, bool keep) {
 // complete after the close (only IBV_EVENT_QP_LAST_WQE_REACHED would say it
 // will not). Not on iWARP either. linger_begin decides with rdma_cm's view
 // under the channel lock.
-bool qp_keepable(ep* e) {
+bool qp_keepable(ep* e) EVD_REQUIRES(e->mu) {
     if (!get_params().qp_pool_size || !e->qp || !e->cm_established || e->srx_fid) return false;
     // iWARP: the QP ends with its TCP stream; siw does not flush a closed
     // one the way the reuse needs (fi_evd(7), IWARP)
@@ -165,7 +171,7 @@ int ep_close(struct fid* f) {
             return -FI_EBUSY;
         }
         if (e->chan) {  // the deadline timer runs under the channel's lock
-            std::lock_guard chan_lk(e->chan->mu);
+            evd::lock_guard chan_lk(e->chan->mu);
             cm_deadline_clear(e->chan, e);
         }
         // A connection still up outlives e until the peer is told, and one
@@ -173,12 +179,15 @@ int ep_close(struct fid* f) {
         // otherwise no more dispatch to e.
         bool keepable = false;
         {
-            std::lock_guard lk(e->mu);
+            evd::lock_guard lk(e->mu);
             keepable = qp_keepable(e);
         }
         if (e->dgram) ep_ud_closing(e);
         qp_verdict v = qp_verdict::destroy;
         linger* lg = e->chan && e->id ? linger_begin(e, keepable, &v) : nullptr;
+        // No record (nothing to tell the peer, or none could be made): the
+        // id is destroyed below, and dispatch must not reach e meanwhile.
+        if (!lg && e->chan && e->id) cm_detach_owner(e->chan, e->id.get());
         uint64_t token = 0;
         if (ibv_qp_ptr kept = retire_qp(e, v != qp_verdict::destroy)) {
             const qp_key key = e->qkey;
@@ -213,15 +222,15 @@ int ep_close(struct fid* f) {
 // lives on the listener's channel). rdma_migrate_id waits until every
 // event already read from the old channel for the id is acknowledged, and
 // that channel's dispatcher acknowledges only after ep_cm_event, which
-// takes e->mu: so e->mu (held by the caller, lk) is released meanwhile.
-int migrate_id(ep* e, cm_chan* chan, std::unique_lock<std::mutex>& lk) {
+// takes e->mu: so e->mu (held by the caller) is released meanwhile.
+int migrate_id(ep* e, cm_chan* chan) EVD_REQUIRES(e->mu) {
     struct rdma_cm_id* id = e->id.get();
     e->migrating = true;  // a concurrent fi_ep_bind(EQ) is refused meanwhile
-    lk.unlock();
+    e->mu.unlock();
     hb_release(id);
     int rc = rdma_migrate_id(id, chan->ch.get());
     int m = errno;
-    lk.lock();
+    e->mu.lock();
     e->migrating = false;
     if (rc) {
         EVD_WARN(FI_LOG_EP_CTRL, "rdma_migrate_id: %s\n", strerror(m));
@@ -235,13 +244,13 @@ int migrate_id(ep* e, cm_chan* chan, std::unique_lock<std::mutex>& lk) {
 
 // The EQ's rdma_cm channel for e's id: a new id there, or e's id moved
 // there (one adopted from a connection request on the listener's EQ).
-int bind_eq_id(ep* e, eq* q, std::unique_lock<std::mutex>& lk) {
+int bind_eq_id(ep* e, eq* q) EVD_REQUIRES(e->mu) {
     int err = 0;
     cm_chan* chan = cm_chan_get(q, &err);
     if (!chan) return err;
     if (e->id && e->chan != chan) {
         // adopted from a connection request on the listener's EQ: move it
-        if (int rc = migrate_id(e, chan, lk)) {
+        if (int rc = migrate_id(e, chan)) {
             cm_chan_put(chan);
             return rc;
         }
@@ -258,7 +267,7 @@ int bind_eq_id(ep* e, eq* q, std::unique_lock<std::mutex>& lk) {
     return 0;
 }
 
-int bind_eq(ep* e, struct fid* bfid, uint64_t flags, std::unique_lock<std::mutex>& lk) {
+int bind_eq(ep* e, struct fid* bfid, uint64_t flags) EVD_REQUIRES(e->mu) {
     eq* q = eq_from_fid(bfid);
     if (!q) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: not an evd EQ\n");
@@ -271,7 +280,7 @@ int bind_eq(ep* e, struct fid* bfid, uint64_t flags, std::unique_lock<std::mutex
     // a datagram endpoint's EQ gets its async events and terminal records
     // only: it has no rdma_cm id
     if (!e->dgram)
-        if (int rc = bind_eq_id(e, q, lk)) return rc;
+        if (int rc = bind_eq_id(e, q)) return rc;
     eq_bind_ref(q);
     int ret = devctx_attach_eq(e->dom->dev, q);
     if (ret && ret != -FI_ENOSYS)
@@ -321,14 +330,14 @@ int ep_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
     return guard([&] {
         ep* e = ep_from_fid(f);
         if (!e || !bfid) return -FI_EINVAL;
-        std::unique_lock lk(e->mu);
+        evd::lock_guard lk(e->mu);
         if (e->enabled && bfid->fclass != FI_CLASS_CNTR) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: endpoint already enabled\n");
             return -FI_EOPBADSTATE;
         }
         switch (bfid->fclass) {
             case FI_CLASS_EQ:
-                return bind_eq(e, bfid, flags, lk);
+                return bind_eq(e, bfid, flags);
             case FI_CLASS_CQ:
                 return bind_cq(e, bfid, flags);
             case FI_CLASS_SRX_CTX:
@@ -361,7 +370,7 @@ int ep_control(struct fid* f, int command, void* arg) {
     return guard([&] {
         ep* e = ep_from_fid(f);
         if (!e) return -FI_EINVAL;
-        std::lock_guard lk(e->mu);
+        evd::lock_guard lk(e->mu);
         switch (command) {
             case FI_ENABLE:
                 return do_enable(e);
@@ -413,7 +422,7 @@ int ep_setname(fid_t f, void* addr, size_t addrlen) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_setname(ep): bad address or length %zu\n", addrlen);
             return -FI_EINVAL;
         }
-        std::lock_guard lk(e->mu);
+        evd::lock_guard lk(e->mu);
         if (e->enabled || (e->id && e->id->verbs)) return -FI_EOPBADSTATE;
         void* p = std::malloc(n);
         if (!p) return -FI_ENOMEM;
@@ -430,7 +439,7 @@ int ep_getname(fid_t f, void* addr, size_t* addrlen) {
     return guard([&] {
         ep* e = ep_from_fid(f);
         if (!e || !addrlen) return -FI_EINVAL;
-        std::lock_guard lk(e->mu);
+        evd::lock_guard lk(e->mu);
         // an enabled endpoint has a local address (and port) to tell: take it
         // now if fi_connect has not yet
         if (e->enabled && e->id && !e->id->verbs && ep_state_of(e) == ep_state::idle &&
@@ -449,7 +458,7 @@ int ep_getpeer(struct fid_ep* f, void* addr, size_t* addrlen) {
     return guard([&] {
         ep* e = ep_from_fid(&f->fid);
         if (!e || !addrlen) return -FI_EINVAL;
-        std::lock_guard lk(e->mu);
+        evd::lock_guard lk(e->mu);
         auto st = ep_state_of(e);
         if (e->id && (st == ep_state::connected || st == ep_state::accepting ||
                       st == ep_state::connecting))
@@ -461,7 +470,7 @@ int ep_getpeer(struct fid_ep* f, void* addr, size_t* addrlen) {
 
 // fi_connect on an endpoint not enabled yet: dst becomes its destination
 // address (unless it has one) and it is enabled.
-int enable_for_connect(ep* e, const struct sockaddr* dst) {
+int enable_for_connect(ep* e, const struct sockaddr* dst) EVD_REQUIRES(e->mu) {
     if (!e->info->dest_addr) {
         size_t n = cm_addrlen(dst);
         e->info->dest_addr = std::malloc(n);
@@ -497,7 +506,7 @@ int ep_connect(struct fid_ep* f, const void* addr, const void* param, size_t par
                      paramlen, kCmDataMax);
             return -FI_EINVAL;
         }
-        std::lock_guard lk(e->mu);
+        evd::lock_guard lk(e->mu);
         if (e->creq) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_connect on an endpoint made for a connection request\n");
             return -FI_EOPBADSTATE;
@@ -543,7 +552,7 @@ int ep_accept(struct fid_ep* f, const void* param, size_t paramlen) {
                      paramlen, kCmDataMax);
             return -FI_EINVAL;
         }
-        std::lock_guard lk(e->mu);
+        evd::lock_guard lk(e->mu);
         if (!e->from_connreq) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: endpoint was not opened from an FI_CONNREQ\n");
             return -FI_EOPBADSTATE;
@@ -585,7 +594,7 @@ int ep_shutdown(struct fid_ep* f, uint64_t flags) {
     return guard([&] {
         ep* e = ep_from_fid(&f->fid);
         if (!e) return -FI_EINVAL;
-        std::lock_guard lk(e->mu);
+        evd::lock_guard lk(e->mu);
         if (e->terminal.load()) return 0;  // already ended: its one event was delivered
         auto st = ep_state_of(e);
         if (st == ep_state::idle || !e->id) return -FI_EOPBADSTATE;
@@ -660,7 +669,7 @@ int adopt_connreq(ep* e, connreq* r, domain* d) {
         return -FI_EINVAL;
     }
     {
-        std::lock_guard lk(r->chan->mu);
+        evd::lock_guard lk(r->chan->mu);
         if (r->id && r->id->verbs != d->dev->verbs) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: the request arrived on %s, the domain is %s\n",
                      ibv_get_device_name(r->id->verbs->device), d->dev->name.c_str());
@@ -668,6 +677,10 @@ int adopt_connreq(ep* e, connreq* r, domain* d) {
             return -FI_EINVAL;
         }
         if (r->id) {
+            // the kernel's CM holds the request (REQ received); set before
+            // dispatch can reach e (order: cm_chan::mu -> ep::mu)
+            evd::lock_guard elk(e->mu);
+            e->cm_started = true;
             r->id->context = &e->owner;
             e->id = std::move(r->id);
             e->gone.store(r->gone.load());
@@ -685,7 +698,6 @@ int adopt_connreq(ep* e, connreq* r, domain* d) {
     r->refs.fetch_add(1, std::memory_order_relaxed);
     e->creq = r;  // keeps the listener's EQ bound until e binds its own
     e->from_connreq = true;
-    e->cm_started = true;  // the kernel's CM holds the request (REQ received)
     return 0;
 }
 }  // namespace
@@ -715,7 +727,7 @@ int take_handle(const struct fi_info* info, connreq** r, pep** from_pep) {
 
 // The active endpoint takes the passive endpoint's address, port included.
 int take_pep_address(pep* p, struct fi_info* dup, bool* keep_src_port) {
-    std::lock_guard plk(p->mu);
+    evd::lock_guard plk(p->mu);
     auto* sa = static_cast<const struct sockaddr*>(p->info->src_addr);
     size_t n = cm_addrlen(sa);
     if (!n) return 0;

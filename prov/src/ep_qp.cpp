@@ -114,7 +114,7 @@ int qp_failed(const struct ibv_qp_init_attr& a, int err, const char* what) {
 // INIT, with its ECE told to rdma_cm. An id already on a device drives the
 // QP from here on (e->id->qp: RTR and RTS at connect or accept, ERR at
 // disconnect); the endpoint still owns it (ep_destroy_qp).
-int make_qp(ep* e, struct ibv_qp_init_attr* a) {
+int make_qp(ep* e, struct ibv_qp_init_attr* a) EVD_REQUIRES(e->mu) {
     const qp_key key = qp_key_of(e->dom->pd.get(), *a);
     ibv_qp_ptr qp = qp_pool_take(e->dom, key);
     if (qp) {

@@ -165,7 +165,7 @@ int ud_getname(fid_t f, void* addr, size_t* addrlen) {
     return guard([&] {
         ep* e = ep_from_fid(f);
         if (!e || !addrlen) return -FI_EINVAL;
-        std::lock_guard lk(e->mu);
+        evd::lock_guard lk(e->mu);
         if (!e->enabled) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_getname: a datagram endpoint has its name once enabled\n");
             return -FI_EOPBADSTATE;

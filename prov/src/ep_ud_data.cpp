@@ -109,16 +109,16 @@ ssize_t ud_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
     int r;
     if (e->ud.source) {
         // the next slot of the ring carries the header and the user's wr_id
-        std::lock_guard lk(e->ud.rx_mu);
+        evd::lock_guard lk(e->ud.rx_mu);
         ep::ud_state::rx_slot& s = e->ud.slots[e->ud.rx_posted % e->ud.nslots];
         s.wr_id = wr.wr_id;
         s.hdr[0] = s.hdr[20] = 0;  // a header the device leaves short is not read as an old one
         sge[0].addr = reinterpret_cast<uintptr_t>(s.hdr);
         wr.wr_id = reinterpret_cast<uintptr_t>(&s);
-        r = post_errno(ibv_post_recv(e->qp.get(), &wr, &bad));
+        r = post_errno(ibv_post_recv(ep_qp_of(e), &wr, &bad));
         if (r == 0) ++e->ud.rx_posted;
     } else {
-        r = post_errno(ibv_post_recv(e->qp.get(), &wr, &bad));
+        r = post_errno(ibv_post_recv(ep_qp_of(e), &wr, &bad));
     }
     if (r == 0) return 0;
     if (r == ENOMEM || r == EAGAIN) return -FI_EAGAIN;

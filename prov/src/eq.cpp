@@ -18,6 +18,7 @@
 #include "eq.h"
 
 #include "eq_state.h"
+#include "lock.h"
 #include "mutex_cond.h"
 
 #include <poll.h>
@@ -34,7 +35,6 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
-#include <mutex>
 
 #include "async.h"
 #include "cq.h"
@@ -53,7 +53,7 @@ constexpr uint64_t kEqOpenFlags = FI_WRITE | FI_AFFINITY;
 // ------------------------------------------------------------------ queue (mu held)
 
 int push_locked(eq* q, size_t limit, uint32_t event, const struct fi_eq_err_entry* err,
-                const void* data, size_t len) {
+                const void* data, size_t len) EVD_REQUIRES(q->mu) {
     if (q->count >= limit || q->nfree == 0) return -FI_EOVERRUN;
     uint32_t big = kNoBig;
     if (len > kEqInline) {
@@ -83,7 +83,7 @@ int push_locked(eq* q, size_t limit, uint32_t event, const struct fi_eq_err_entr
     return 0;
 }
 
-void remove_locked(eq* q, size_t pos) {
+void remove_locked(eq* q, size_t pos) EVD_REQUIRES(q->mu) {
     uint32_t i = q->order[q->wrap(q->head + pos)];
     eq_slot& s = q->slots[i];
     if (s.big != kNoBig) q->bigfree[q->nbigfree++] = s.big;
@@ -154,7 +154,7 @@ void fill_err(eq* q, struct fi_eq_err_entry* buf, const struct fi_eq_err_entry& 
     }
 }
 
-ssize_t readerr_locked(eq* q, struct fi_eq_err_entry* buf, uint64_t flags) {
+ssize_t readerr_locked(eq* q, struct fi_eq_err_entry* buf, uint64_t flags) EVD_REQUIRES(q->mu) {
     long p = eq_ready_err_locked(q);
     if (p >= 0) {
         eq_slot& s = q->at(static_cast<size_t>(p));
@@ -192,7 +192,7 @@ int post_internal(eq* q, uint32_t event, const struct fi_eq_err_entry* err, cons
     wake_plan sig;
     int rc = 0;
     {
-        std::lock_guard<qlock> lk(q->mu);
+        evd::lock_guard lk(q->mu);
         if (q->overrun) {
             q->lost++;
             return -FI_EOVERRUN;  // already fatal and reported
@@ -229,7 +229,7 @@ int eq_post(eq* q, uint32_t event, const void* entry, size_t len) {
 size_t eq_forget_fid(eq* q, const struct fid* f) {
     if (!q || !f) return 0;
     size_t dropped = 0;
-    std::lock_guard<qlock> lk(q->mu);
+    evd::lock_guard lk(q->mu);
     for (size_t p = 0; p < q->count;) {
         if (q->at(p).src == f) {
             remove_locked(q, p);
@@ -295,7 +295,7 @@ ssize_t eq_read(struct fid_eq* f, uint32_t* event, void* buf, size_t len, uint64
             return -FI_EINVAL;
         }
         {
-            std::lock_guard<qlock> lk(q->mu);
+            evd::lock_guard lk(q->mu);
             ssize_t r = eq_read_locked(q, event, buf, len, flags);
             if (r != -FI_EAGAIN) return r;
             if (!q->nsources.load(std::memory_order_relaxed)) {
@@ -304,7 +304,7 @@ ssize_t eq_read(struct fid_eq* f, uint32_t* event, void* buf, size_t len, uint64
             }
         }
         eq_run_sources(q);
-        std::lock_guard<qlock> lk(q->mu);
+        evd::lock_guard lk(q->mu);
         ssize_t r = eq_read_locked(q, event, buf, len, flags);
         if (r == -FI_EAGAIN) eq_arm_locked(q);
         return r;
@@ -326,12 +326,12 @@ ssize_t eq_readerr(struct fid_eq* f, struct fi_eq_err_entry* buf, uint64_t flags
             return -FI_EINVAL;
         }
         {
-            std::lock_guard<qlock> lk(q->mu);
+            evd::lock_guard lk(q->mu);
             ssize_t r = readerr_locked(q, buf, flags);
             if (r != -FI_EAGAIN || !q->nsources.load(std::memory_order_relaxed)) return r;
         }
         eq_run_sources(q);
-        std::lock_guard<qlock> lk(q->mu);
+        evd::lock_guard lk(q->mu);
         return readerr_locked(q, buf, flags);
     });
 }
@@ -351,7 +351,7 @@ ssize_t eq_write(struct fid_eq* f, uint32_t event, const void* buf, size_t len, 
     }
     wake_plan sig;
     {
-        std::lock_guard<qlock> lk(q->mu);
+        evd::lock_guard lk(q->mu);
         if (q->overrun) return -FI_EOVERRUN;
         int rc = push_locked(q, q->ucap, event, nullptr, buf, len);
         if (rc) return rc;
@@ -377,7 +377,7 @@ ssize_t eq_write_err(struct fid_eq* f, const struct fi_eq_err_entry* err, uint64
         }
         wake_plan sig;
         {
-            std::lock_guard<qlock> lk(q->mu);
+            evd::lock_guard lk(q->mu);
             if (q->overrun) return -FI_EOVERRUN;
             int rc = push_locked(q, q->ucap, 0, err, err->err_data, err->err_data_size);
             if (rc) return rc;
@@ -425,7 +425,7 @@ ssize_t eq_wait_n(struct fid_eq* f, size_t threshold, int timeout, uint32_t* eve
 
 int depth_impl(eq* q, struct fi_evd_eq_depth* d) {
     if (!d) return -FI_EINVAL;
-    std::lock_guard<qlock> lk(q->mu);
+    evd::lock_guard lk(q->mu);
     *d = {};
     d->events = q->count;
     d->errors = q->nerr;
@@ -454,7 +454,7 @@ int wake_impl(eq* q) {
     int n;
     wake_plan sig;
     {
-        std::lock_guard<qlock> lk(q->mu);
+        evd::lock_guard lk(q->mu);
         n = q->waiters.load();
         q->wake_gen++;
         if (n > 0) sig = eq_kick_locked(q);
@@ -480,7 +480,7 @@ const char* eq_strerror(struct fid_eq*, int prov_errno, const void* err_data, ch
 void export_fd(eq* q) {
     wake_plan w;
     {
-        std::lock_guard<qlock> lk(q->mu);
+        evd::lock_guard lk(q->mu);
         if (q->ext_fd) return;
         q->ext_fd = true;
         q->armed = false;
@@ -500,7 +500,7 @@ int getwait(eq* q, void* arg) {
     case FI_WAIT_POLLFD: {
         export_fd(q);
         auto* pfd = static_cast<struct fi_wait_pollfd*>(arg);
-        std::lock_guard<qlock> lk(q->mu);
+        evd::lock_guard lk(q->mu);
         size_t need = 1;
         for (eq_source* s = q->sources; s; s = s->next) need++;
         size_t have = pfd->nfds;
@@ -550,6 +550,12 @@ int eq_control(struct fid* f, int command, void* arg) {
     });
 }
 
+// The first source still registered with q (fi_close detaches them).
+eq_source* first_source(eq* q) {
+    evd::lock_guard lk(q->mu);
+    return q->sources;
+}
+
 int eq_close(struct fid* f) {
     return guard([&] {
         eq* q = eq_from_fid(f);
@@ -563,7 +569,7 @@ int eq_close(struct fid* f) {
         // on this EQ's channel: they end with it.
         linger_end_eq(q);
         {
-            std::unique_lock<qlock> lk(q->mu);
+            evd::unique_lock<qlock> lk(q->mu);
             if (q->closing) return -FI_EBUSY;  // a concurrent fi_close
             q->closing = true;
             if (q->waiters > 0) {
@@ -581,7 +587,7 @@ int eq_close(struct fid* f) {
             if (q->sources)
                 EVD_WARN(FI_LOG_EQ, "fi_close(EQ): event sources still registered; detached\n");
         }
-        while (q->sources) eq_remove_source(q, q->sources);
+        while (eq_source* s = first_source(q)) eq_remove_source(q, s);
         if (q->ws) wait_set_del(q->ws, &q->wm);
         if (q->fab) q->fab->refs.put();
         q->tag = kind{0};
@@ -680,6 +686,7 @@ int take_wait_obj(const struct fi_eq_attr* attr, enum fi_wait_obj* wobj, wait_se
 // The slots, order ring, free lists and large-payload pool for `size`
 // events: everything an event will ever need, allocated now.
 void alloc_storage(eq* q, size_t size) {
+    evd::lock_guard lk(q->mu);  // nobody else has q yet; taken for the analysis
     q->ucap = size;
     q->cap = size + std::clamp<size_t>(size / 4, 4, 256);
     q->max_write = std::max(get_params().eq_max_write, kEqInline);

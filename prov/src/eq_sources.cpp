@@ -7,9 +7,9 @@
 
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 
 #include "eq_state.h"
+#include "lock.h"
 
 namespace evd {
 
@@ -26,7 +26,7 @@ void eq_run_ready(eq* q, const struct epoll_event* evs, int n) {
         auto* src = static_cast<eq_source*>(evs[k].data.ptr);
         if (!src) continue;  // the eventfd
         {
-            std::lock_guard<qlock> lk(q->mu);
+            evd::lock_guard lk(q->mu);
             eq_source* it = q->sources;
             while (it && it != src) it = it->next;
             if (!it) continue;  // removed meanwhile
@@ -53,7 +53,7 @@ int eq_add_source(eq* q, eq_source* src) {
     if (!q || !src || src->fd < 0 || !src->progress) return -FI_EINVAL;
     wake_plan sig;
     {
-        std::lock_guard<qlock> lk(q->mu);
+        evd::lock_guard lk(q->mu);
         for (eq_source* it = q->sources; it; it = it->next)
             if (it == src) return -FI_EALREADY;
         struct epoll_event ev {};
@@ -79,7 +79,7 @@ int eq_add_source(eq* q, eq_source* src) {
 void eq_remove_source(eq* q, eq_source* src) {
     if (!q || !src) return;
     {
-        std::lock_guard<qlock> lk(q->mu);
+        evd::lock_guard lk(q->mu);
         eq_source** pp = &q->sources;
         while (*pp && *pp != src) pp = &(*pp)->next;
         if (!*pp) return;

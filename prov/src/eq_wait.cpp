@@ -13,10 +13,10 @@
 
 #include <climits>
 #include <ctime>
-#include <mutex>
 
 #include "deadline.h"
 #include "eq_state.h"
+#include "lock.h"
 #include "mutex_cond.h"
 
 namespace evd {
@@ -83,7 +83,7 @@ void eq_signal(eq* q, wake_plan w) noexcept {
 namespace {
 
 // Whether a waiter for `threshold` events has something to read (mu held).
-bool ready_for(eq* q, size_t threshold) {
+bool ready_for(eq* q, size_t threshold) EVD_REQUIRES(q->mu) {
     return q->count >= threshold || (q->count == 0 && q->overrun) ||
            (q->nerr && eq_ready_err_locked(q) >= 0);
 }
@@ -99,20 +99,19 @@ bool poll_first(const eq* q, int timeout) {
 // One sleep of a waiter, mu held on entry and on return: a yield (YIELD),
 // epoll_wait when sources must be watched, else a private futex (one syscall
 // each side, like a bare eventfd). True when it ran sources epoll reported.
-bool sleep_once(eq* q, std::unique_lock<qlock>& lk, const deadline& dl,
-                const struct timespec& left) {
+bool sleep_once(eq* q, const deadline& dl, const struct timespec& left) EVD_REQUIRES(q->mu) {
     if (q->wobj == FI_WAIT_YIELD || q->efd.fd < 0) {
-        lk.unlock();
+        q->mu.unlock();
         sched_yield();
-        lk.lock();
+        q->mu.lock();
         return false;
     }
     if (!q->nsources.load(std::memory_order_relaxed)) {
         const uint32_t seq = q->futex_seq.load(std::memory_order_relaxed);
         q->futex_sleepers++;
-        lk.unlock();
+        q->mu.unlock();
         (void)futex(&q->futex_seq, FUTEX_WAIT_PRIVATE, seq, dl.infinite ? nullptr : &left);
-        lk.lock();
+        q->mu.lock();
         q->futex_sleepers--;
         return false;
     }
@@ -121,15 +120,16 @@ bool sleep_once(eq* q, std::unique_lock<qlock>& lk, const deadline& dl,
     // (under emulation each syscall costs tens of us).
     eq_arm_locked(q);
     q->fd_sleepers++;
-    lk.unlock();
+    q->mu.unlock();
     struct epoll_event evs[16];
     int n = epoll_wait(q->epfd.fd, evs, 16, dl.infinite ? -1 : ceil_ms(left));
-    lk.lock();
+    q->mu.lock();
     q->fd_sleepers--;  // awake: what the sources post needs no eventfd signal
     if (n <= 0) return false;
-    lk.unlock();
-    eq_run_ready(q, evs, n);
-    lk.lock();
+    {
+        unlock_scope<qlock> unlocked(q->mu);  // taken back even if a callback throws
+        eq_run_ready(q, evs, n);
+    }
     return true;  // the ready sources ran: re-check before sleeping again
 }
 
@@ -138,7 +138,7 @@ bool sleep_once(eq* q, std::unique_lock<qlock>& lk, const deadline& dl,
 ssize_t eq_wait_for(eq* q, size_t threshold, int timeout, uint32_t* event, void* buf, size_t len,
                     uint64_t flags, size_t* nmore, bool ext) {
     deadline dl(timeout);
-    std::unique_lock<qlock> lk(q->mu);
+    evd::unique_lock<qlock> lk(q->mu);
     if (q->closing) return -FI_ECANCELED;
     q->waiters++;
     const uint64_t gen = q->wake_gen;
@@ -169,7 +169,7 @@ ssize_t eq_wait_for(eq* q, size_t threshold, int timeout, uint32_t* event, void*
             r = -FI_EAGAIN;
             break;
         }
-        progressed = sleep_once(q, lk, dl, left);
+        progressed = sleep_once(q, dl, left);
     }
     if (nmore) *nmore = q->count;
     if (--q->waiters == 0 && q->closing) q->waiters.notify_all();  // fi_close waits for it
@@ -178,11 +178,11 @@ ssize_t eq_wait_for(eq* q, size_t threshold, int timeout, uint32_t* event, void*
 
 int eq_trywait(eq* q) {
     {
-        std::lock_guard<qlock> lk(q->mu);
+        evd::lock_guard lk(q->mu);
         if (q->count || q->overrun) return -FI_EAGAIN;
     }
     eq_run_sources(q);
-    std::lock_guard<qlock> lk(q->mu);
+    evd::lock_guard lk(q->mu);
     if (q->count || q->overrun) return -FI_EAGAIN;
     eq_arm_locked(q);
     return 0;
@@ -190,11 +190,11 @@ int eq_trywait(eq* q) {
 
 bool eq_has_events(eq* q) {
     {
-        std::lock_guard<qlock> lk(q->mu);
+        evd::lock_guard lk(q->mu);
         if (q->count || q->overrun) return true;
     }
     eq_run_sources(q);
-    std::lock_guard<qlock> lk(q->mu);
+    evd::lock_guard lk(q->mu);
     return q->count || q->overrun;
 }
 

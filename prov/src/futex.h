@@ -16,6 +16,8 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+#include "lock.h"
+
 namespace evd {
 
 inline long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const struct timespec* t) {
@@ -26,7 +28,7 @@ inline long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const struc
 // when uncontended (about a quarter of the instructions of a pthread mutex,
 // which matters at ~100 instructions per event); a short spin, then a futex
 // (0 free, 1 held, 2 held with sleepers).
-class qlock {
+class EVD_CAPABILITY("mutex") qlock {
     std::atomic<uint32_t> s_{0};
     void lock_slow() noexcept {
         for (int i = 0; i < 100; i++) {
@@ -45,7 +47,7 @@ class qlock {
 public:
     // Under ThreadSanitizer the lock is announced as a mutex, so that its
     // deadlock detector sees it in the lock order (docs/locking.md).
-    void lock() noexcept {
+    void lock() noexcept EVD_ACQUIRE() {
 #if defined(__SANITIZE_THREAD__)
         __tsan_mutex_pre_lock(this, 0);
 #endif
@@ -56,7 +58,7 @@ public:
         __tsan_mutex_post_lock(this, 0, 0);
 #endif
     }
-    void unlock() noexcept {
+    void unlock() noexcept EVD_RELEASE() {
 #if defined(__SANITIZE_THREAD__)
         (void)__tsan_mutex_pre_unlock(this, 0);
 #endif

@@ -12,7 +12,6 @@
 #include <cstddef>
 #include <cstring>
 #include <iterator>
-#include <mutex>
 #include <algorithm>
 #include <new>
 #include <vector>
@@ -21,6 +20,7 @@
 #include "domain.h"
 #include "ep.h"
 #include "eq.h"
+#include "lock.h"
 #include "qp_pool.h"
 
 namespace evd {
@@ -33,21 +33,23 @@ struct linger {
     devctx* dev = nullptr;    // held (devctx_by_name)
     uint8_t port = 1;
     // Under chan->mu:
-    bool armed = false;      // the endpoint's QP is gone; the record owns the id
-    bool dreq_sent = false;  // rdma_disconnect was called (by fi_shutdown or here)
+    bool armed EVD_GUARDED_BY(chan->mu) = false;  // the endpoint's QP is gone; the record owns the id
+    bool dreq_sent EVD_GUARDED_BY(chan->mu) = false;  // rdma_disconnect was called (by fi_shutdown or here)
     // No DREQ of ours is due (the connection never came up in evd's view, or
     // rdma_cm reported it over), but the kernel's CM still has state for the
     // id and destroying it makes the CM send a DREQ or REJ: the id is only
     // held until the port is active.
-    bool hold_only = false;
-    bool ended = false;      // rdma_cm reported the connection over
+    bool hold_only EVD_GUARDED_BY(chan->mu) = false;
+    bool ended EVD_GUARDED_BY(chan->mu) = false;  // rdma_cm reported the connection over
     // The QP may be kept (qp_pool.h): the record lives on after the
     // disconnect until RDMA_CM_EVENT_TIMEWAIT_EXIT. Set at begin; cleared at
     // arm when the QP was not kept after all.
-    bool timewait = false;
-    bool dreq_due = false;       // kept for a DREQ of ours (not only for the time-wait)
-    bool disconnected = false;   // rdma_cm reported the disconnect done (time-wait runs)
-    bool timewait_over = false;  // RDMA_CM_EVENT_TIMEWAIT_EXIT came
+    bool timewait EVD_GUARDED_BY(chan->mu) = false;
+    // kept for a DREQ of ours (not only for the time-wait)
+    bool dreq_due EVD_GUARDED_BY(chan->mu) = false;
+    // rdma_cm reported the disconnect done (time-wait runs)
+    bool disconnected EVD_GUARDED_BY(chan->mu) = false;
+    bool timewait_over EVD_GUARDED_BY(chan->mu) = false;  // RDMA_CM_EVENT_TIMEWAIT_EXIT came
     uint64_t token = 0;          // the kept QP's (qp_pool.h), from linger_arm
     // steady_clock ns after which a record waiting for TIMEWAIT_EXIT gives
     // up: give_up_at from the disconnect on; published to give_up_ns (which
@@ -60,8 +62,8 @@ struct linger {
 
 namespace {
 
-std::mutex g_mu;  // guards g_list; before any cm_chan::mu
-std::vector<linger*>& list() {
+mutex g_mu;  // guards g_list; before any cm_chan::mu
+std::vector<linger*>& list() EVD_REQUIRES(g_mu) {
     // Lives to exit (provider cleanup order), in static storage: the first
     // use (a close reaping) must not fail for want of memory.
     alignas(std::vector<linger*>) static unsigned char storage[sizeof(std::vector<linger*>)];
@@ -78,7 +80,7 @@ int64_t now_ns() {
 }
 
 // The disconnect is done; the time-wait runs from now (chan->mu held).
-void note_disconnected(linger* l) {
+void note_disconnected(linger* l) EVD_REQUIRES(l->chan->mu) {
     l->disconnected = true;
     l->dreq_sent = true;  // nothing more to send
     const int64_t wait = get_params().qp_pool_timewait_ms;
@@ -88,7 +90,7 @@ void note_disconnected(linger* l) {
 
 // The kept QP's wait ends: reset for reuse after TIMEWAIT_EXIT, destroyed
 // otherwise. chan->mu held (qp_pool's lock comes after it).
-void end_wait(linger* l) {
+void end_wait(linger* l) EVD_REQUIRES(l->chan->mu) {
     if (!l->token) return;
     if (l->timewait_over)
         qp_pool_release(l->token);
@@ -99,7 +101,7 @@ void end_wait(linger* l) {
 
 // Sends the DREQ. chan->mu held. False when it could not be sent: the id is
 // then handed back for destruction (the kernel sends one DREQ as it goes).
-bool send_dreq(linger* l) {
+bool send_dreq(linger* l) EVD_REQUIRES(l->chan->mu) {
     hb_release(l->id.get());
     if (rdma_disconnect(l->id.get()) == 0) {
         l->dreq_sent = true;
@@ -113,7 +115,7 @@ bool send_dreq(linger* l) {
 
 // Takes the id away from the channel (chan->mu held): nothing if it is gone
 // (destroyed, or handed to dispatch to destroy) or not armed yet.
-cm_id_ptr take_id(linger* l) {
+cm_id_ptr take_id(linger* l) EVD_REQUIRES(l->chan->mu) {
     end_wait(l);
     if (!l->id) return nullptr;
     l->id->context = nullptr;
@@ -126,7 +128,7 @@ cm_id_ptr take_id(linger* l) {
 void finish(linger* l) {
     cm_id_ptr id;
     {
-        std::lock_guard lk(l->chan->mu);
+        evd::lock_guard lk(l->chan->mu);
         id = take_id(l);
     }
     if (id) {
@@ -145,7 +147,7 @@ void finish(linger* l) {
 // it, and a close must not fail for want of memory.
 template <class F>
 linger* unlist_one(F pick) {
-    std::lock_guard lk(g_mu);
+    evd::lock_guard lk(g_mu);
     auto& v = list();
     auto it = std::find_if(v.begin(), v.end(), pick);
     if (it == v.end()) return nullptr;
@@ -199,7 +201,7 @@ linger* linger_begin(ep* e, bool keepable, qp_verdict* verdict) {
     const bool port_down = e->id->verbs && e->id->port_num &&
                            !port_active_now(e->id->verbs, e->id->port_num);
     try {
-        std::lock_guard lk(g_mu);
+        evd::lock_guard lk(g_mu);
         list().push_back(l);  // before arming: PORT_ACTIVE from now on finds it (and skips it)
     } catch (const std::bad_alloc&) {  // no record: fi_close destroys the id at once
         devctx_detach_eq(dev, l->q);
@@ -209,7 +211,8 @@ linger* linger_begin(ep* e, bool keepable, qp_verdict* verdict) {
     }
     bool keep = false;
     {
-        std::lock_guard lk(e->chan->mu);  // dispatch reads the context and e's flags under it
+        evd::lock_guard lk(l->chan->mu);  // e->chan: dispatch reads the context under it
+        evd::lock_guard elk(e->mu);        // and sets e's flags under this one too
         const bool want_dreq = e->cm_established && !e->cm_disconnected;
         // The QP is kept when nothing but a clean disconnect ended (or ends)
         // the connection; it waits here unless its time-wait is over.
@@ -243,7 +246,7 @@ void linger_arm(linger* l, cm_id_ptr id, uint64_t token) {
     cm_id_ptr destroy;
     bool dreq_sent = false;
     {
-        std::lock_guard lk(l->chan->mu);
+        evd::lock_guard lk(l->chan->mu);
         l->id = std::move(id);
         l->armed = true;
         if (l->timewait && token) {
@@ -284,14 +287,13 @@ bool linger_hold_request(cm_id_ptr& id, cm_chan* chan) {
     l->q = chan->q;
     l->dev = dev;
     l->port = id->port_num ? id->port_num : 1;
-    l->hold_only = true;
     if (devctx_attach_eq(dev, l->q)) {
         devctx_put(dev);
         delete l;
         return false;
     }
     try {
-        std::lock_guard lk(g_mu);
+        evd::lock_guard lk(g_mu);
         list().push_back(l);  // unarmed: PORT_ACTIVE skips it, nothing reaps it
     } catch (const std::bad_alloc&) {  // no record: the caller keeps the id and rejects now
         devctx_detach_eq(dev, l->q);
@@ -300,14 +302,15 @@ bool linger_hold_request(cm_id_ptr& id, cm_chan* chan) {
         return false;
     }
     {
-        std::lock_guard lk(chan->mu);
+        evd::lock_guard lk(l->chan->mu);
+        l->hold_only = true;
         id->context = &l->owner;  // its events reach the record from now on
         l->id = std::move(id);
     }
     // Armed once listed; the port may have come back in between.
     cm_id_ptr destroy;
     {
-        std::lock_guard lk(chan->mu);
+        evd::lock_guard lk(l->chan->mu);
         l->armed = true;
         if (l->ended || port_active(l)) destroy = take_id(l);
     }
@@ -320,6 +323,7 @@ bool linger_hold_request(cm_id_ptr& id, cm_chan* chan) {
 
 cm_id_ptr linger_cm_event(cm_owner* owner, struct rdma_cm_event* ev, const cm_action& a) {
     auto* l = reinterpret_cast<linger*>(reinterpret_cast<char*>(owner) - offsetof(linger, owner));
+    l->chan->mu.assert_held();  // dispatch took it: the id lives on l->chan
     const bool tw_exit = ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT;
     const bool shutdown = a.row->outcome == cm_outcome::shutdown;
     // A kept QP waits on after a clean disconnect, for the time-wait's end.
@@ -350,10 +354,10 @@ void linger_port_active(devctx* d, uint8_t port) {
         size_t n = 0;
         more = false;
         {
-            std::lock_guard lk(g_mu);
+            evd::lock_guard lk(g_mu);
             for (linger* l : list()) {
                 if (l->dev != d || l->port != port || l->done.load()) continue;
-                std::lock_guard clk(l->chan->mu);
+                evd::lock_guard clk(l->chan->mu);
                 if (!l->armed || l->ended || !l->id || (l->dreq_sent && !l->hold_only)) continue;
                 if (n == std::size(destroy)) {
                     more = true;
@@ -372,7 +376,7 @@ void linger_end_eq(eq* q) {
 }
 
 size_t linger_count() {
-    std::lock_guard lk(g_mu);
+    evd::lock_guard lk(g_mu);
     return list().size();
 }
 

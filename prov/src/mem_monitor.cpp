@@ -43,19 +43,19 @@ struct monitor {
     pid_t pid = 0;
     int refs = 0;
 };
-std::mutex g_state_mu;
+mutex g_state_mu;
 monitor* g_mon = nullptr;  // under g_state_mu, except reads while refs > 0
 // Under mem_lock():
 mem_listener* g_listeners = nullptr;
 uint64_t g_events = 0;
 
-void notify(uintptr_t start, uintptr_t end) {
+void notify(uintptr_t start, uintptr_t end) EVD_REQUIRES(mem_lock()) {
     ++g_events;
     for (mem_listener* l = g_listeners; l; l = l->next) l->invalidate(l, start, end);
 }
 
 // One event, under mem_lock().
-void apply(const struct uffd_msg& m, int uffd) {
+void apply(const struct uffd_msg& m, int uffd) EVD_REQUIRES(mem_lock()) {
     switch (m.event) {
         case UFFD_EVENT_UNMAP:
         case UFFD_EVENT_REMOVE:  // same layout: start, end
@@ -92,7 +92,7 @@ void* run(void* arg) {
         if (!(p[0].revents & POLLIN)) continue;
         // The unmapping thread is released by the read: read and apply under
         // the lock, so that no lookup runs between the two.
-        std::lock_guard lk(mem_lock());
+        evd::lock_guard lk(mem_lock());
         struct uffd_msg msgs[16];
         for (;;) {
             ssize_t got = read(uffd, msgs, sizeof msgs);
@@ -125,13 +125,13 @@ int open_uffd(fd_owner& out) {
 
 }  // namespace
 
-std::mutex& mem_lock() {
-    static std::mutex mu;
+mutex& mem_lock() {
+    static mutex mu;
     return mu;
 }
 
 int mem_monitor_get() {
-    std::lock_guard lk(g_state_mu);
+    evd::lock_guard lk(g_state_mu);
     if (g_mon) {  // running (possibly with no domain since the last put)
         ++g_mon->refs;
         return 0;
@@ -159,14 +159,14 @@ int mem_monitor_get() {
 }
 
 void mem_monitor_put() {
-    std::lock_guard lk(g_state_mu);
+    evd::lock_guard lk(g_state_mu);
     if (g_mon && g_mon->refs > 0) --g_mon->refs;
     // The thread and its fd stay until provider cleanup: an application that
     // opens and closes domains does not start and stop a thread each time.
 }
 
 void mem_monitor_shutdown() {
-    std::lock_guard lk(g_state_mu);
+    evd::lock_guard lk(g_state_mu);
     if (!g_mon) return;
     std::unique_ptr<monitor> m(g_mon);
     g_mon = nullptr;

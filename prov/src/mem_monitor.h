@@ -31,18 +31,19 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <mutex>
+
+#include "lock.h"
 
 namespace evd {
 
 // The lock of every registration cache and of the monitor's event reading.
-std::mutex& mem_lock();
+mutex& mem_lock();
 
 // A cache's subscription: invalidate(self, start, end) runs on the monitor's
 // thread, under mem_lock(), for every event ([start, end) page aligned).
 struct mem_listener {
     void (*invalidate)(mem_listener* self, uintptr_t start, uintptr_t end) = nullptr;
-    mem_listener* next = nullptr;  // the monitor's list (under mem_lock())
+    mem_listener* next EVD_GUARDED_BY(mem_lock()) = nullptr;  // the monitor's list
 };
 
 // The first get starts the monitor (its fd and thread), which then runs
@@ -55,18 +56,18 @@ void mem_monitor_put();
 void mem_monitor_shutdown();
 
 // Under mem_lock(): subscribes / unsubscribes l.
-void mem_monitor_listen(mem_listener* l);
-void mem_monitor_unlisten(mem_listener* l);
+void mem_monitor_listen(mem_listener* l) EVD_REQUIRES(mem_lock());
+void mem_monitor_unlisten(mem_listener* l) EVD_REQUIRES(mem_lock());
 
 // Watches [start, end) (page aligned) for unmaps, moves and discards; false
 // when userfaultfd cannot watch that memory. Not under mem_lock(). A range
 // stays watched until it is unmapped or the monitor stops.
-bool mem_monitor_watch(uintptr_t start, uintptr_t end);
+bool mem_monitor_watch(uintptr_t start, uintptr_t end) EVD_EXCLUDES(mem_lock());
 
 // Under mem_lock(): how many events the monitor has applied. A cache that
 // registered memory with the lock released compares it with the value it
 // read before watching the range: a change means an event may concern the
 // new registration, which is then not cached.
-uint64_t mem_monitor_events();
+uint64_t mem_monitor_events() EVD_REQUIRES(mem_lock());
 
 }  // namespace evd

@@ -31,21 +31,21 @@ mr_cache::mr_cache(struct ibv_pd* pd, mr_cache_limits lim, int extra_access)
     : pd_(pd), lim_(lim), full_access_(kFullAccess | extra_access), pid_(getpid()) {
     listener_.invalidate = on_invalidate;
     listener_.cache = this;
-    std::lock_guard lk(mem_lock());
+    evd::lock_guard lk(mem_lock());
     mem_monitor_listen(&listener_);
 }
 
 mr_cache::~mr_cache() {
     if (pid_ != getpid()) return;  // a fork child: the parent's registrations, not its own
     {
-        std::lock_guard lk(mem_lock());
+        evd::lock_guard lk(mem_lock());
         mem_monitor_unlisten(&listener_);
         while (!index_.empty()) unindex(index_.size() - 1);
     }
     reap();
 }
 
-void mr_cache::on_invalidate(mem_listener* l, uintptr_t start, uintptr_t end) {
+void mr_cache::on_invalidate(mem_listener* l, uintptr_t start, uintptr_t end) EVD_REQUIRES(mem_lock()) {
     mr_cache* c = static_cast<listener*>(l)->cache;
     // entries are sorted and disjoint, so their ends are sorted too
     auto it = std::upper_bound(c->index_.begin(), c->index_.end(), start,
@@ -98,7 +98,7 @@ void mr_cache::lru_unlink(mr_entry* e) {
 // Evicts unused entries, oldest first, until one more entry of `bytes` fits;
 // false when entries in use leave no room.
 bool mr_cache::make_room(size_t bytes) {
-    auto fits = [&] {
+    auto fits = [&]() EVD_REQUIRES(mem_lock()) {
         return index_.size() < lim_.max_count && (!lim_.max_bytes || bytes_ + bytes <= lim_.max_bytes);
     };
     while (!fits() && lru_head_) {
@@ -111,9 +111,15 @@ bool mr_cache::make_room(size_t bytes) {
     return fits();
 }
 
+namespace {
+// The next of a list of retired entries the caller took out of the cache
+// (dead_ under mem_lock()): nobody else reaches them any more.
+mr_entry* dead_next_of(mr_entry* e) EVD_NO_LOCK_ANALYSIS { return e->dead_next; }
+}  // namespace
+
 void mr_cache::free_dead(mr_entry* list) {
     while (list) {
-        mr_entry* next = list->dead_next;
+        mr_entry* next = dead_next_of(list);
         if (int rc = release_with(list->ibmr, ibv_dereg_mr))
             EVD_WARN(FI_LOG_MR, "ibv_dereg_mr of a cached registration: %s (leaked)\n", strerror(rc));
         delete list;
@@ -124,7 +130,7 @@ void mr_cache::free_dead(mr_entry* list) {
 void mr_cache::reap() {
     mr_entry* dead;
     {
-        std::lock_guard lk(mem_lock());
+        evd::lock_guard lk(mem_lock());
         dead = std::exchange(dead_, nullptr);
     }
     free_dead(dead);
@@ -152,8 +158,7 @@ mr_entry* mr_cache::reg_new(uintptr_t start, uintptr_t end, int access, int* err
         delete e;
         return nullptr;
     }
-    e->users = 1;
-    return e;
+    return e;  // with its first user (mr_entry::users)
 }
 
 mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err) {
@@ -169,7 +174,7 @@ mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err) {
     mr_entry* dead = nullptr;
     bool need_room = false;  // the index has not taken its room yet
     {
-        std::lock_guard lk(mem_lock());
+        evd::lock_guard lk(mem_lock());
         dead = std::exchange(dead_, nullptr);  // what invalidations retired meanwhile
         hit = find(a, a + len, access);
         if (hit) {
@@ -195,7 +200,7 @@ mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err) {
     // Watch first, then pin: an unmap after the watch is seen (the event
     // count moves), one before it left the new pages to be pinned.
     if (!mem_monitor_watch(start, end)) {
-        std::lock_guard lk(mem_lock());
+        evd::lock_guard lk(mem_lock());
         ++uncached_;
         return nullptr;
     }
@@ -219,7 +224,7 @@ mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err) {
         } catch (const std::bad_alloc&) {  // no room: the entry stays private
         }
     }
-    std::lock_guard lk(mem_lock());
+    evd::lock_guard lk(mem_lock());
     const bool roomy = index_.capacity() >= lim_.max_count || room.capacity() >= lim_.max_count;
     if (index_.capacity() < lim_.max_count && roomy) {
         room.assign(index_.begin(), index_.end());  // within its capacity
@@ -261,7 +266,7 @@ void mr_cache::put(mr_entry* e) {
     if (pid_ != getpid()) return;  // a fork child: the parent's entry, not ours to touch
     bool dead = false;
     {
-        std::lock_guard lk(mem_lock());
+        evd::lock_guard lk(mem_lock());
         if (--e->users > 0) return;
         if (e->indexed) {
             lru_push(e);
@@ -276,7 +281,7 @@ void mr_cache::put(mr_entry* e) {
 void mr_cache::stats(struct fi_evd_mr_cache_stats* out) {
     *out = {};
     if (pid_ != getpid()) return;  // a fork child caches nothing
-    std::lock_guard lk(mem_lock());
+    evd::lock_guard lk(mem_lock());
     out->hits = hits_;
     out->misses = misses_;
     out->registrations = registered_;

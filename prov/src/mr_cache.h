@@ -49,12 +49,13 @@ struct mr_entry {
     uintptr_t start = 0, end = 0;  // the registered pages
     int access = 0;                // ibv_access_flags of the registration
     ibv_mr_ptr ibmr;
-    // Under mem_lock():
-    int users = 0;            // fi_mr objects on it
-    bool indexed = false;     // lookups find it
-    mr_entry* lru_prev = nullptr;  // unused and indexed: the LRU list
-    mr_entry* lru_next = nullptr;
-    mr_entry* dead_next = nullptr;  // unused and not indexed: to deregister
+    int users EVD_GUARDED_BY(mem_lock()) = 1;  // fi_mr objects on it; born with its first
+    bool indexed EVD_GUARDED_BY(mem_lock()) = false;  // lookups find it
+    // unused and indexed: the LRU list
+    mr_entry* lru_prev EVD_GUARDED_BY(mem_lock()) = nullptr;
+    mr_entry* lru_next EVD_GUARDED_BY(mem_lock()) = nullptr;
+    // unused and not indexed: to deregister
+    mr_entry* dead_next EVD_GUARDED_BY(mem_lock()) = nullptr;
 };
 
 struct mr_cache_limits {
@@ -86,18 +87,18 @@ public:
 
 private:
     static void on_invalidate(mem_listener* l, uintptr_t start, uintptr_t end);
-    // Under mem_lock():
-    mr_entry* find(uintptr_t start, uintptr_t end, int access);
-    void unindex(size_t i);
-    void retire(mr_entry* e);
-    bool make_room(size_t bytes);
-    void lru_push(mr_entry* e);
-    void lru_unlink(mr_entry* e);
+    mr_entry* find(uintptr_t start, uintptr_t end, int access) EVD_REQUIRES(mem_lock());
+    void unindex(size_t i) EVD_REQUIRES(mem_lock());
+    void retire(mr_entry* e) EVD_REQUIRES(mem_lock());
+    bool make_room(size_t bytes) EVD_REQUIRES(mem_lock());
+    void lru_push(mr_entry* e) EVD_REQUIRES(mem_lock());
+    void lru_unlink(mr_entry* e) EVD_REQUIRES(mem_lock());
     // Outside it: deregisters and frees a list of retired entries; reap()
     // takes the list retire() built.
-    static void free_dead(mr_entry* list);
-    void reap();
-    mr_entry* reg_new(uintptr_t start, uintptr_t end, int access, int* err);
+    static void free_dead(mr_entry* list) EVD_EXCLUDES(mem_lock());
+    void reap() EVD_EXCLUDES(mem_lock());
+    mr_entry* reg_new(uintptr_t start, uintptr_t end, int access, int* err)
+        EVD_EXCLUDES(mem_lock());
 
     struct listener : mem_listener {
         mr_cache* cache = nullptr;
@@ -106,14 +107,17 @@ private:
     mr_cache_limits lim_;
     int full_access_;  // what entries are registered with (see the constructor)
     pid_t pid_;
-    // Under mem_lock():
-    std::vector<mr_entry*> index_;  // sorted by start, non-overlapping
-    size_t bytes_ = 0;
-    mr_entry* lru_head_ = nullptr;  // oldest unused
-    mr_entry* lru_tail_ = nullptr;
-    mr_entry* dead_ = nullptr;
-    uint64_t hits_ = 0, misses_ = 0, invalidated_ = 0, evicted_ = 0, uncached_ = 0,
-             registered_ = 0;
+    std::vector<mr_entry*> index_ EVD_GUARDED_BY(mem_lock());  // sorted by start, disjoint
+    size_t bytes_ EVD_GUARDED_BY(mem_lock()) = 0;
+    mr_entry* lru_head_ EVD_GUARDED_BY(mem_lock()) = nullptr;  // oldest unused
+    mr_entry* lru_tail_ EVD_GUARDED_BY(mem_lock()) = nullptr;
+    mr_entry* dead_ EVD_GUARDED_BY(mem_lock()) = nullptr;
+    uint64_t hits_ EVD_GUARDED_BY(mem_lock()) = 0;
+    uint64_t misses_ EVD_GUARDED_BY(mem_lock()) = 0;
+    uint64_t invalidated_ EVD_GUARDED_BY(mem_lock()) = 0;
+    uint64_t evicted_ EVD_GUARDED_BY(mem_lock()) = 0;
+    uint64_t uncached_ EVD_GUARDED_BY(mem_lock()) = 0;
+    uint64_t registered_ EVD_GUARDED_BY(mem_lock()) = 0;
 };
 
 }  // namespace evd

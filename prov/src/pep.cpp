@@ -73,14 +73,14 @@ int pep_close(struct fid* f) {
         pep* p = pep_of(f);
         if (!p) return -FI_EINVAL;
         if (p->id) {
-            std::lock_guard lk(p->chan->mu);
+            evd::lock_guard lk(p->chan->mu);
             p->id->context = nullptr;  // no new requests after this
         }
         // Its requests end with it: unanswered ones are rejected, and the
         // handles are invalid afterwards (the pep's ref is dropped).
         connreq* list = nullptr;
         {
-            std::lock_guard lk(p->mu);
+            evd::lock_guard lk(p->mu);
             list = p->reqs;
             p->reqs = nullptr;
         }
@@ -120,7 +120,7 @@ int pep_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_pep_bind: not an evd EQ\n");
             return -FI_EINVAL;
         }
-        std::lock_guard lk(p->mu);
+        evd::lock_guard lk(p->mu);
         if (p->eq_bound) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_pep_bind: an EQ is already bound\n");
             return -FI_EINVAL;
@@ -147,7 +147,7 @@ int pep_control(struct fid* f, int command, void* arg) {
             if (!arg) return -FI_EINVAL;
             int b = *static_cast<int*>(arg);
             if (b < 0) return -FI_EINVAL;
-            std::lock_guard lk(p->mu);
+            evd::lock_guard lk(p->mu);
             p->backlog = b;
             hb_release(p->id.get());
             if (p->listening && rdma_listen(p->id.get(), b)) return fi_err(errno);
@@ -165,7 +165,7 @@ int pep_setname(fid_t f, void* addr, size_t addrlen) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_setname(pep): bad address or length %zu\n", addrlen);
             return -FI_EINVAL;
         }
-        std::lock_guard lk(p->mu);
+        evd::lock_guard lk(p->mu);
         if (p->listening) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_setname(pep): already listening\n");
             return -FI_EOPBADSTATE;
@@ -180,7 +180,7 @@ int pep_getname(fid_t f, void* addr, size_t* addrlen) {
     return guard([&] {
         pep* p = pep_of(f);
         if (!p || !addrlen) return -FI_EINVAL;
-        std::lock_guard lk(p->mu);
+        evd::lock_guard lk(p->mu);
         if (p->listening) return cm_copy_addr(rdma_get_local_addr(p->id.get()), addr, addrlen);
         return cm_copy_addr(static_cast<const struct sockaddr*>(p->info->src_addr), addr,
                             addrlen);
@@ -191,7 +191,7 @@ int pep_listen(struct fid_pep* pf) {
     return guard([&] {
         pep* p = pep_of(&pf->fid);
         if (!p) return -FI_EINVAL;
-        std::lock_guard lk(p->mu);
+        evd::lock_guard lk(p->mu);
         if (!p->eq_bound) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_listen: no EQ bound\n");
             return -FI_ENOEQ;
@@ -305,7 +305,7 @@ info_ptr connreq_info(const pep* p, struct rdma_cm_id* id) {
 }
 
 void unlist(pep* p, connreq* r) {
-    std::lock_guard plk(p->mu);
+    evd::lock_guard plk(p->mu);
     for (connreq** pp = &p->reqs; *pp; pp = &(*pp)->next)
         if (*pp == r) {
             *pp = r->next;
@@ -341,15 +341,16 @@ cm_id_ptr on_connreq(pep* p, struct rdma_cm_event* ev, const cm_action& a, cm_ch
     r->fid.fclass = FI_CLASS_CONNREQ;
     r->fid.context = p->fid.fid.context;
     r->fid.ops = &connreq_fi_ops;
+    r->chan = chan;
+    r->chan->mu.assert_held();  // dispatch holds chan->mu
     id->context = &r->owner;
     r->id = std::move(id);
-    r->chan = chan;
     r->eq_bound = p->eq_bound;
     cm_chan_ref(chan);
     eq_bind_ref(r->eq_bound);
     info->handle = &r->fid;
     {
-        std::lock_guard plk(p->mu);
+        evd::lock_guard plk(p->mu);
         r->next = p->reqs;
         p->reqs = r.get();
     }
@@ -398,6 +399,7 @@ cm_id_ptr connreq_cm_event(connreq* r, struct rdma_cm_event* ev, const cm_action
             a.prov_errno);
     if (!a.row->terminal) return nullptr;
     r->gone.store(true);
+    r->chan->mu.assert_held();  // dispatch holds it: the pending id lives on r->chan
     if (r->id.get() != ev->id) return nullptr;
     r->id->context = nullptr;
     return std::move(r->id);  // destroyed by dispatch after the ack
@@ -419,7 +421,7 @@ int connreq_release(connreq* r, bool reject, const void* data, size_t len) {
     int ret = 0;
     cm_id_ptr id;
     {
-        std::lock_guard lk(r->chan->mu);
+        evd::lock_guard lk(r->chan->mu);
         id = std::move(r->id);
         if (id) id->context = nullptr;
     }

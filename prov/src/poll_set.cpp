@@ -6,11 +6,11 @@
 #include "poll_set.h"
 
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "domain.h"
 #include "eq.h"
+#include "lock.h"
 #include "wait.h"
 
 namespace evd {
@@ -20,8 +20,8 @@ struct poll_set {
     struct fid_poll fid{{0, nullptr, &unopened_fi_ops}};  // first member
     kind tag = kTag;
     domain* dom = nullptr;
-    std::mutex mu;
-    std::vector<struct fid*> members;  // guarded by mu; grows only in fi_poll_add
+    mutex mu;
+    std::vector<struct fid*> members EVD_GUARDED_BY(mu);  // grows only in fi_poll_add
 };
 
 namespace {
@@ -35,7 +35,7 @@ int ps_poll(struct fid_poll* f, void** context, int count) {
     return guard([&] {
         poll_set* ps = poll_from_fid(f);
         if (!ps || count < 0 || (count && !context)) return -FI_EINVAL;
-        std::lock_guard lk(ps->mu);
+        evd::lock_guard lk(ps->mu);
         int n = 0;
         for (struct fid* m : ps->members) {
             if (n == count) break;
@@ -61,7 +61,7 @@ int ps_add(struct fid_poll* f, struct fid* member, uint64_t flags) {
             return -FI_EINVAL;
         }
         if (member->fclass == FI_CLASS_EQ && !eq_from_fid(member)) return -FI_EINVAL;
-        std::lock_guard lk(ps->mu);
+        evd::lock_guard lk(ps->mu);
         for (struct fid* m : ps->members)
             if (m == member) return -FI_EALREADY;
         ps->members.push_back(member);
@@ -74,7 +74,7 @@ int ps_del(struct fid_poll* f, struct fid* member, uint64_t flags) {
     return guard([&] {
         poll_set* ps = poll_from_fid(f);
         if (!ps || !member) return -FI_EINVAL;
-        std::lock_guard lk(ps->mu);
+        evd::lock_guard lk(ps->mu);
         for (auto it = ps->members.begin(); it != ps->members.end(); ++it) {
             if (*it != member) continue;
             ps->members.erase(it);
@@ -90,7 +90,7 @@ int ps_close(struct fid* f) {
         poll_set* ps = poll_from_fid(reinterpret_cast<struct fid_poll*>(f));
         if (!ps) return -FI_EINVAL;
         {
-            std::lock_guard lk(ps->mu);
+            evd::lock_guard lk(ps->mu);
             if (!ps->members.empty()) {
                 EVD_WARN(FI_LOG_DOMAIN, "fi_close(poll set): %zu members left\n",
                          ps->members.size());

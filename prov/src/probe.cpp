@@ -68,9 +68,9 @@ void probe_port_active(devctx* d, uint8_t port) {
 
 void probe_due(ep* e) {
     if (!e->probing.exchange(false)) return;
-    if (!e->qp || !e->tx_cq || e->terminal.load()) return;
+    if (!ep_qp_of(e) || !e->tx_cq || e->terminal.load()) return;
     if (static_cast<ep_state>(e->state.load()) != ep_state::connected) return;
-    const uint32_t qpn = e->qp->qp_num;
+    const uint32_t qpn = ep_qp_of(e)->qp_num;
     const int got = cq_pull_probe(e->tx_cq, qpn);
     if (got == 1) {
         EVD_DBG(FI_LOG_EP_CTRL, "ep %p: progress probe on QP %u completed\n",
@@ -83,7 +83,7 @@ void probe_due(ep* e) {
              "not complete, FI_EVD_PROBE_TIMEOUT): ended with FI_ETIMEDOUT\n",
              static_cast<void*>(e), qpn);
     ep_terminal_error(e, FI_ETIMEDOUT, -ETIMEDOUT, "no progress after the port returned");
-    if (int rc = qp_to_error(e->qp.get()))
+    if (int rc = qp_to_error(ep_qp_of(e)))
         EVD_WARN(FI_LOG_EP_CTRL, "ep %p: QP %u to the error state: %s\n", static_cast<void*>(e),
                  qpn, strerror(rc));
 }

@@ -31,7 +31,7 @@ namespace evd {
 
 // At IBV_EVENT_PORT_ACTIVE of `port` on d, under d->reg_mu: posts the probes
 // and arms their deadlines.
-void probe_port_active(devctx* d, uint8_t port);
+void probe_port_active(devctx* d, uint8_t port) EVD_REQUIRES(d->reg_mu);
 
 // The deadline of e's probe (cm_deadline.cpp, under e->chan->mu, e open).
 void probe_due(ep* e);

@@ -50,7 +50,7 @@ int post_recv_marker(struct ibv_qp* qp) {
 }
 
 // Queues the receive marker once per connection (see ep::rq_marked).
-void mark_receives(ep* e) {
+void mark_receives(ep* e) EVD_REQUIRES(e->mu) {
     struct ibv_qp* qp = e->qp.get();
     if (!qp || qp->srq || !e->rx_cq || e->rq_marked.load()) return;
     e->rq_marked.store(true);  // before the post: a receive behind the marker sees it
@@ -68,7 +68,7 @@ int qp_to_error(struct ibv_qp* qp) {
     return ibv_modify_qp(qp, &a, IBV_QP_STATE);
 }
 
-void qp_mark_receives(ep* e) {
+void qp_mark_receives(ep* e) EVD_REQUIRES(e->mu) {
     // Only for a QP that can be kept, and only when rdma_disconnect is
     // about to move it to the error state (it does so for the id's QP):
     // the marker must never sit in a live receive queue.
@@ -77,7 +77,9 @@ void qp_mark_receives(ep* e) {
 }
 
 bool qp_flush(ep* e) {
-    struct ibv_qp* qp = e->qp.get();
+    // fi_close, once dispatch no longer reaches e: only this thread changes
+    // the QP now (and only after the flush)
+    struct ibv_qp* qp = ep_qp_of(e);
     if (!qp || !e->tx_cq || get_params().flush_timeout_ms <= 0) return false;
     struct ibv_qp_attr attr {};
     struct ibv_qp_init_attr init {};
@@ -96,7 +98,10 @@ bool qp_flush(ep* e) {
     // no QP and are not flushed.
     // (When the connection ended first, the marker went in before the QP
     // left RTS: qp_mark_receives.)
-    if (attr.qp_state != IBV_QPS_ERR) mark_receives(e);
+    if (attr.qp_state != IBV_QPS_ERR) {
+        evd::lock_guard lk(e->mu);
+        mark_receives(e);
+    }
     const bool rq_marker = e->rq_marked.load();
     if (attr.qp_state != IBV_QPS_ERR) {
         if (int r = qp_to_error(qp)) {

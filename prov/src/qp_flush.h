@@ -26,14 +26,14 @@ namespace evd {
 // request the QP held is known to have completed: its send marker came out,
 // and its receive marker too, with no receive posted behind it (unless its
 // receives belong to an SRQ). Only such a QP may be kept (qp_pool.h).
-bool qp_flush(ep* e);
+bool qp_flush(ep* e) EVD_EXCLUDES(e->mu);
 
 // Before rdma_disconnect moves e's QP to the error state while its
 // connection ends: queues the receive flush marker behind the application's
 // receives, so that fi_close can tell they have all been flushed and the QP
 // may be kept (qp_pool.h). Only with QP reuse on, and only for the id's QP
 // (which rdma_disconnect moves). e->mu held.
-void qp_mark_receives(ep* e);
+void qp_mark_receives(ep* e) EVD_REQUIRES(e->mu);
 
 // Moves qp to the error state, which flushes its queues; 0 or an errno. (The
 // closing flush, fail-fast and the connect timeout all end a QP this way.)

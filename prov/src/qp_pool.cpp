@@ -9,11 +9,11 @@
 
 #include <chrono>
 #include <cstring>
-#include <mutex>
 #include <new>
 
 #include "domain.h"
 #include "evd.h"
+#include "lock.h"
 
 namespace evd {
 
@@ -31,9 +31,9 @@ struct node {
     clock::time_point since;  // when it started waiting
 };
 
-std::mutex g_mu;  // guards g_head and g_next_token; taken last (a leaf)
-node* g_head = nullptr;
-uint64_t g_next_token = 1;
+mutex g_mu;  // guards g_head and g_next_token; taken last (a leaf)
+node* g_head EVD_GUARDED_BY(g_mu) = nullptr;
+uint64_t g_next_token EVD_GUARDED_BY(g_mu) = 1;
 
 // Unlinks the nodes `pick` selects onto *out (destroyed by the caller after
 // unlocking: destroying a QP waits for the device). g_mu held.
@@ -91,7 +91,7 @@ template <class F>
 void purge(F pick) {
     node* dead = nullptr;
     {
-        std::lock_guard lk(g_mu);
+        evd::lock_guard lk(g_mu);
         unlink_if(&dead, pick);
     }
     destroy_all(dead);
@@ -122,7 +122,7 @@ ibv_qp_ptr qp_pool_take(domain* d, const qp_key& k) {
     node* dead = nullptr;
     node* got = nullptr;
     if (get_params().qp_pool_size) {
-        std::lock_guard lk(g_mu);
+        evd::lock_guard lk(g_mu);
         unlink_expired(&dead, clock::now());
         for (node** pp = &g_head; *pp; pp = &(*pp)->next) {
             if ((*pp)->idle && (*pp)->key == k) {
@@ -156,7 +156,7 @@ uint64_t qp_pool_retire(domain* d, const qp_key& k, ibv_qp_ptr qp) {
     uint64_t token = 0;
     const uint32_t num = qp->qp_num;
     {
-        std::lock_guard lk(g_mu);
+        evd::lock_guard lk(g_mu);
         const auto now = clock::now();
         unlink_expired(&dead, now);
         size_t kept = 0;
@@ -228,7 +228,7 @@ void qp_pool_stats(domain* d, struct fi_evd_qp_pool_stats* st) {
     st->created = d->qpp.created.load(std::memory_order_relaxed);
     st->retired = d->qpp.retired.load(std::memory_order_relaxed);
     st->discarded = d->qpp.discarded.load(std::memory_order_relaxed);
-    std::lock_guard lk(g_mu);
+    evd::lock_guard lk(g_mu);
     for (node* n = g_head; n; n = n->next) {
         if (n->key.pd != d->pd.get()) continue;
         if (n->idle)

@@ -13,11 +13,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <mutex>
 #include <thread>
 
 #include "ep.h"
 #include "evd.h"
+#include "lock.h"
 #include "owners.h"
 
 namespace evd {
@@ -46,13 +46,13 @@ struct agent {
     cm_channel_ptr chan;
     fd_owner stop;
     std::thread thread;
-    std::mutex mu;  // listeners' `live`, and qpn reads
+    mutex mu;  // listeners' `live`, and qpn reads
 
     void answer(struct rdma_cm_event* ev) {
         auto* l = static_cast<ud_listener*>(ev->listen_id ? ev->listen_id->context : nullptr);
         uint32_t qpn = 0;
         {
-            std::lock_guard lk(mu);
+            evd::lock_guard lk(mu);
             if (l && l->live) qpn = l->qpn;
         }
         struct rdma_cm_id* child = ev->id;
@@ -96,11 +96,11 @@ struct agent {
     }
 };
 
-std::mutex g_agent_mu;  // creation and shutdown
-agent* g_agent = nullptr;
+mutex g_agent_mu;  // creation and shutdown
+agent* g_agent EVD_GUARDED_BY(g_agent_mu) = nullptr;
 
 agent* get_agent(int* err) {
-    std::lock_guard lk(g_agent_mu);
+    evd::lock_guard lk(g_agent_mu);
     if (g_agent) return g_agent;
     auto a = std::make_unique<agent>();
     a->chan.reset(rdma_create_event_channel());
@@ -227,9 +227,9 @@ ud_listener* ud_listen(const struct sockaddr* addr, uint32_t qpn, uint16_t* port
 void ud_unlisten(ud_listener* l) {
     if (!l) return;
     {
-        std::lock_guard lk(g_agent_mu);
+        evd::lock_guard lk(g_agent_mu);
         if (g_agent) {
-            std::lock_guard alk(g_agent->mu);
+            evd::lock_guard alk(g_agent->mu);
             l->live = false;
         }
     }
@@ -244,7 +244,7 @@ int ud_resolve(const struct sockaddr* src, const struct sockaddr* dst, int timeo
 }
 
 void ud_agent_shutdown() noexcept {
-    std::lock_guard lk(g_agent_mu);
+    evd::lock_guard lk(g_agent_mu);
     if (!g_agent) return;
     g_agent->stop.signal();
     if (g_agent->thread.joinable()) g_agent->thread.join();

@@ -25,13 +25,13 @@
 #include <cstring>
 #include <ctime>
 #include <memory>
-#include <mutex>
 #include <vector>
 
+#include "deadline.h"
 #include "domain.h"
 #include "eq.h"
-#include "deadline.h"
 #include "fabric.h"
+#include "lock.h"
 #include "mutex_cond.h"
 #include "owners.h"
 
@@ -44,8 +44,8 @@ struct wait_set {
     fabric* fab = nullptr;
     refcount refs;  // members
     enum fi_wait_obj wobj = FI_WAIT_FD;  // as reported by FI_GETWAITOBJ
-    std::mutex mu;
-    wait_member* members = nullptr;  // guarded by mu
+    mutex mu;
+    wait_member* members EVD_GUARDED_BY(mu) = nullptr;
     fd_owner epfd;
     bool has_mc = false;
     pthread_mutex_t mc_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -67,7 +67,7 @@ bool fd_based(enum fi_wait_obj w) { return w == FI_WAIT_FD || w == FI_WAIT_POLLF
 
 // -FI_EAGAIN when some member has something pending; 0 when all are armed.
 int members_trywait(wait_set* ws) {
-    std::lock_guard lk(ws->mu);
+    evd::lock_guard lk(ws->mu);
     for (wait_member* m = ws->members; m; m = m->next)
         if (m->trywait(m) == -FI_EAGAIN) return -FI_EAGAIN;
     return 0;
@@ -195,7 +195,7 @@ int member_wait_set(struct fid_wait* f, enum fi_log_subsys sub, const char* who,
 
 int wait_set_add(wait_set* ws, wait_member* m) {
     if (!ws || !m || !m->trywait) return -FI_EINVAL;
-    std::lock_guard lk(ws->mu);
+    evd::lock_guard lk(ws->mu);
     if (fd_based(ws->wobj)) {
         if (m->fd < 0) return -FI_EINVAL;
         struct epoll_event ev {};
@@ -211,7 +211,7 @@ int wait_set_add(wait_set* ws, wait_member* m) {
 
 void wait_set_del(wait_set* ws, wait_member* m) {
     if (!ws || !m) return;
-    std::lock_guard lk(ws->mu);
+    evd::lock_guard lk(ws->mu);
     wait_member** pp = &ws->members;
     while (*pp && *pp != m) pp = &(*pp)->next;
     if (!*pp) return;

@@ -364,12 +364,12 @@ class AsyncDispatch : public evdtest::InternalFabric {
         t.owner = s;
         t.consequence = consequence_owner;
         t.claim_terminal = terminal_hook ? claim_owner : nullptr;
-        std::lock_guard<std::mutex> lk(dev.reg_mu);
+        evd::lock_guard lk(dev.reg_mu);
         (dev.*map)[key] = t;
     }
     void remove(std::unordered_map<const void*, evd::async_target> evd::devctx::*map,
                 const void* key) {
-        std::lock_guard<std::mutex> lk(dev.reg_mu);
+        evd::lock_guard lk(dev.reg_mu);
         (dev.*map).erase(key);
     }
     // Reads one error record; fails the test when there is none.
@@ -567,7 +567,7 @@ TEST_F(AsyncDispatch, EndpointBindingFlagsOptIn) {
     st.q = evd::eq_from_fid(ep_eq);
     add(&evd::devctx::qps, &s.qp, &ep_fid, &st);
     {
-        std::lock_guard<std::mutex> lk(dev.reg_mu);
+        evd::lock_guard lk(dev.reg_mu);
         dev.qps[&s.qp].eq_flags = FI_EVD_NOTIFY_ASYNC;
     }
     dispatch(IBV_EVENT_COMM_EST, &s.qp);

@@ -31,7 +31,7 @@ struct recorder : evd::mem_listener {
     }
     // The events seen so far that overlap [s, e).
     size_t overlapping(void* s, size_t len) {
-        std::lock_guard lk(mem_lock());
+        evd::lock_guard lk(mem_lock());
         size_t n = 0;
         auto a = reinterpret_cast<uintptr_t>(s);
         for (auto& [x, y] : seen) n += x < a + len && a < y;
@@ -47,13 +47,13 @@ protected:
         int rc = evd::mem_monitor_get();
         if (rc) GTEST_SKIP() << "no userfaultfd here (" << rc << ")";
         running = true;
-        std::lock_guard lk(mem_lock());
+        evd::lock_guard lk(mem_lock());
         evd::mem_monitor_listen(&rec);
     }
     void TearDown() override {
         if (!running) return;
         {
-            std::lock_guard lk(mem_lock());
+            evd::lock_guard lk(mem_lock());
             evd::mem_monitor_unlisten(&rec);
         }
         evd::mem_monitor_put();
