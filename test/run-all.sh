@@ -206,6 +206,9 @@ fi
 # ---- host unit tiers and what the plain build installs
 plan unit-api            100 0   build                    ""       0 600 "$top/build/evd_unit_api"
 plan unit-internal       100 0   build                    ""       0 600 "$top/build/evd_unit_internal"
+# lock rules: clang's thread-safety analysis of prov/src (docs/locking.md)
+plan thread-safety       100 0   build                    ""       1 600 \
+    env EVD_TSA_JOBS=1 make -s -C "$top/build" thread-safety
 plan fi-info-lists-evd   25  0   build                    ""       0 120 \
     bash -c "FI_PROVIDER_PATH='$top/build/.libs' fi_info -l | grep -q '^evd:' && echo 'ok - fi_info -l lists evd'"
 # `make install` puts the plugin where stock libfabric finds it with no
@@ -382,7 +385,7 @@ ready() {
 # The order steps are considered in: what others need and the longest VM
 # steps first, so that the long poles start as early as they can.
 prio="install-deps autoreconf man-page build siw-build unit-api unit-internal fi-info-lists-evd
-    install-check build-asan unit-api-asan unit-internal-asan vm-fault nodes vm-integration
+    install-check thread-safety build-asan unit-api-asan unit-internal-asan vm-fault nodes vm-integration
     $alt-root $alt-build $alt-unit-api $alt-unit-internal $alt-vm-integration nodes-siw nodes-4
     siw-vm-integration soak-asan build-tsan unit-api-tsan unit-internal-tsan soak-tsan
     $alt-nodes-mpi package package-vm $alt-package $alt-package-vm fuzz"
