@@ -5,11 +5,11 @@
 // the EQ bound with fi_domain_bind.
 #include "domain.h"
 
-#include "atomic_table.h"
-#include "av.h"
+#include "dgram/av.h"
+#include "msg/atomic_table.h"
 
 #include "api.h"
-#include "async.h"
+#include "device/async.h"
 
 #include <rdma/fi_ext_evd.h>
 #include <unistd.h>
@@ -18,17 +18,17 @@
 #include <cstring>
 #include <memory>
 
-#include "cntr.h"
-#include "cq.h"
-#include "ep.h"
-#include "eq.h"
-#include "mem_monitor.h"
-#include "mr.h"
+#include "cq/cntr.h"
+#include "cq/cq.h"
+#include "eq/eq.h"
+#include "eq/poll_set.h"
+#include "eq/wait.h"
+#include "mr/mem_monitor.h"
+#include "mr/mr.h"
+#include "msg/ep.h"
+#include "msg/qp_pool.h"
+#include "msg/srx.h"
 #include "owners.h"
-#include "qp_pool.h"
-#include "srx.h"
-#include "poll_set.h"
-#include "wait.h"
 
 namespace evd {
 

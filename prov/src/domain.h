@@ -7,11 +7,11 @@
 
 #include <cstdlib>
 
-#include "devctx.h"
+#include "device/devctx.h"
 #include "evd.h"
 #include "fabric.h"
 #include "lock.h"
-#include "mr_cache.h"
+#include "mr/mr_cache.h"
 #include "owners.h"
 
 namespace evd {

@@ -29,8 +29,8 @@
 #include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
 
-#include "rdma/fi_ext_evd.h"
 #include "api.h"
+#include "rdma/fi_ext_evd.h"
 
 namespace evd {
 

@@ -3,9 +3,9 @@
 #include "fabric.h"
 
 #include "domain.h"
-#include "ep.h"
-#include "eq.h"
-#include "wait.h"
+#include "eq/eq.h"
+#include "eq/wait.h"
+#include "msg/ep.h"
 
 namespace evd {
 

@@ -4,11 +4,11 @@
 #include <limits>
 #include <cstdio>
 
+#include "dgram/ud_cm.h"
 #include "evd.h"
 #include "fabric.h"
-#include "info.h"
-#include "mem_monitor.h"
-#include "ud_cm.h"
+#include "info/info.h"
+#include "mr/mem_monitor.h"
 
 namespace evd {
 

@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "cm.h"
-#include "info.h"
+#include "cm/cm.h"
+#include "info/info.h"
 
 #include "check.h"
 

@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "cm.h"
+#include "cm/cm.h"
 
 #include "check.h"
 

@@ -19,7 +19,7 @@
 #include <deque>
 #include <vector>
 
-#include "eq.h"
+#include "eq/eq.h"
 #include "fabric.h"
 
 #include "check.h"

@@ -21,9 +21,9 @@
 #include <cstring>
 #include <vector>
 
-#include "hint_rules.h"
-#include "info.h"
 #include "../unit/fake_devices.h"
+#include "info/hint_rules.h"
+#include "info/info.h"
 
 #include "check.h"
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "grh.h"
-#include "ud_addr.h"
+#include "dgram/grh.h"
+#include "dgram/ud_addr.h"
 
 #include "check.h"
 

@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "../unit/common.h"
-#include "rxe_util.h"
 #include "rdma/fi_ext_evd.h"
+#include "rxe_util.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 // the analysis has to refuse, so that a check which no longer sees the
 // annotations (a macro emptied, a header not included) fails loudly instead
 // of passing everything.
-#include "ep.h"
+#include "msg/ep.h"
 
 namespace evd {
 

@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "async.h"
+#include "device/async.h"
 #include "domain.h"
-#include "eq.h"
+#include "eq/eq.h"
 #include "fabric.h"
 #include "internal_fabric.h"
 

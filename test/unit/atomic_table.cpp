@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// The atomic operations evd offers (prov/src/atomic_table.cpp): exactly the
+// The atomic operations evd offers (prov/src/msg/atomic_table.cpp): exactly the
 // combinations listed here, with fi_query_atomic's and fi_*atomicvalid's
 // rules, and every row printed in fi_evd(7).
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <tuple>
 #include <vector>
 
-#include "atomic_table.h"
+#include "msg/atomic_table.h"
 
 using namespace evd;
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "cm.h"
-#include "eq.h"
+#include "cm/cm.h"
+#include "eq/eq.h"
 #include "fabric.h"
 
 using namespace evd;

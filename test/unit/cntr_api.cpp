@@ -14,12 +14,12 @@
 #include <thread>
 
 #include "common.h"
-#include "cntr.h"
-#include "cq.h"
+#include "cq/cntr.h"
+#include "cq/cq.h"
 #include "domain.h"
-#include "ep.h"
+#include "eq/wait.h"
 #include "fabric.h"
-#include "wait.h"
+#include "msg/ep.h"
 
 // Wait and poll sets are deprecated in libfabric 2.x, not removed: evd keeps
 // them for the applications that open them, and these tests open them.

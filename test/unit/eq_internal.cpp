@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// The EQ's internal contract (prov/src/eq.h): provider posts and their
+// The EQ's internal contract (prov/src/eq/eq.h): provider posts and their
 // overrun, event sources (fd + progress), bind references. These cannot be
 // reached through the public API without an RDMA device.
 #include <gtest/gtest.h>
@@ -16,10 +16,10 @@
 #include <rdma/fi_ext_evd.h>
 
 #include "common.h"
-#include "eq.h"
-#include "internal_fabric.h"
+#include "eq/eq.h"
+#include "eq/wait.h"
 #include "fabric.h"
-#include "wait.h"
+#include "internal_fabric.h"
 
 namespace {
 

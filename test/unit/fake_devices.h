@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "info.h"
+#include "info/info.h"
 
 namespace evdtest {
 

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// The sender's GID from a UD receive's 40-byte header (prov/src/grh.cpp),
+// The sender's GID from a UD receive's 40-byte header (prov/src/dgram/grh.cpp),
 // for each header a device writes there, built byte by byte here.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 
-#include "grh.h"
+#include "dgram/grh.h"
 
 using evd::grh_source_gid;
 using evd::kGrhLen;

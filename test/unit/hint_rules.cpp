@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// The hint rules of fi_getinfo (prov/src/hint_rules.cpp), row by row: hints
+// The hint rules of fi_getinfo (prov/src/info/hint_rules.cpp), row by row: hints
 // that break a row get that row's code from check_static_hints and from
 // build_infos, hints at the row's limit are answered, and fi_evd(7) lists
 // every row as the table says.
@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "api.h"
-#include "hint_rules.h"
-#include "info.h"
 #include "fake_devices.h"
+#include "info/hint_rules.h"
+#include "info/info.h"
 
 namespace {
 
@@ -236,7 +236,7 @@ std::string man_row(const hint_rule& r) {
 }
 
 constexpr const char* kBegin =
-    ".\\\" hint rules: begin (printed by test/unit/hint_rules.cpp from prov/src/hint_rules.cpp)\n";
+    ".\\\" hint rules: begin (printed by test/unit/hint_rules.cpp from prov/src/info/hint_rules.cpp)\n";
 constexpr const char* kEnd = ".\\\" hint rules: end\n";
 
 // fi_evd(7) lists the rules exactly as the table has them. EVD_UPDATE_MAN=1

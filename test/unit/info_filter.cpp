@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "api.h"
-#include "info.h"
+#include "info/info.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "eq.h"
+#include "eq/eq.h"
 #include "fabric.h"
 
 namespace evdtest {

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "../../prov/src/mem_monitor.h"
+#include "mr/mem_monitor.h"
 
 namespace {
 

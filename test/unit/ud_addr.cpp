@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// FI_ADDR_IB_UD names (prov/src/ud_addr.cpp): the byte layout libfabric's
+// FI_ADDR_IB_UD names (prov/src/dgram/ud_addr.cpp): the byte layout libfabric's
 // verbs provider uses, its text form both ways, and GID <-> IP address.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <string>
 
-#include "ud_addr.h"
+#include "dgram/ud_addr.h"
 
 using namespace evd;
 

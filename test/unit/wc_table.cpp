@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// The ibv_wc_status -> fi errno translation table (prov/src/cq.cpp), the
+// The ibv_wc_status -> fi errno translation table (prov/src/cq/cq.cpp), the
 // completion flags per opcode, the fi_mr access mapping, and the man page
 // section that prints the table.
 #include <arpa/inet.h>
@@ -11,8 +11,8 @@
 #include <sstream>
 #include <string>
 
-#include "cq.h"
-#include "mr.h"
+#include "cq/cq.h"
+#include "mr/mr.h"
 
 using namespace evd;
 

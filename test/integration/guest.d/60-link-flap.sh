@@ -5,7 +5,7 @@
 # with FI_EVD_FAIL_FAST=1. The RDM lines count as tests: the process
 # survives, every payload and context is right, and round trips resume
 # within 10 s of the link returning (over default evd a connection that
-# stalls on rxe is ended by its progress probe, prov/src/probe.h, and ofi_rxm
+# stalls on rxe is ended by its progress probe, prov/src/cm/probe.h, and ofi_rxm
 # reconnects). The Open MPI job counts: no rank
 # dies of a signal, no byte is wrong, and the job completes or MPI reports
 # the error and the job exits within 60 s of link down. The same scenarios

@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
+// rdma_cm events -> EQ records: the translation table, evd's private-data
+// header, and the per-EQ rdma_event_channel whose events are read when the
+// application reads or waits on that EQ.
+#include "cm/cm.h"
+#include "cm/cm_deadline.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+#include <infiniband/ib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <unordered_map>
+
+#include "cm/linger.h"
+#include "eq/eq.h"
+#include "msg/ep.h"
+
+namespace evd {
+
+// ------------------------------------------------------------------ the table
+namespace {
+
+constexpr cm_row kRows[] = {
+    {RDMA_CM_EVENT_ADDR_RESOLVED, "RDMA_CM_EVENT_ADDR_RESOLVED", cm_outcome::resolve_route, 0, 0,
+     false, "fi_connect continues inside evd: the endpoint's QP is handed to the now bound id (an address on another device than the domain's is error FI_EINVAL), then rdma_resolve_route (FI_EVD_CM_TIMEOUT ms)."},
+    {RDMA_CM_EVENT_ADDR_ERROR, "RDMA_CM_EVENT_ADDR_ERROR", cm_outcome::error, 0, FI_EADDRNOTAVAIL,
+     true, "The destination address could not be resolved to an RDMA device and path "
+           "(nobody has it, no ARP/ND answer): error FI_EADDRNOTAVAIL."},
+    {RDMA_CM_EVENT_ROUTE_RESOLVED, "RDMA_CM_EVENT_ROUTE_RESOLVED", cm_outcome::send_connect, 0,
+     0, false, "fi_connect continues inside evd: rdma_connect with the user's data."},
+    {RDMA_CM_EVENT_ROUTE_ERROR, "RDMA_CM_EVENT_ROUTE_ERROR", cm_outcome::error, 0, FI_ENETUNREACH,
+     true, "No route to the resolved address: error FI_ENETUNREACH."},
+    {RDMA_CM_EVENT_CONNECT_REQUEST, "RDMA_CM_EVENT_CONNECT_REQUEST", cm_outcome::connreq,
+     FI_CONNREQ, 0, false,
+     "FI_CONNREQ on the listener's EQ; fid = the passive endpoint, info->handle accepts or "
+     "rejects it, the peer's data follows the record with its exact length. A request "
+     "without a valid evd header is rejected inside evd and counted."},
+    {RDMA_CM_EVENT_CONNECT_RESPONSE, "RDMA_CM_EVENT_CONNECT_RESPONSE", cm_outcome::internal, 0, 0,
+     false, "Not expected: evd always connects with a QP, so rdma_cm completes the "
+            "handshake itself. Logged and dropped."},
+    {RDMA_CM_EVENT_CONNECT_ERROR, "RDMA_CM_EVENT_CONNECT_ERROR", cm_outcome::error, 0,
+     FI_ECONNABORTED, true,
+     "The connection handshake failed after it started: error FI_ECONNABORTED."},
+    {RDMA_CM_EVENT_UNREACHABLE, "RDMA_CM_EVENT_UNREACHABLE", cm_outcome::error, 0,
+     FI_EHOSTUNREACH, true,
+     "The remote CM did not answer (timeout) or cannot be reached: error FI_EHOSTUNREACH."},
+    {RDMA_CM_EVENT_REJECTED, "RDMA_CM_EVENT_REJECTED", cm_outcome::error, 0, FI_ECONNREFUSED,
+     true, "Error FI_ECONNREFUSED; prov_errno is the reject reason: 28 = the peer's fi_reject "
+           "(err_data = its data), 8 = nobody listens on that port (on iWARP, whose "
+           "status is an errno: 28 when it carries evd's data or is -ECONNRESET, else 8)."},
+    {RDMA_CM_EVENT_ESTABLISHED, "RDMA_CM_EVENT_ESTABLISHED", cm_outcome::connected, FI_CONNECTED,
+     0, false, "FI_CONNECTED on both sides; the active side gets the accept data after the "
+               "record, the passive side none."},
+    {RDMA_CM_EVENT_DISCONNECTED, "RDMA_CM_EVENT_DISCONNECTED", cm_outcome::shutdown, FI_SHUTDOWN,
+     0, true, "FI_SHUTDOWN on both sides, including the one that called fi_shutdown."},
+    {RDMA_CM_EVENT_DEVICE_REMOVAL, "RDMA_CM_EVENT_DEVICE_REMOVAL", cm_outcome::removal, 0,
+     FI_ENODEV, true, "Error FI_ENODEV on every endpoint and listener of the device, then "
+                      "nothing more from them; the application closes them. rdma_cm reports "
+                      "the removal with status 0, so prov_errno is -ENODEV (fi_eq_strerror: "
+                      "\"No such device\"), and the device's name is logged (FI_LOG_LEVEL=warn)."},
+    {RDMA_CM_EVENT_MULTICAST_JOIN, "RDMA_CM_EVENT_MULTICAST_JOIN", cm_outcome::internal, 0, 0,
+     false, "Not used (evd joins no multicast group). Logged and dropped."},
+    {RDMA_CM_EVENT_MULTICAST_ERROR, "RDMA_CM_EVENT_MULTICAST_ERROR", cm_outcome::internal, 0, 0,
+     false, "Not used (evd joins no multicast group). Logged and dropped."},
+    {RDMA_CM_EVENT_ADDR_CHANGE, "RDMA_CM_EVENT_ADDR_CHANGE", cm_outcome::internal, 0, 0, false,
+     "The local address moved to another device; logged. Established connections keep "
+     "their QP until it fails."},
+    {RDMA_CM_EVENT_TIMEWAIT_EXIT, "RDMA_CM_EVENT_TIMEWAIT_EXIT", cm_outcome::internal, 0, 0,
+     false, "The QP left time-wait after a disconnect; nothing to report (FI_SHUTDOWN was "
+            "already delivered)."},
+};
+static_assert(sizeof(kRows) / sizeof(kRows[0]) == RDMA_CM_EVENT_TIMEWAIT_EXIT + 1,
+              "one row per rdma_cm_event_type");
+
+constexpr cm_row kUnknown = {static_cast<enum rdma_cm_event_type>(-1), "unknown",
+                             cm_outcome::internal, 0, 0, false,
+                             "An event this build does not know: logged and dropped."};
+
+}  // namespace
+
+const cm_row* cm_table(size_t* n) {
+    if (n) *n = sizeof(kRows) / sizeof(kRows[0]);
+    return kRows;
+}
+
+const cm_row& cm_row_for(int event) {
+    for (const cm_row& r : kRows)
+        if (static_cast<int>(r.event) == event) return r;
+    return kUnknown;
+}
+
+const char* cm_outcome_name(cm_outcome o) {
+    switch (o) {
+        case cm_outcome::connreq: return "FI_CONNREQ";
+        case cm_outcome::connected: return "FI_CONNECTED";
+        case cm_outcome::shutdown: return "FI_SHUTDOWN";
+        case cm_outcome::error: return "error";
+        case cm_outcome::removal: return "error on every ep/pep";
+        case cm_outcome::resolve_route: return "internal: resolve route";
+        case cm_outcome::send_connect: return "internal: connect";
+        case cm_outcome::internal: return "internal";
+    }
+    return "?";
+}
+
+// ------------------------------------------------------------------ private data
+int cm_pack(uint8_t* out, size_t cap, const void* data, size_t len) {
+    if (len > kCmDataMax || cap < kCmHdrLen + len || (len && !data)) return -FI_EINVAL;
+    out[0] = kCmMagic0;
+    out[1] = kCmMagic1;
+    out[2] = kCmVersion;
+    out[3] = static_cast<uint8_t>(len);
+    if (len) std::memcpy(out + kCmHdrLen, data, len);
+    return static_cast<int>(kCmHdrLen + len);
+}
+
+int cm_unpack(const void* pd, size_t pd_len, const uint8_t** data, size_t* len) {
+    *data = nullptr;
+    *len = 0;
+    if (!pd || pd_len < kCmHdrLen) return -FI_EINVAL;
+    const auto* b = static_cast<const uint8_t*>(pd);
+    if (b[0] != kCmMagic0 || b[1] != kCmMagic1 || b[2] != kCmVersion) return -FI_EINVAL;
+    size_t n = b[3];
+    if (n > pd_len - kCmHdrLen) return -FI_EINVAL;
+    *data = n ? b + kCmHdrLen : nullptr;
+    *len = n;
+    return 0;
+}
+
+// ------------------------------------------------------------------ translation
+cm_action cm_translate(const struct rdma_cm_event& ev) {
+    cm_action a;
+    // The event type comes from the kernel and may be newer than rdma_cma.h:
+    // read it as an integer, never as an out-of-range enum value (UBSan).
+    int type;
+    static_assert(sizeof type == sizeof ev.event);
+    std::memcpy(&type, &ev.event, sizeof type);
+    a.row = &cm_row_for(type);
+    a.prov_errno = ev.status;
+    bool carries_data = false;
+    switch (type) {
+        case RDMA_CM_EVENT_CONNECT_REQUEST:
+        case RDMA_CM_EVENT_ESTABLISHED:
+            carries_data = true;
+            break;
+        case RDMA_CM_EVENT_REJECTED:
+            // iWARP reports rejects as negative errnos, and its drivers
+            // disagree on which: siw says -ECONNRESET for the peer's MPA
+            // reject, cxgb4 and irdma -ECONNREFUSED, which is also what a TCP
+            // reset (nobody listens) gives. They get the IB reasons, one
+            // contract for both transports: a reject that carries evd's
+            // private data, or siw's -ECONNRESET, is the peer's.
+            if (ev.status < 0) {
+                const uint8_t* d = nullptr;
+                size_t n = 0;
+                const bool evd_data =
+                    cm_unpack(ev.param.conn.private_data,
+                              ev.param.conn.private_data ? ev.param.conn.private_data_len : 0,
+                              &d, &n) == 0;
+                a.prov_errno = evd_data || ev.status == -ECONNRESET ? kRejConsumer : kRejNoListener;
+            }
+            a.peer_reject = a.prov_errno == kRejConsumer;
+            carries_data = a.peer_reject;
+            break;
+        case RDMA_CM_EVENT_DEVICE_REMOVAL:
+            // rdma_cm says "removed" with status 0; give the record the same
+            // kind of prov_errno as the other CM errors (a negative errno),
+            // so fi_eq_strerror names the cause instead of "no detail".
+            if (a.prov_errno == 0) a.prov_errno = -ENODEV;
+            break;
+        default:
+            break;
+    }
+    if (carries_data) {
+        const void* pd = ev.param.conn.private_data;
+        size_t pd_len = pd ? ev.param.conn.private_data_len : 0;
+        if (type == RDMA_CM_EVENT_ESTABLISHED && pd_len == 0) {
+            // the passive side's ESTABLISHED carries nothing: not an error
+            a.data_ok = true;
+        } else {
+            a.data_ok = cm_unpack(pd, pd_len, &a.data, &a.data_len) == 0;
+        }
+    }
+    return a;
+}
+
+// ------------------------------------------------------------------ addresses
+size_t cm_addrlen(const struct sockaddr* sa) {
+    if (!sa) return 0;
+    switch (sa->sa_family) {
+        case AF_INET: return sizeof(struct sockaddr_in);
+        case AF_INET6: return sizeof(struct sockaddr_in6);
+        case AF_IB: return sizeof(struct sockaddr_ib);
+        default: return 0;
+    }
+}
+
+int cm_copy_addr(const struct sockaddr* sa, void* addr, size_t* addrlen) {
+    if (!addrlen) return -FI_EINVAL;
+    size_t need = cm_addrlen(sa);
+    if (!need) return -FI_EADDRNOTAVAIL;
+    size_t have = *addrlen;
+    *addrlen = need;
+    if (have < need || !addr) {
+        if (addr && have) std::memcpy(addr, sa, have);
+        return -FI_ETOOSMALL;
+    }
+    std::memcpy(addr, sa, need);
+    return 0;
+}
+
+// ------------------------------------------------------------------ channels
+namespace {
+
+std::unordered_map<eq*, cm_chan*>& chan_table() EVD_REQUIRES(cm_chan_table_lock()) {
+    static auto* t = new std::unordered_map<eq*, cm_chan*>();  // lives to exit
+    return *t;
+}
+
+cm_stats g_stats;
+
+// The object whose cm_owner member is o.
+template <class T>
+T* owner_of(cm_owner* o) {
+    return reinterpret_cast<T*>(reinterpret_cast<char*>(o) - offsetof(T, owner));
+}
+
+// The event goes to the owner of its id (a connection request: of the
+// listener's id), chan->mu held. Returns an id to destroy after the ack.
+cm_id_ptr hand_to_owner(cm_chan* chan, struct rdma_cm_event* ev, const cm_action& a)
+    EVD_REQUIRES(chan->mu) {
+    struct rdma_cm_id* owner_id =
+        ev->event == RDMA_CM_EVENT_CONNECT_REQUEST ? ev->listen_id : ev->id;
+    auto* owner = owner_id ? static_cast<cm_owner*>(owner_id->context) : nullptr;
+    if (!owner) {
+        g_stats.orphaned.fetch_add(1, std::memory_order_relaxed);
+        EVD_DBG(FI_LOG_EP_CTRL, "rdma_cm %s for an id nobody owns anymore: dropped\n",
+                a.row->name);
+        if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) return nullptr;
+        rdma_reject(ev->id, nullptr, 0);
+        return cm_id_ptr(ev->id);
+    }
+    switch (owner->okind) {
+        case cm_owner_kind::pep: return pep_cm_event(owner_of<pep>(owner), ev, a, chan);
+        case cm_owner_kind::connreq: return connreq_cm_event(owner_of<connreq>(owner), ev, a);
+        case cm_owner_kind::ep: return ep_cm_event(owner_of<ep>(owner), ev, a);
+        case cm_owner_kind::linger: return linger_cm_event(owner, ev, a);
+    }
+    return nullptr;
+}
+
+void dispatch(cm_chan* chan, struct rdma_cm_event* ev) {
+    g_stats.events.fetch_add(1, std::memory_order_relaxed);
+    cm_action a = cm_translate(*ev);
+    EVD_DBG(FI_LOG_EP_CTRL, "rdma_cm %s status %d id %p\n", a.row->name, ev->status,
+            static_cast<void*>(ev->id));
+    if (a.row->outcome == cm_outcome::removal) {
+        // The record itself cannot carry the device's name: say it here.
+        struct ibv_context* v = ev->id ? ev->id->verbs : nullptr;
+        EVD_WARN(FI_LOG_EP_CTRL, "rdma_cm %s: device %s was removed; rdma_cm id %p gets "
+                 "FI_ENODEV (prov_errno %d)\n", a.row->name,
+                 v && v->device ? ibv_get_device_name(v->device) : "(unknown)",
+                 static_cast<void*>(ev->id), a.prov_errno);
+    }
+    cm_id_ptr destroy;  // once the event is acknowledged, outside chan->mu
+    hb_acquire(ev->id);  // what its owner did before handing it to the kernel (tsan_hb.h)
+    hb_acquire(ev->listen_id);
+    {
+        evd::lock_guard lk(chan->mu);
+        destroy = hand_to_owner(chan, ev, a);
+        rdma_ack_cm_event(ev);
+    }
+}
+
+void chan_progress(eq_source* src) {
+    auto* chan = static_cast<cm_chan*>(src->arg);
+    for (;;) {
+        struct rdma_cm_event* ev = nullptr;
+        if (rdma_get_cm_event(chan->ch.get(), &ev)) break;  // EAGAIN: drained
+        dispatch(chan, ev);
+    }
+}
+
+}  // namespace
+
+cm_stats& cm_get_stats() { return g_stats; }
+
+mutex& cm_chan_table_lock() {
+    static mutex mu;  // constant-initialized: usable from any static constructor
+    return mu;
+}
+
+void cm_detach_owner(cm_chan* chan, struct rdma_cm_id* id) {
+    evd::lock_guard lk(chan->mu);  // a dispatch in progress finishes first
+    id->context = nullptr;
+}
+
+void cm_chan_ref(cm_chan* chan) {
+    evd::lock_guard lk(cm_chan_table_lock());
+    chan->refs++;
+}
+
+int cm_post_err(eq* q, struct fid* f, int err, int prov_errno, const void* data, size_t len) {
+    if (!q) {
+        EVD_WARN(FI_LOG_EP_CTRL, "error %d (%s) for fid %p: no EQ bound, dropped\n", err,
+                 fi_strerror(err), static_cast<void*>(f));
+        return -FI_ENOEQ;
+    }
+    struct fi_eq_err_entry e = {};
+    e.fid = f;
+    e.context = f ? f->context : nullptr;
+    e.err = err;
+    e.prov_errno = prov_errno;
+    return eq_post_err(q, e, data, data ? len : 0);
+}
+
+int cm_post_cm(eq* q, uint32_t event, struct fid* f, struct fi_info* info, const void* data,
+               size_t len) {
+    if (!q) {
+        EVD_WARN(FI_LOG_EP_CTRL, "event %u for fid %p: no EQ bound, dropped\n", event,
+                 static_cast<void*>(f));
+        return -FI_ENOEQ;
+    }
+    alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+    if (len > 256) len = 256;
+    auto* ent = reinterpret_cast<struct fi_eq_cm_entry*>(buf);
+    ent->fid = f;
+    ent->info = info;
+    if (len && data) std::memcpy(ent->data, data, len);
+    else len = 0;
+    return eq_post(q, event, buf, sizeof(struct fi_eq_cm_entry) + len);
+}
+
+uint8_t cm_retry_count(uint32_t vendor_id) {
+    int set = get_params().retry_count;
+    if (set >= 0) return static_cast<uint8_t>(set);
+    return vendor_id == kSoftRoceVendorId ? 6 : 7;
+}
+
+void cm_fill_conn_param(struct rdma_conn_param* p, const uint8_t* data, size_t len,
+                        uint8_t retry_count) {
+    std::memset(p, 0, sizeof(*p));
+    p->private_data = data;
+    p->private_data_len = static_cast<uint8_t>(len);
+    p->responder_resources = RDMA_MAX_RESP_RES;  // librdmacm: the device maximum
+    p->initiator_depth = RDMA_MAX_INIT_DEPTH;
+    p->flow_control = 1;
+    p->retry_count = retry_count;
+    p->rnr_retry_count = 7;  // retry receiver-not-ready forever, like other MSG providers
+}
+
+int cm_create_id(cm_chan* chan, cm_owner* owner, cm_id_ptr* out) {
+    struct rdma_cm_id* id = nullptr;
+    if (rdma_create_id(chan->ch.get(), &id, owner, RDMA_PS_TCP)) {
+        int e = errno;
+        EVD_WARN(FI_LOG_EP_CTRL, "rdma_create_id: %s\n", strerror(e));
+        return fi_err(e);
+    }
+    hb_release(id);
+    out->reset(id);
+    return 0;
+}
+
+cm_chan* cm_chan_get(eq* q, int* err) {
+    evd::lock_guard lk(cm_chan_table_lock());
+    auto& t = chan_table();
+    auto it = t.find(q);
+    if (it != t.end()) {
+        it->second->refs++;
+        return it->second;
+    }
+    auto fail = [err](int e) -> cm_chan* {
+        *err = e;
+        return nullptr;
+    };
+    std::unique_ptr<cm_chan> chan(new (std::nothrow) cm_chan());
+    if (!chan) return fail(-FI_ENOMEM);
+    chan->ch.reset(rdma_create_event_channel());
+    if (!chan->ch) {
+        int e = errno;
+        EVD_WARN(FI_LOG_EP_CTRL, "rdma_create_event_channel: %s\n", strerror(e));
+        return fail(fi_err(e));
+    }
+    int fl = fcntl(chan->ch->fd, F_GETFL);
+    if (fl < 0 || fcntl(chan->ch->fd, F_SETFL, fl | O_NONBLOCK) < 0) return fail(fi_err(errno));
+    chan->q = q;
+    chan->src.fd = chan->ch->fd;
+    chan->src.progress = chan_progress;
+    chan->src.arg = chan.get();
+    // The table slot first: the one step that can throw comes before
+    // anything is registered with the EQ.
+    auto slot = t.emplace(q, nullptr).first;
+    undo_on_exit unslot([&] { t.erase(slot); });
+    if (int ret = eq_add_source(q, &chan->src)) return fail(ret);
+    undo_on_exit unsource([&] { eq_remove_source(q, &chan->src); });
+    if (int ret = cm_deadline_open(chan.get())) return fail(ret);
+    unsource.dismiss();
+    unslot.dismiss();
+    chan->refs = 1;
+    slot->second = chan.get();
+    return chan.release();
+}
+
+void cm_chan_put(cm_chan* chan) {
+    if (!chan) return;
+    {
+        evd::lock_guard lk(cm_chan_table_lock());
+        if (--chan->refs > 0) return;
+        chan_table().erase(chan->q);
+    }
+    cm_deadline_close(chan);
+    eq_remove_source(chan->q, &chan->src);
+    // Every id on the channel is gone (each holds a ref), so this succeeds.
+    // Events still queued for destroyed ids were acked by rdma_destroy_id.
+    struct rdma_cm_event* ev = nullptr;
+    while (!rdma_get_cm_event(chan->ch.get(), &ev)) rdma_ack_cm_event(ev);
+    delete chan;  // and its event channel
+}
+
+}  // namespace evd

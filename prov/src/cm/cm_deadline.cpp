@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Connection-setup deadlines (cm_deadline.h).
+#include "cm/cm_deadline.h"
+
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "cm/probe.h"
+
+namespace evd {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+// Under chan->dl_mu: the timer fires at the earliest deadline, or never.
+void rearm(cm_chan* chan) EVD_REQUIRES(chan->dl_mu) {
+    struct itimerspec its {};
+    if (!chan->deadlines.empty()) {
+        auto first = std::min_element(chan->deadlines.begin(), chan->deadlines.end(),
+                                      [](const auto& a, const auto& b) { return a.at < b.at; });
+        // steady_clock is CLOCK_MONOTONIC; a zero it_value would disarm
+        auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      first->at.time_since_epoch())
+                      .count();
+        its.it_value.tv_sec = ns / 1000000000;
+        its.it_value.tv_nsec = ns % 1000000000;
+        if (!its.it_value.tv_sec && !its.it_value.tv_nsec) its.it_value.tv_nsec = 1;
+    }
+    // A timer that cannot be armed costs the deadlines, not the connections:
+    // they go on under the kernel CM's own timeouts.
+    if (timerfd_settime(chan->timer.fd, TFD_TIMER_ABSTIME, &its, nullptr))
+        EVD_WARN(FI_LOG_EP_CTRL,
+                 "timerfd_settime: %s: FI_EVD_CONNECT_TIMEOUT is not enforced on this EQ until the "
+                 "next deadline is set\n",
+                 strerror(errno));
+}
+
+void timer_progress(eq_source* src) {
+    auto* chan = static_cast<cm_chan*>(src->arg);
+    uint64_t ticks;
+    while (::read(chan->timer.fd, &ticks, sizeof ticks) == static_cast<ssize_t>(sizeof ticks)) {
+    }
+    // chan->mu: an endpoint being closed clears its deadline under it, so every
+    // endpoint found here is still open while it is ended
+    evd::lock_guard chan_lk(chan->mu);
+    cm_chan::deadline due[16];
+    size_t n = 0;
+    {
+        evd::lock_guard lk(chan->dl_mu);
+        const auto now = clock::now();
+        for (auto it = chan->deadlines.begin(); it != chan->deadlines.end() && n < 16;) {
+            if (it->at <= now) {
+                due[n++] = *it;
+                it = chan->deadlines.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        rearm(chan);  // more than 16 due: the timer fires again at once
+    }
+    for (size_t i = 0; i < n; ++i) {
+        if (due[i].probe)
+            probe_due(due[i].e);
+        else
+            ep_setup_timed_out(due[i].e);
+    }
+}
+
+}  // namespace
+
+int cm_deadline_open(cm_chan* chan) {
+    chan->timer.reset(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    if (chan->timer.fd < 0) {
+        int err = errno;
+        EVD_WARN(FI_LOG_EP_CTRL, "timerfd_create: %s\n", strerror(err));
+        return fi_err(err);
+    }
+    chan->timer_src.fd = chan->timer.fd;
+    chan->timer_src.progress = timer_progress;
+    chan->timer_src.arg = chan;
+    int ret = eq_add_source(chan->q, &chan->timer_src);
+    if (ret) chan->timer.reset();
+    return ret;
+}
+
+void cm_deadline_close(cm_chan* chan) {
+    if (chan->timer.fd < 0) return;
+    eq_remove_source(chan->q, &chan->timer_src);
+    chan->timer.reset();
+}
+
+namespace {
+
+void set_deadline(cm_chan* chan, ep* e, int ms, bool probe) {
+    if (!chan || !e || ms <= 0 || chan->timer.fd < 0) return;
+    evd::lock_guard lk(chan->dl_mu);
+    const auto at = clock::now() + std::chrono::milliseconds(ms);
+    auto it = std::find_if(chan->deadlines.begin(), chan->deadlines.end(),
+                           [&](const auto& d) { return d.e == e; });
+    if (it != chan->deadlines.end())
+        *it = {e, at, probe};
+    else
+        chan->deadlines.push_back({e, at, probe});
+    rearm(chan);
+}
+
+void clear_deadline(cm_chan* chan, ep* e, bool setup_only) {
+    if (!chan || !e) return;
+    evd::lock_guard lk(chan->dl_mu);
+    auto it = std::find_if(chan->deadlines.begin(), chan->deadlines.end(), [&](const auto& d) {
+        return d.e == e && !(setup_only && d.probe);
+    });
+    if (it == chan->deadlines.end()) return;
+    chan->deadlines.erase(it);
+    rearm(chan);
+}
+
+}  // namespace
+
+void cm_deadline_set(cm_chan* chan, ep* e) {
+    set_deadline(chan, e, get_params().connect_timeout_ms, false);
+}
+
+void cm_deadline_set_probe(cm_chan* chan, ep* e, int ms) { set_deadline(chan, e, ms, true); }
+
+void cm_deadline_clear(cm_chan* chan, ep* e) { clear_deadline(chan, e, false); }
+
+void cm_deadline_clear_setup(cm_chan* chan, ep* e) { clear_deadline(chan, e, true); }
+
+}  // namespace evd

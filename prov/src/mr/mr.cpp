@@ -1,0 +1,199 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Memory regions (fi_mr(3)) over ibv_reg_mr.
+#include "mr/mr.h"
+
+#include <sys/uio.h>
+
+#include <cstring>
+#include <memory>
+
+#include "domain.h"
+#include "mr/mr_cache.h"
+
+namespace evd {
+
+int mr_ibv_access(uint64_t a, bool iwarp, bool atomics) noexcept {
+    int acc = 0;
+    if (a & FI_REMOTE_READ) acc |= IBV_ACCESS_REMOTE_READ;
+    // the device writes into the buffer: incoming RMA writes, received
+    // messages, data fetched by fi_read
+    if (a & FI_REMOTE_WRITE) acc |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+    // an atomic changes the target: fi_mr(3) grants it with FI_REMOTE_WRITE
+    // (only asked of devices that have atomics: atomic_table.h)
+    if (atomics && (a & FI_REMOTE_WRITE)) acc |= IBV_ACCESS_REMOTE_ATOMIC;
+    if (a & (FI_RECV | FI_READ)) acc |= IBV_ACCESS_LOCAL_WRITE;
+    // iWARP (RFC 5040) returns RDMA READ data as tagged writes into the
+    // sink buffer, which must therefore allow remote writes
+    if (iwarp && (a & FI_READ)) acc |= IBV_ACCESS_REMOTE_WRITE;
+    // no access bits at all: the buffer may be used for anything local
+    if (!(a & (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
+        acc |= IBV_ACCESS_LOCAL_WRITE;
+    return acc;
+}
+
+namespace {
+
+constexpr uint64_t kAccessMask =
+    FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+// The registration flag libfabric's layers set for memory not to be cached
+// (ofi_rxm's bounce buffers): bit 60 of fi_mr_reg's flags.
+constexpr uint64_t kNoCache = 1ULL << 60;
+
+mr* mr_of(struct fid* f) {
+    if (!f || f->fclass != FI_CLASS_MR) return nullptr;
+    return from_fid<mr>(reinterpret_cast<struct fid_mr*>(f));
+}
+
+int mr_close(struct fid* f) {
+    return guard([&] {
+        mr* m = mr_of(f);
+        if (!m) return -FI_EINVAL;
+        if (m->ent) {
+            m->dom->mrc->put(m->ent);
+            m->ent = nullptr;
+        } else if (int e = release_with(m->ibmr, ibv_dereg_mr)) {
+            EVD_WARN(FI_LOG_MR, "ibv_dereg_mr: %s\n", strerror(e));
+            return fi_err(e);
+        }
+        domain* dom = m->dom;
+        m->tag = kind{0};
+        delete m;
+        dom->refs.put();
+        return 0;
+    });
+}
+
+int mr_control(struct fid* f, int command, void* arg) {
+    return guard([&] {
+        mr* m = mr_of(f);
+        if (!m) return -FI_EINVAL;
+        if (command == FI_ENABLE) return 0;  // nothing to bind: FI_MR_ENDPOINT is not used
+        return -FI_ENOSYS;
+    });
+}
+
+struct fi_ops mr_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = mr_close,
+    .bind = op_no_bind,
+    .control = mr_control,
+    .ops_open = op_no_ops_open,
+    .tostr = fid_tostr,
+    .ops_set = nullptr,
+};
+
+// What fi_mr_reg/regv/regattr may ask of evd: one host-memory range, the
+// access bits it knows, no flags but libfabric's layer hints.
+int check_reg(const struct iovec* iov, size_t count, uint64_t access, uint64_t flags,
+              enum fi_hmem_iface iface) {
+    if (count > 1) {
+        EVD_WARN(FI_LOG_MR, "fi_mr_regv: %zu iovs; evd registers one contiguous range (mr_iov_limit 1)\n",
+                 count);
+        return -FI_EINVAL;
+    }
+    if (count == 1 && !iov) {
+        EVD_WARN(FI_LOG_MR, "fi_mr_regv: NULL iov\n");
+        return -FI_EINVAL;
+    }
+    if (iface != FI_HMEM_SYSTEM) {
+        EVD_WARN(FI_LOG_MR, "fi_mr_regattr: only host memory (FI_HMEM_SYSTEM) is supported\n");
+        return -FI_ENOSYS;
+    }
+    if (access & ~kAccessMask) {
+        EVD_WARN(FI_LOG_MR, "fi_mr_reg: unsupported access bits 0x%llx\n",
+                 static_cast<unsigned long long>(access & ~kAccessMask));
+        return -FI_EINVAL;
+    }
+    // Bits 60-63 carry hints between libfabric's own layers (ofi_rxm passes
+    // kNoCache for its bounce-buffer pools; do_reg honours it). The others
+    // are ignored. Rejecting them made every ofi_rxm buffer-pool grow fail,
+    // and ofi_rxm's fi_send/fi_inject returned -FI_ENOMEM.
+    constexpr uint64_t kLayerHints = 0xfULL << 60;
+    flags &= ~kLayerHints;
+    if (flags) {
+        EVD_WARN(FI_LOG_MR, "fi_mr_reg: unsupported flags 0x%llx\n",
+                 static_cast<unsigned long long>(flags));
+        return -FI_EBADFLAGS;
+    }
+    return 0;
+}
+
+int do_reg(struct fid* dfid, const struct iovec* iov, size_t count, uint64_t access,
+           uint64_t flags, struct fid_mr** out, void* context, enum fi_hmem_iface iface) {
+    if (!dfid || dfid->fclass != FI_CLASS_DOMAIN || !out) {
+        EVD_WARN(FI_LOG_MR, "fi_mr_reg: invalid domain or NULL mr\n");
+        return -FI_EINVAL;
+    }
+    domain* dom = domain_from_fid(reinterpret_cast<struct fid_domain*>(dfid));
+    if (!dom) return -FI_EINVAL;
+    if (int r = check_reg(iov, count, access, flags, iface)) return r;
+    void* addr = count ? iov->iov_base : nullptr;
+    size_t len = count ? iov->iov_len : 0;
+    if (len && !addr) {
+        EVD_WARN(FI_LOG_MR, "fi_mr_reg: NULL buffer with length %zu\n", len);
+        return -FI_EINVAL;
+    }
+    auto m = std::make_unique<mr>();
+    const int acc = mr_ibv_access(access, dom->dev->iwarp, dom->dev->atomics);
+    if (dom->mrc && !(flags & kNoCache)) {
+        int err = 0;
+        m->ent = dom->mrc->get(addr, len, acc, &err);
+        if (!m->ent && err) return fi_err(err);  // logged
+    }
+    if (!m->ent) {
+        m->ibmr.reset(ibv_reg_mr(dom->pd.get(), addr, len, acc));
+        if (!m->ibmr) {
+            int e = errno;
+            EVD_WARN(FI_LOG_MR, "ibv_reg_mr(%p, %zu): %s\n", addr, len, strerror(e));
+            return fi_err(e);
+        }
+    }
+    struct ibv_mr* ib = m->ent ? m->ent->ibmr.get() : m->ibmr.get();
+    m->dom = dom;
+    m->lkey = ib->lkey;
+    m->fid.fid.fclass = FI_CLASS_MR;
+    m->fid.fid.context = context;
+    m->fid.fid.ops = &mr_fi_ops;
+    m->fid.mem_desc = m.get();
+    m->fid.key = ib->rkey;
+    dom->refs.get();
+    *out = &m.release()->fid;
+    return 0;
+}
+
+int mr_reg(struct fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offset,
+           uint64_t requested_key, uint64_t flags, struct fid_mr** out, void* context) {
+    return guard([&] {
+        struct iovec iov = {const_cast<void*>(buf), len};
+        return do_reg(fid, &iov, 1, access, flags, out, context, FI_HMEM_SYSTEM);
+    });
+}
+
+int mr_regv(struct fid* fid, const struct iovec* iov, size_t count, uint64_t access,
+            uint64_t offset, uint64_t requested_key, uint64_t flags, struct fid_mr** out,
+            void* context) {
+    return guard([&] { return do_reg(fid, iov, count, access, flags, out, context, FI_HMEM_SYSTEM); });
+}
+
+int mr_regattr(struct fid* fid, const struct fi_mr_attr* attr, uint64_t flags,
+               struct fid_mr** out) {
+    return guard([&] {
+        if (!attr) {
+            EVD_WARN(FI_LOG_MR, "fi_mr_regattr: NULL attr\n");
+            return -FI_EINVAL;
+        }
+        return do_reg(fid, attr->mr_iov, attr->iov_count, attr->access, flags, out,
+                      attr->context, attr->iface);
+    });
+}
+
+}  // namespace
+
+struct fi_ops_mr mr_ops = {
+    .size = sizeof(struct fi_ops_mr),
+    .reg = mr_reg,
+    .regv = mr_regv,
+    .regattr = mr_regattr,
+};
+
+}  // namespace evd

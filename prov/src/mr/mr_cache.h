@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
+// The registration cache of a domain: fi_mr_reg of memory already
+// registered reuses that registration instead of pinning the pages again.
+//
+// Why: ofi_rxm registers the application's buffer for every rendezvous
+// message, and MPI reuses its buffers; a registration costs tens of
+// microseconds to milliseconds on a real NIC (issue #12: 202 registrations
+// for a 100-iteration ping-pong over evd;ofi_rxm, 3 over verbs;ofi_rxm).
+//
+// What is cached: page-aligned ranges of host memory that the memory
+// monitor (mem_monitor.h) can watch, registered with local write, remote
+// read and remote write (or, where the memory refuses that, read only: the
+// access asked for then decides). A request hits an entry that contains it
+// and whose access covers it. Entries never overlap: a miss registers the
+// union of its range and the entries it overlaps, which leave the index
+// (unused ones are deregistered, in-use ones live on for their users). An entry nobody uses stays registered, least recently used
+// first out, within FI_EVD_MR_CACHE_MAX_COUNT entries and
+// FI_EVD_MR_CACHE_MAX_SIZE bytes.
+//
+// Invalidation: the monitor reports munmap, mremap and madvise discards of
+// cached ranges before the call returns; the entries they touch leave the
+// index at once and are deregistered once unused, by the next call on the
+// cache (never on the monitor's thread). A fork child caches nothing.
+// Memory the monitor cannot watch (file mappings, ranges owned by another
+// userfaultfd) is registered uncached, as without a cache.
+//
+// Lock: mem_lock() (one for every cache and the monitor). Under it nothing
+// allocates, frees or calls rdma-core: the index is a vector whose capacity
+// is reserved for max_count entries when the cache is made.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "mr/mem_monitor.h"
+#include "owners.h"
+
+struct fi_evd_mr_cache_stats;
+
+namespace evd {
+
+struct mr_entry {
+    uintptr_t start = 0, end = 0;  // the registered pages
+    int access = 0;                // ibv_access_flags of the registration
+    ibv_mr_ptr ibmr;
+    int users EVD_GUARDED_BY(mem_lock()) = 1;  // fi_mr objects on it; born with its first
+    bool indexed EVD_GUARDED_BY(mem_lock()) = false;  // lookups find it
+    // unused and indexed: the LRU list
+    mr_entry* lru_prev EVD_GUARDED_BY(mem_lock()) = nullptr;
+    mr_entry* lru_next EVD_GUARDED_BY(mem_lock()) = nullptr;
+    // unused and not indexed: to deregister
+    mr_entry* dead_next EVD_GUARDED_BY(mem_lock()) = nullptr;
+};
+
+struct mr_cache_limits {
+    size_t max_count = 1024;  // entries
+    size_t max_bytes = 0;     // registered bytes
+};
+
+class mr_cache {
+public:
+    // A cache for pd (its registrations go there). extra_access: access
+    // bits every entry gets beyond local and remote read/write
+    // (IBV_ACCESS_REMOTE_ATOMIC on a device with atomics, so that entries
+    // with and without it never split the cache). Throws std::bad_alloc.
+    mr_cache(struct ibv_pd* pd, mr_cache_limits lim, int extra_access = 0);
+    ~mr_cache();  // every entry unused by then (the domain's MRs are closed)
+    mr_cache(const mr_cache&) = delete;
+    mr_cache& operator=(const mr_cache&) = delete;
+
+    // The registration for [addr, addr + len) with at least `access`: a
+    // cached entry (users + 1), a new one, or nullptr with *err = 0 when the
+    // buffer is to be registered uncached by the caller (not watchable, a
+    // fork child, the cache full of entries in use) or *err = the errno of a
+    // failed registration.
+    mr_entry* get(void* addr, size_t len, int access, int* err);
+    // Drops a user of e (from get).
+    void put(mr_entry* e);
+    // The cache's counters (fi_control FI_EVD_MR_CACHE_STATS).
+    void stats(struct fi_evd_mr_cache_stats* out);
+
+private:
+    static void on_invalidate(mem_listener* l, uintptr_t start, uintptr_t end);
+    mr_entry* find(uintptr_t start, uintptr_t end, int access) EVD_REQUIRES(mem_lock());
+    void unindex(size_t i) EVD_REQUIRES(mem_lock());
+    void retire(mr_entry* e) EVD_REQUIRES(mem_lock());
+    bool make_room(size_t bytes) EVD_REQUIRES(mem_lock());
+    void lru_push(mr_entry* e) EVD_REQUIRES(mem_lock());
+    void lru_unlink(mr_entry* e) EVD_REQUIRES(mem_lock());
+    // Outside it: deregisters and frees a list of retired entries; reap()
+    // takes the list retire() built.
+    static void free_dead(mr_entry* list) EVD_EXCLUDES(mem_lock());
+    void reap() EVD_EXCLUDES(mem_lock());
+    mr_entry* reg_new(uintptr_t start, uintptr_t end, int access, int* err)
+        EVD_EXCLUDES(mem_lock());
+
+    struct listener : mem_listener {
+        mr_cache* cache = nullptr;
+    } listener_;
+    struct ibv_pd* pd_;
+    mr_cache_limits lim_;
+    int full_access_;  // what entries are registered with (see the constructor)
+    pid_t pid_;
+    std::vector<mr_entry*> index_ EVD_GUARDED_BY(mem_lock());  // sorted by start, disjoint
+    size_t bytes_ EVD_GUARDED_BY(mem_lock()) = 0;
+    mr_entry* lru_head_ EVD_GUARDED_BY(mem_lock()) = nullptr;  // oldest unused
+    mr_entry* lru_tail_ EVD_GUARDED_BY(mem_lock()) = nullptr;
+    mr_entry* dead_ EVD_GUARDED_BY(mem_lock()) = nullptr;
+    uint64_t hits_ EVD_GUARDED_BY(mem_lock()) = 0;
+    uint64_t misses_ EVD_GUARDED_BY(mem_lock()) = 0;
+    uint64_t invalidated_ EVD_GUARDED_BY(mem_lock()) = 0;
+    uint64_t evicted_ EVD_GUARDED_BY(mem_lock()) = 0;
+    uint64_t uncached_ EVD_GUARDED_BY(mem_lock()) = 0;
+    uint64_t registered_ EVD_GUARDED_BY(mem_lock()) = 0;
+};
+
+}  // namespace evd

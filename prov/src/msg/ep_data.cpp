@@ -1,0 +1,597 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Data path of an active MSG endpoint: fi_send*/fi_recv* (fi_msg(3)) and
+// fi_read*/fi_write* (fi_rma(3)) as ibv_post_send/ibv_post_recv on ep->qp.
+//
+// Every work request is built on the stack; nothing is allocated and no lock
+// is taken (ibv_post_* on one QP is thread safe in rdma-core providers).
+// wr_id is the user's context; work requests whose success must not be
+// reported (fi_inject*, the periodic signaled send of selective completion)
+// carry wr_id_suppressed() (cq.h) and are dropped by the CQ reader.
+//
+// Limits taken from the endpoint's fi_info (the CM half creates the QP with
+// them): tx_attr->inject_size = ibv_qp_cap.max_inline_data,
+// tx_attr->size = max_send_wr, tx/rx iov_limit = max_send_sge/max_recv_sge.
+#include <arpa/inet.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <memory>
+
+#include "cq/cntr.h"
+#include "cq/cq.h"
+#include "domain.h"
+#include "mr/mr.h"
+#include "msg/ep.h"
+
+namespace evd {
+
+namespace {
+
+constexpr size_t kMaxIov = 32;  // stack SGE array; the QP enforces its own limit
+
+// Per-endpoint data-path state (ep->data_priv).
+struct ep_dp {
+    size_t max_inline = 0;
+    uint32_t signal_every = 1;  // unsignaled sends between forced signals
+    std::atomic<uint32_t> unsignaled{0};
+    // Counters (cntr.h): set at fi_enable when a counter is bound, then every
+    // send-queue work request is signaled and carries a slot id.
+    std::unique_ptr<tx_slot[]> slots;
+    cntr_route route;
+    bool counted = false;
+};
+
+// Every caller is in ep_msg_ops or ep_rma_ops, set on active endpoints only.
+ep* ep_of(struct fid_ep* f) { return self_of<ep>(f); }
+
+ep_dp* dp_of(ep* e) { return static_cast<ep_dp*>(e->data_priv); }
+
+// Decides signaling and wr_id for a send-queue work request.
+//  comp:   the user asked for a completion (FI_COMPLETION or no selective)
+//  no_ctx: never report success (fi_inject*)
+//  With counters bound (slot mode) every request is signaled: the counter
+//  counts it, the CQ hides it unless the user asked for a completion.
+//  kind:   the counter it counts in (FI_SEND, FI_READ or FI_WRITE)
+ssize_t set_completion(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool no_ctx,
+                       void* context, uint32_t& slot_out) {
+    ep_dp* dp = dp_of(e);
+    if (dp && dp->counted) {
+        cntr_route& r = dp->route;
+        uint32_t i = r.next.fetch_add(1, std::memory_order_relaxed) % r.nslots;
+        if (r.slots[i].busy.exchange(true, std::memory_order_acquire))
+            return -FI_EAGAIN;  // its completion was not polled yet
+        tx_slot& s = r.slots[i];
+        s.context.store(context, std::memory_order_relaxed);
+        s.kind.store(kind, std::memory_order_relaxed);
+        s.hidden.store(!comp || no_ctx, std::memory_order_relaxed);
+        wr.send_flags |= IBV_SEND_SIGNALED;
+        wr.wr_id = tx_slot_wr_id(i);
+        slot_out = i;
+        return 0;
+    }
+    if (comp && !no_ctx) {
+        wr.send_flags |= IBV_SEND_SIGNALED;
+        wr.wr_id = reinterpret_cast<uintptr_t>(context);
+        return 0;
+    }
+    // Unsignaled send-queue slots are only reclaimed when a later signaled
+    // request completes: signal one in every signal_every, and hide it.
+    wr.wr_id = no_ctx ? wr_id_suppressed() : reinterpret_cast<uintptr_t>(context);
+    ep_dp* d = dp_of(e);
+    uint32_t every = d ? d->signal_every : 1;
+    uint32_t n = d ? d->unsignaled.fetch_add(1, std::memory_order_relaxed) + 1 : 1;
+    if (n % every == 0) {
+        wr.send_flags |= IBV_SEND_SIGNALED;
+        wr.wr_id = wr_id_suppressed();
+    }
+    return 0;
+}
+
+ssize_t post_send(ep* e, struct ibv_send_wr& wr) {
+    if (!e->qp_ready.load(std::memory_order_acquire)) {
+        if (e->terminal.load())
+            EVD_WARN(FI_LOG_EP_DATA, "post: the endpoint's connection has ended (iWARP)\n");
+        else
+            EVD_WARN(FI_LOG_EP_DATA, "post: endpoint has no queue pair yet (fi_enable/fi_connect first)\n");
+        return -FI_EOPBADSTATE;
+    }
+    struct ibv_send_wr* bad = nullptr;
+    int r = post_errno(ibv_post_send(ep_qp_of(e), &wr, &bad));
+    if (r == 0) return 0;
+    if (r == ENOMEM || r == EAGAIN) return -FI_EAGAIN;  // send queue full
+    EVD_WARN(FI_LOG_EP_DATA, "ibv_post_send: %s\n", strerror(r));
+    return fi_err(r);
+}
+
+}  // namespace
+
+namespace {
+ssize_t fill_sges(const struct iovec* iov, void* const* desc, size_t count, bool inl,
+                  struct ibv_sge* sge, int& nsge, size_t& total);
+}  // namespace
+
+bool ep_tx_completion(ep* e, uint64_t flags) {
+    if (!(e->tx_flags & FI_SELECTIVE_COMPLETION)) return true;
+    return flags & FI_COMPLETION;
+}
+
+ssize_t ep_post_sq(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool no_ctx,
+                   void* context) {
+    uint32_t slot = UINT32_MAX;
+    if (ssize_t r = set_completion(e, wr, kind, comp, no_ctx, context, slot)) return r;
+    ssize_t r = post_send(e, wr);
+    if (r && slot != UINT32_MAX)
+        dp_of(e)->route.slots[slot].busy.store(false, std::memory_order_release);
+    return r;
+}
+
+ssize_t ep_fill_sges(const struct iovec* iov, void* const* desc, size_t count, bool inl,
+                     struct ibv_sge* sge, size_t max_sge, int& nsge, size_t& total) {
+    if (count > max_sge) {
+        EVD_WARN(FI_LOG_EP_DATA, "post: %zu iovs (at most %zu)\n", count, max_sge);
+        return -FI_EINVAL;
+    }
+    return fill_sges(iov, desc, count, inl, sge, nsge, total);
+}
+
+size_t ep_max_inline(ep* e) {
+    ep_dp* d = dp_of(e);
+    return d ? d->max_inline : 0;
+}
+
+namespace {
+
+// Fills sge[] from iov/desc. Zero-length entries are skipped. `inl`: the data
+// is copied inline, descriptors are not needed.
+ssize_t fill_sges(const struct iovec* iov, void* const* desc, size_t count, bool inl,
+                  struct ibv_sge* sge, int& nsge, size_t& total) {
+    if (count > kMaxIov || (count && !iov)) {
+        EVD_WARN(FI_LOG_EP_DATA, "post: %zu iovs (at most %zu, non-NULL)\n", count, kMaxIov);
+        return -FI_EINVAL;
+    }
+    nsge = 0;
+    total = 0;
+    for (size_t i = 0; i < count; ++i) {
+        if (!iov[i].iov_len) continue;
+        uint32_t lkey = 0;
+        if (!inl) {
+            if (!desc || !desc[i]) {
+                EVD_WARN(FI_LOG_EP_DATA, "post: iov %zu has no memory descriptor (FI_MR_LOCAL: "
+                                         "pass fi_mr_desc() of a registration covering it)\n", i);
+                return -FI_EINVAL;
+            }
+            lkey = mr_desc_lkey(desc[i]);
+        }
+        sge[nsge].addr = reinterpret_cast<uintptr_t>(iov[i].iov_base);
+        sge[nsge].length = static_cast<uint32_t>(iov[i].iov_len);
+        sge[nsge].lkey = lkey;
+        ++nsge;
+        total += iov[i].iov_len;
+    }
+    return 0;
+}
+
+size_t iov_total(const struct iovec* iov, size_t count) {
+    size_t t = 0;
+    for (size_t i = 0; i < count && iov; ++i) t += iov[i].iov_len;
+    return t;
+}
+
+size_t max_inline(ep* e) {
+    ep_dp* d = dp_of(e);
+    return d ? d->max_inline : 0;
+}
+
+int imm_of(uint64_t data, uint32_t& imm) {
+    if (data > UINT32_MAX) {
+        EVD_WARN(FI_LOG_EP_DATA, "remote CQ data 0x%llx exceeds cq_data_size (4 bytes)\n",
+                 static_cast<unsigned long long>(data));
+        return -FI_EINVAL;
+    }
+    imm = htonl(static_cast<uint32_t>(data));
+    return 0;
+}
+
+// One send-queue operation: SEND/WRITE/READ, with or without immediate data.
+//  inject: FI_INJECT semantics (inline copy, must fit); no_ctx: fi_inject*.
+ssize_t do_sq(ep* e, enum ibv_wr_opcode op, const struct iovec* iov, void* const* desc,
+              size_t count, uint64_t raddr, uint64_t rkey, bool has_imm, uint64_t data,
+              void* context, uint64_t flags, bool no_ctx) {
+    struct ibv_send_wr wr {};
+    struct ibv_sge sge[kMaxIov];
+    size_t total = iov_total(iov, count);
+    size_t inl_max = max_inline(e);
+    bool inject = flags & FI_INJECT;
+    if (inject && (total > inl_max || op == IBV_WR_RDMA_READ)) {
+        EVD_WARN(FI_LOG_EP_DATA, "inject of %zu bytes: the endpoint's inject size is %zu\n", total,
+                 inl_max);
+        return -FI_EINVAL;
+    }
+    // small transfers go inline even without FI_INJECT: no lkey lookup on
+    // the device, lower latency
+    bool inl = op != IBV_WR_RDMA_READ && total && total <= inl_max;
+    int nsge = 0;
+    size_t t = 0;
+    if (ssize_t r = fill_sges(iov, desc, count, inl, sge, nsge, t)) return r;
+    wr.sg_list = nsge ? sge : nullptr;
+    wr.num_sge = nsge;
+    if (inl) wr.send_flags |= IBV_SEND_INLINE;
+    if (flags & FI_FENCE) wr.send_flags |= IBV_SEND_FENCE;
+    if (op == IBV_WR_SEND && has_imm) op = IBV_WR_SEND_WITH_IMM;
+    if (op == IBV_WR_RDMA_WRITE && has_imm) op = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.opcode = op;
+    if (has_imm) {
+        if (e->dom->dev->iwarp) {
+            EVD_WARN(FI_LOG_EP_DATA, "remote CQ data on %s: iWARP carries no immediate data "
+                     "(cq_data_size is 0)\n", e->dom->dev->name.c_str());
+            return -FI_EOPNOTSUPP;
+        }
+        if (int r = imm_of(data, wr.imm_data)) return r;
+    }
+    if (op != IBV_WR_SEND && op != IBV_WR_SEND_WITH_IMM) {
+        if (rkey > UINT32_MAX) {
+            EVD_WARN(FI_LOG_EP_DATA, "RMA key 0x%llx is not an evd key (keys are 32-bit rkeys)\n",
+                     static_cast<unsigned long long>(rkey));
+            return -FI_EINVAL;
+        }
+        wr.wr.rdma.remote_addr = raddr;
+        wr.wr.rdma.rkey = static_cast<uint32_t>(rkey);
+    }
+    const tx_kind kind = op == IBV_WR_RDMA_READ ? tx_kind::read
+                         : (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM)
+                             ? tx_kind::write
+                             : tx_kind::send;
+    return ep_post_sq(e, wr, kind, !no_ctx && ep_tx_completion(e, flags), no_ctx, context);
+}
+
+ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, void* context,
+              uint64_t flags) {
+    if (e->srx_fid) {
+        EVD_WARN(FI_LOG_EP_DATA, "fi_recv on an endpoint bound to a shared receive context: "
+                                 "post to the fi_srx_context instead\n");
+        return -FI_EOPBADSTATE;
+    }
+    if (!e->qp_ready.load(std::memory_order_acquire)) {
+        if (e->terminal.load())
+            EVD_WARN(FI_LOG_EP_DATA, "fi_recv: the endpoint's connection has ended (iWARP)\n");
+        else
+            EVD_WARN(FI_LOG_EP_DATA, "fi_recv: endpoint has no queue pair yet (fi_enable first)\n");
+        return -FI_EOPBADSTATE;
+    }
+    struct ibv_recv_wr wr {};
+    struct ibv_sge sge[kMaxIov];
+    int nsge = 0;
+    size_t t = 0;
+    if (ssize_t r = fill_sges(iov, desc, count, false, sge, nsge, t)) return r;
+    wr.sg_list = nsge ? sge : nullptr;
+    wr.num_sge = nsge;
+    bool comp = !(e->rx_flags & FI_SELECTIVE_COMPLETION) || (flags & FI_COMPLETION);
+    wr.wr_id = comp ? reinterpret_cast<uintptr_t>(context) : wr_id_suppressed();
+    struct ibv_recv_wr* bad = nullptr;
+    int r = post_errno(ibv_post_recv(ep_qp_of(e), &wr, &bad));
+    if (r == 0) {
+        // Behind the receive flush marker of an ending connection: this one
+        // may never be flushed, so the QP is not kept for reuse (ep.h).
+        if (e->rq_marked.load()) e->rq_after_marker.store(true, std::memory_order_relaxed);
+        return 0;
+    }
+    if (r == ENOMEM || r == EAGAIN) return -FI_EAGAIN;
+    EVD_WARN(FI_LOG_EP_DATA, "ibv_post_recv: %s\n", strerror(r));
+    return fi_err(r);
+}
+
+// ---------------------------------------------------------------- fi_msg
+ssize_t ep_recv(struct fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t, void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {buf, len};
+    return do_rq(e, &iov, &desc, 1, context, e->op_flags_rx);
+}
+
+ssize_t ep_recvv(struct fid_ep* f, const struct iovec* iov, void** desc, size_t count, fi_addr_t,
+                 void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    return do_rq(e, iov, desc, count, context, e->op_flags_rx);
+}
+
+ssize_t ep_recvmsg(struct fid_ep* f, const struct fi_msg* msg, uint64_t flags) {
+    ep* e = ep_of(f);
+    if (!e || !msg) return -FI_EINVAL;
+    return do_rq(e, msg->msg_iov, msg->desc, msg->iov_count, msg->context, flags);
+}
+
+ssize_t ep_send(struct fid_ep* f, const void* buf, size_t len, void* desc, fi_addr_t,
+                void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return do_sq(e, IBV_WR_SEND, &iov, &desc, 1, 0, 0, false, 0, context, e->op_flags_tx, false);
+}
+
+ssize_t ep_sendv(struct fid_ep* f, const struct iovec* iov, void** desc, size_t count, fi_addr_t,
+                 void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    return do_sq(e, IBV_WR_SEND, iov, desc, count, 0, 0, false, 0, context, e->op_flags_tx, false);
+}
+
+ssize_t ep_sendmsg(struct fid_ep* f, const struct fi_msg* msg, uint64_t flags) {
+    ep* e = ep_of(f);
+    if (!e || !msg) return -FI_EINVAL;
+    return do_sq(e, IBV_WR_SEND, msg->msg_iov, msg->desc, msg->iov_count, 0, 0,
+                 flags & FI_REMOTE_CQ_DATA, msg->data, msg->context, flags, false);
+}
+
+ssize_t ep_inject(struct fid_ep* f, const void* buf, size_t len, fi_addr_t) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return do_sq(e, IBV_WR_SEND, &iov, nullptr, 1, 0, 0, false, 0, nullptr, FI_INJECT, true);
+}
+
+ssize_t ep_senddata(struct fid_ep* f, const void* buf, size_t len, void* desc, uint64_t data,
+                    fi_addr_t, void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return do_sq(e, IBV_WR_SEND, &iov, &desc, 1, 0, 0, true, data, context, e->op_flags_tx, false);
+}
+
+ssize_t ep_injectdata(struct fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return do_sq(e, IBV_WR_SEND, &iov, nullptr, 1, 0, 0, true, data, nullptr, FI_INJECT, true);
+}
+
+// ---------------------------------------------------------------- fi_rma
+ssize_t ep_read(struct fid_ep* f, void* buf, size_t len, void* desc, fi_addr_t, uint64_t addr,
+                uint64_t key, void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {buf, len};
+    return do_sq(e, IBV_WR_RDMA_READ, &iov, &desc, 1, addr, key, false, 0, context,
+                 e->op_flags_tx, false);
+}
+
+ssize_t ep_readv(struct fid_ep* f, const struct iovec* iov, void** desc, size_t count, fi_addr_t,
+                 uint64_t addr, uint64_t key, void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    return do_sq(e, IBV_WR_RDMA_READ, iov, desc, count, addr, key, false, 0, context,
+                 e->op_flags_tx, false);
+}
+
+int check_rma_msg(const struct fi_msg_rma* msg) {
+    if (!msg || msg->rma_iov_count != 1 || !msg->rma_iov) {
+        EVD_WARN(FI_LOG_EP_DATA, "fi_readmsg/fi_writemsg: exactly one rma_iov is supported\n");
+        return -FI_EINVAL;
+    }
+    return 0;
+}
+
+ssize_t ep_readmsg(struct fid_ep* f, const struct fi_msg_rma* msg, uint64_t flags) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    if (int r = check_rma_msg(msg)) return r;
+    return do_sq(e, IBV_WR_RDMA_READ, msg->msg_iov, msg->desc, msg->iov_count, msg->rma_iov[0].addr,
+                 msg->rma_iov[0].key, false, 0, msg->context, flags, false);
+}
+
+ssize_t ep_write(struct fid_ep* f, const void* buf, size_t len, void* desc, fi_addr_t,
+                 uint64_t addr, uint64_t key, void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return do_sq(e, IBV_WR_RDMA_WRITE, &iov, &desc, 1, addr, key, false, 0, context,
+                 e->op_flags_tx, false);
+}
+
+ssize_t ep_writev(struct fid_ep* f, const struct iovec* iov, void** desc, size_t count, fi_addr_t,
+                  uint64_t addr, uint64_t key, void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    return do_sq(e, IBV_WR_RDMA_WRITE, iov, desc, count, addr, key, false, 0, context,
+                 e->op_flags_tx, false);
+}
+
+ssize_t ep_writemsg(struct fid_ep* f, const struct fi_msg_rma* msg, uint64_t flags) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    if (int r = check_rma_msg(msg)) return r;
+    return do_sq(e, IBV_WR_RDMA_WRITE, msg->msg_iov, msg->desc, msg->iov_count,
+                 msg->rma_iov[0].addr, msg->rma_iov[0].key, flags & FI_REMOTE_CQ_DATA, msg->data,
+                 msg->context, flags, false);
+}
+
+ssize_t ep_inject_write(struct fid_ep* f, const void* buf, size_t len, fi_addr_t, uint64_t addr,
+                        uint64_t key) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return do_sq(e, IBV_WR_RDMA_WRITE, &iov, nullptr, 1, addr, key, false, 0, nullptr, FI_INJECT,
+                 true);
+}
+
+ssize_t ep_writedata(struct fid_ep* f, const void* buf, size_t len, void* desc, uint64_t data,
+                     fi_addr_t, uint64_t addr, uint64_t key, void* context) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return do_sq(e, IBV_WR_RDMA_WRITE, &iov, &desc, 1, addr, key, true, data, context,
+                 e->op_flags_tx, false);
+}
+
+ssize_t ep_inject_writedata(struct fid_ep* f, const void* buf, size_t len, uint64_t data,
+                            fi_addr_t, uint64_t addr, uint64_t key) {
+    ep* e = ep_of(f);
+    if (!e) return -FI_EINVAL;
+    struct iovec iov = {const_cast<void*>(buf), len};
+    return do_sq(e, IBV_WR_RDMA_WRITE, &iov, nullptr, 1, addr, key, true, data, nullptr, FI_INJECT,
+                 true);
+}
+
+// Ops tables (defined at the end of the file).
+extern struct fi_ops_msg ep_msg_ops;
+extern struct fi_ops_rma ep_rma_ops;
+
+}  // namespace
+
+void ep_data_init(ep* e) {
+    e->fid.msg = &ep_msg_ops;
+    e->fid.rma = &ep_rma_ops;
+    e->fid.atomic = &ep_atomic_ops;  // ep_atomic.cpp
+    auto* d = new (std::nothrow) ep_dp;
+    if (d && e->info && e->info->tx_attr) {
+        size_t inj = e->info->tx_attr->inject_size;
+        d->max_inline = inj;
+        size_t depth = e->info->tx_attr->size;
+        d->signal_every = static_cast<uint32_t>(std::max<size_t>(1, depth / 2));
+    }
+    // without state every unsignaled send is signaled (and hidden): correct,
+    // only slower
+    e->data_priv = d;
+}
+
+int ep_data_bind(ep* e, struct fid* bfid, uint64_t flags) {
+    cntr* c = cntr_from_fid(bfid);
+    if (!c) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: not an evd counter\n");
+        return -FI_EINVAL;
+    }
+    if (cntr_domain(c) != &e->dom->fid) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: the counter belongs to another domain\n");
+        return -FI_EINVAL;
+    }
+    if (flags & (FI_REMOTE_READ | FI_REMOTE_WRITE)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind(cntr): FI_REMOTE_READ/FI_REMOTE_WRITE counters need "
+                                 "FI_RMA_EVENT, which evd does not offer (verbs reports no "
+                                 "completion for RMA it is the target of)\n");
+        return -FI_EINVAL;
+    }
+    const uint64_t ok = FI_SEND | FI_RECV | FI_READ | FI_WRITE;
+    if (!flags || (flags & ~ok)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind(cntr): flags 0x%llx: give a non-empty set of "
+                                 "FI_SEND, FI_RECV, FI_READ, FI_WRITE\n",
+                 static_cast<unsigned long long>(flags));
+        return -FI_EINVAL;
+    }
+    if (e->enabled) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind(cntr): bind counters before fi_enable\n");
+        return -FI_EOPBADSTATE;
+    }
+    struct {
+        uint64_t bit;
+        cntr** slot;
+        const char* name;
+    } dirs[] = {{FI_SEND, &e->send_cntr, "FI_SEND"},
+                {FI_RECV, &e->recv_cntr, "FI_RECV"},
+                {FI_READ, &e->read_cntr, "FI_READ"},
+                {FI_WRITE, &e->write_cntr, "FI_WRITE"}};
+    for (auto& d : dirs)
+        if ((flags & d.bit) && *d.slot) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind(cntr): a %s counter is already bound\n", d.name);
+            return -FI_EINVAL;
+        }
+    for (auto& d : dirs)
+        if (flags & d.bit) {
+            *d.slot = c;
+            cntr_bind_ref(c);
+        }
+    return 0;
+}
+
+int ep_data_enable(ep* e) {
+    bool tx = e->send_cntr || e->read_cntr || e->write_cntr;
+    bool rx = e->recv_cntr != nullptr;
+    if (!tx && !rx) return 0;
+    ep_dp* d = dp_of(e);
+    if (!d) return -FI_ENOMEM;
+    if (!d->counted) {
+        size_t n = e->info && e->info->tx_attr && e->info->tx_attr->size ? e->info->tx_attr->size
+                                                                        : 256;
+        n = std::min<size_t>(n, kMaxTxSlots);
+        d->slots.reset(new (std::nothrow) tx_slot[n]);
+        if (!d->slots) return -FI_ENOMEM;
+        d->route.slots = d->slots.get();
+        d->route.nslots = static_cast<uint32_t>(n);
+        d->route.send = e->send_cntr;
+        d->route.recv = e->recv_cntr;
+        d->route.read = e->read_cntr;
+        d->route.write = e->write_cntr;
+        d->counted = true;
+    }
+    // A direction with a counter but no CQ completes into a CQ of its own,
+    // which counter progress polls (freed with the endpoint: cq_bind_unref).
+    bool need_tx = tx && !e->tx_cq, need_rx = rx && !e->rx_cq;
+    if (need_tx || need_rx) {
+        size_t sz = 0;
+        if (need_tx) sz += e->info && e->info->tx_attr ? e->info->tx_attr->size : 256;
+        if (need_rx) sz += e->info && e->info->rx_attr ? e->info->rx_attr->size : 256;
+        cq* q = nullptr;
+        if (int r = cq_open_internal(&e->dom->fid, std::max<size_t>(sz, 1), &q)) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: internal CQ for a counter-only endpoint: %d\n", r);
+            return r;
+        }
+        if (need_tx) {
+            e->tx_cq = q;
+            cq_bind_ref(q);
+        }
+        if (need_rx) {
+            e->rx_cq = q;
+            cq_bind_ref(q);
+        }
+    }
+    return 0;
+}
+
+cntr_route* ep_data_route(ep* e) {
+    ep_dp* d = dp_of(e);
+    return d && d->counted ? &d->route : nullptr;
+}
+
+void ep_data_close(ep* e) {
+    for (cntr** k : {&e->send_cntr, &e->recv_cntr, &e->read_cntr, &e->write_cntr})
+        if (*k) {
+            cntr_bind_unref(*k);
+            *k = nullptr;
+        }
+    delete static_cast<ep_dp*>(e->data_priv);
+    e->data_priv = nullptr;
+}
+
+// ---------------------------------------------------------------- ops tables
+namespace {
+
+struct fi_ops_msg ep_msg_ops = {
+    .size = sizeof(struct fi_ops_msg),
+    .recv = ep_recv,
+    .recvv = ep_recvv,
+    .recvmsg = ep_recvmsg,
+    .send = ep_send,
+    .sendv = ep_sendv,
+    .sendmsg = ep_sendmsg,
+    .inject = ep_inject,
+    .senddata = ep_senddata,
+    .injectdata = ep_injectdata,
+};
+
+struct fi_ops_rma ep_rma_ops = {
+    .size = sizeof(struct fi_ops_rma),
+    .read = ep_read,
+    .readv = ep_readv,
+    .readmsg = ep_readmsg,
+    .write = ep_write,
+    .writev = ep_writev,
+    .writemsg = ep_writemsg,
+    .inject = ep_inject_write,
+    .writedata = ep_writedata,
+    .injectdata = ep_inject_writedata,
+};
+
+}  // namespace
+
+}  // namespace evd

@@ -1,0 +1,834 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Active MSG endpoints: lifetime, bindings and the connection
+// half (fi_connect, fi_accept, fi_shutdown, names, options) driven by
+// rdma_cm events read on the bound EQ. Data ops: ep_data.cpp.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "cm/cm.h"
+#include "cm/cm_deadline.h"
+#include "cm/linger.h"
+#include "cq/cq.h"
+#include "device/async.h"
+#include "device/devctx.h"
+#include "device/route_source.h"
+#include "domain.h"
+#include "eq/eq.h"
+#include "msg/ep.h"
+#include "msg/qp_flush.h"
+#include "msg/srx.h"
+
+namespace evd {
+
+namespace {
+
+
+// Binds an active endpoint's id to its source address now, for the cases
+// that need the address itself before fi_connect: fi_setname, an endpoint
+// that reuses its pep's port, fi_getname after fi_enable. Otherwise the id
+// is bound by rdma_resolve_addr (see ep_create_qp).
+int bind_source(ep* e, const struct sockaddr* dst) {
+    if (e->id->verbs) return 0;
+    struct sockaddr_storage src = {};
+    auto* given = static_cast<const struct sockaddr*>(e->info->src_addr);
+    if (given && cm_addrlen(given)) {
+        std::memcpy(&src, given, cm_addrlen(given));
+        // an active endpoint takes an ephemeral port, unless it was opened
+        // from a passive endpoint's handle (fi_endpoint(3): it reuses the
+        // pep's address)
+        if (!e->keep_src_port && src.ss_family == AF_INET)
+            reinterpret_cast<struct sockaddr_in*>(&src)->sin_port = 0;
+        else if (!e->keep_src_port && src.ss_family == AF_INET6)
+            reinterpret_cast<struct sockaddr_in6*>(&src)->sin6_port = 0;
+    } else if (!dst || !route_source(dst, &src)) {
+        return 0;  // the device becomes known at ADDR_RESOLVED
+    }
+    if (rdma_bind_addr(e->id.get(), reinterpret_cast<struct sockaddr*>(&src))) {
+        int err = errno;
+        EVD_WARN(FI_LOG_EP_CTRL, "rdma_bind_addr(source): %s\n", strerror(err));
+        return fi_err(err);
+    }
+    return 0;
+}
+
+int do_enable(ep* e) EVD_REQUIRES(e->mu) {
+    if (e->enabled) return 0;
+    if (!e->eq_bound.load() && !e->dgram) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: no EQ bound\n");
+        return -FI_ENOEQ;
+    }
+    if (int r = ep_data_enable(e)) return r;  // counters: internal CQs, send slots
+    if (!e->tx_cq || !e->rx_cq) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: bind a transmit and a receive CQ first\n");
+        return -FI_ENOCQ;
+    }
+    if (e->dgram) {  // no id, no connection: the UD QP, ready to send
+        if (int ret = ep_ud_enable(e)) return ret;
+        e->enabled = true;
+        return 0;
+    }
+    if (e->keep_src_port || e->name_set) {
+        int ret = bind_source(e, static_cast<const struct sockaddr*>(e->info->dest_addr));
+        if (ret) return ret;
+    }
+    if (int ret = ep_create_qp(e)) return ret;
+    e->enabled = true;
+    return 0;
+}
+
+// The adopted request's listener-EQ ref came to e with the id; the handle
+// itself stays alive for its pep.
+void drop_connreq(ep* e) {
+    connreq* r = e->creq;
+    e->creq = nullptr;
+    if (r->eq_bound) eq_bind_unref(r->eq_bound);
+    r->eq_bound = nullptr;
+    connreq_put(r);
+}
+
+// ------------------------------------------------------------------ entry points
+// fi_close, once no deadline can fire: the QP's queued work completes in
+// the CQs, then nothing routes to e any more (async events, fatal
+// completions, a progress probe's deadline) and the QP is destroyed.
+// Returns the QP when `keep` asks for it and its flush came out in full
+// (it is then in the error state, its queues empty, out of the id's hands);
+// otherwise it is destroyed.
+// Called once nothing dispatches to e any more (its id's context no longer
+// names it): the QP changes under e->mu all the same, the rule of ep.h.
+ibv_qp_ptr retire_qp(ep* e, bool keep) EVD_EXCLUDES(e->mu) {
+    // queued work completes in the CQ before the QP can discard it
+    const bool flushed = qp_flush(e);
+    {
+        evd::lock_guard lk(e->mu);
+        if (e->qp) {
+            devctx_unregister(e->dom->dev, &devctx::qps, e->qp.get());
+            cq_detach_qp(e->tx_cq, e->qp->qp_num);
+            if (e->rx_cq != e->tx_cq) cq_detach_qp(e->rx_cq, e->qp->qp_num);
+        }
+    }
+    if (e->chan) {  // a progress probe (probe.h) armed before the unregister
+        evd::lock_guard chan_lk(e->chan->mu);
+        cm_deadline_clear(e->chan, e);
+    }
+    ep_data_close(e);
+    e->qp_ready.store(false);
+    evd::lock_guard lk(e->mu);
+    ibv_qp_ptr kept;
+    if (keep && flushed && e->qp) {
+        if (e->id && e->id->qp == e->qp.get()) e->id->qp = nullptr;  // rdma_cm lets go
+        kept = std::move(e->qp);
+    } else if (keep && e->qp) {
+        qp_pool_discarded(e->dom);
+    }
+    ep_destroy_qp(e);
+    return kept;
+}
+
+// Whether e's QP may be kept for reuse (qp_pool.h), as far as e knows
+// before the flush: its connection came up and no error ended it. Not on a
+// shared receive context: a receive the QP took from the SRQ may still
+// complete after the close (only IBV_EVENT_QP_LAST_WQE_REACHED would say it
+// will not). Not on iWARP either. linger_begin decides with rdma_cm's view
+// under the channel lock.
+bool qp_keepable(ep* e) EVD_REQUIRES(e->mu) {
+    if (!get_params().qp_pool_size || !e->qp || !e->cm_established || e->srx_fid) return false;
+    // iWARP: the QP ends with its TCP stream; siw does not flush a closed
+    // one the way the reuse needs (fi_evd(7), IWARP)
+    if (e->dom->dev->iwarp) return false;
+    return ep_state_of(e) != ep_state::error;
+}
+
+// fi_close, after the id is gone: what e holds of other objects (its
+// request handle, CQs, SRX, EQ) is let go, and the EQs forget e's events.
+void release_bindings(ep* e) {
+    if (e->creq) drop_connreq(e);
+    if (e->tx_cq) cq_bind_unref(e->tx_cq);
+    if (e->rx_cq) cq_bind_unref(e->rx_cq);
+    if (e->srx_fid) srx_bind_unref(e->srx_fid);
+    // nothing posts for e any more: no reader may be handed its fid now
+    eq_forget_fid(e->eq_bound.load(), &e->fid.fid);
+    eq_forget_fid(e->dom->eq_bound.load(), &e->fid.fid);
+    if (eq* q = e->eq_bound.load()) {
+        devctx_detach_eq(e->dom->dev, q);
+        eq_bind_unref(q);
+    }
+}
+
+int ep_close(struct fid* f) {
+    return guard([&] {
+        ep* e = ep_from_fid(f);
+        if (!e) return -FI_EINVAL;
+        if (e->refs.busy()) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_close(ep): %d objects still bound to it\n",
+                     e->refs.n.load());
+            return -FI_EBUSY;
+        }
+        if (e->chan) {  // the deadline timer runs under the channel's lock
+            evd::lock_guard chan_lk(e->chan->mu);
+            cm_deadline_clear(e->chan, e);
+        }
+        // A connection still up outlives e until the peer is told, and one
+        // whose QP is kept until its time-wait is over (linger.h);
+        // otherwise no more dispatch to e.
+        bool keepable = false;
+        {
+            evd::lock_guard lk(e->mu);
+            keepable = qp_keepable(e);
+        }
+        if (e->dgram) ep_ud_closing(e);
+        qp_verdict v = qp_verdict::destroy;
+        linger* lg = e->chan && e->id ? linger_begin(e, keepable, &v) : nullptr;
+        // No record (nothing to tell the peer, or none could be made): the
+        // id is destroyed below, and dispatch must not reach e meanwhile.
+        if (!lg && e->chan && e->id) cm_detach_owner(e->chan, e->id.get());
+        uint64_t token = 0;
+        if (ibv_qp_ptr kept = retire_qp(e, v != qp_verdict::destroy)) {
+            const qp_key key = e->qkey;
+            token = qp_pool_retire(e->dom, key, std::move(kept));
+            if (token && v == qp_verdict::keep_now) {  // the peer can no longer address it
+                qp_pool_release(token);
+                token = 0;
+            }
+        }
+        if (e->dgram) ep_ud_release(e);  // its QP is gone
+        if (lg) {
+            linger_arm(lg, std::move(e->id), token);  // with the channel reference
+        } else {
+            qp_pool_drop(token);  // nobody will see its time-wait end
+            e->id.reset();  // before its channel can go
+            if (e->chan) cm_chan_put(e->chan);
+        }
+        e->chan = nullptr;
+        release_bindings(e);
+        if (e->suppressed.load())
+            EVD_DBG(FI_LOG_EP_CTRL, "ep %p closed; %lu later terminal causes suppressed\n",
+                    static_cast<void*>(e), static_cast<unsigned long>(e->suppressed.load()));
+        e->dom->refs.put();
+        fi_freeinfo(e->info);
+        e->tag = kind{0};
+        delete e;
+        return 0;
+    });
+}
+
+// Moves e's id to chan (an id adopted from a connection request still
+// lives on the listener's channel). rdma_migrate_id waits until every
+// event already read from the old channel for the id is acknowledged, and
+// that channel's dispatcher acknowledges only after ep_cm_event, which
+// takes e->mu: so e->mu (held by the caller) is released meanwhile.
+int migrate_id(ep* e, cm_chan* chan) EVD_REQUIRES(e->mu) {
+    struct rdma_cm_id* id = e->id.get();
+    e->migrating = true;  // a concurrent fi_ep_bind(EQ) is refused meanwhile
+    e->mu.unlock();
+    hb_release(id);
+    int rc = rdma_migrate_id(id, chan->ch.get());
+    int m = errno;
+    e->mu.lock();
+    e->migrating = false;
+    if (rc) {
+        EVD_WARN(FI_LOG_EP_CTRL, "rdma_migrate_id: %s\n", strerror(m));
+        return fi_err(m);
+    }
+    cm_chan* old = e->chan;
+    e->chan = chan;
+    cm_chan_put(old);
+    return 0;
+}
+
+// The EQ's rdma_cm channel for e's id: a new id there, or e's id moved
+// there (one adopted from a connection request on the listener's EQ).
+int bind_eq_id(ep* e, eq* q) EVD_REQUIRES(e->mu) {
+    int err = 0;
+    cm_chan* chan = cm_chan_get(q, &err);
+    if (!chan) return err;
+    if (e->id && e->chan != chan) {
+        // adopted from a connection request on the listener's EQ: move it
+        if (int rc = migrate_id(e, chan)) {
+            cm_chan_put(chan);
+            return rc;
+        }
+    } else if (e->id) {
+        cm_chan_put(chan);  // already on this channel (holds its ref)
+    } else {
+        if (int rc = cm_create_id(chan, &e->owner, &e->id)) {
+            cm_chan_put(chan);
+            return rc;
+        }
+        e->chan = chan;
+    }
+    if (e->creq) drop_connreq(e);  // the id now lives on e's own binding
+    return 0;
+}
+
+int bind_eq(ep* e, struct fid* bfid, uint64_t flags) EVD_REQUIRES(e->mu) {
+    eq* q = eq_from_fid(bfid);
+    if (!q) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: not an evd EQ\n");
+        return -FI_EINVAL;
+    }
+    if (e->eq_bound.load() || e->migrating) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: an EQ is already bound\n");
+        return -FI_EINVAL;
+    }
+    // a datagram endpoint's EQ gets its async events and terminal records
+    // only: it has no rdma_cm id
+    if (!e->dgram)
+        if (int rc = bind_eq_id(e, q)) return rc;
+    eq_bind_ref(q);
+    int ret = devctx_attach_eq(e->dom->dev, q);
+    if (ret && ret != -FI_ENOSYS)
+        EVD_INFO(FI_LOG_EP_CTRL, "devctx_attach_eq: %d (async events read elsewhere)\n", ret);
+    e->eq_flags = flags;
+    e->eq_bound.store(q);
+    return 0;
+}
+
+int bind_cq(ep* e, struct fid* bfid, uint64_t flags) {
+    cq* c = cq_from_fid(bfid);
+    if (!c) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: not an evd CQ\n");
+        return -FI_EINVAL;
+    }
+    if (cq_domain(c) != &e->dom->fid) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: the CQ belongs to another domain\n");
+        return -FI_EINVAL;
+    }
+    if (!(flags & (FI_TRANSMIT | FI_RECV))) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind(CQ): flags need FI_TRANSMIT and/or FI_RECV\n");
+        return -FI_EINVAL;
+    }
+    if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind(CQ): unsupported flags 0x%lx\n",
+                 static_cast<unsigned long>(flags));
+        return -FI_EBADFLAGS;
+    }
+    if (((flags & FI_TRANSMIT) && e->tx_cq) || ((flags & FI_RECV) && e->rx_cq)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: a CQ is already bound for that direction\n");
+        return -FI_EINVAL;
+    }
+    if (flags & FI_TRANSMIT) {
+        e->tx_cq = c;
+        e->tx_flags = flags;
+        cq_bind_ref(c);
+    }
+    if (flags & FI_RECV) {
+        e->rx_cq = c;
+        e->rx_flags = flags;
+        cq_bind_ref(c);
+    }
+    return 0;
+}
+
+int ep_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
+    return guard([&] {
+        ep* e = ep_from_fid(f);
+        if (!e || !bfid) return -FI_EINVAL;
+        evd::lock_guard lk(e->mu);
+        if (e->enabled && bfid->fclass != FI_CLASS_CNTR) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: endpoint already enabled\n");
+            return -FI_EOPBADSTATE;
+        }
+        switch (bfid->fclass) {
+            case FI_CLASS_EQ:
+                return bind_eq(e, bfid, flags);
+            case FI_CLASS_CQ:
+                return bind_cq(e, bfid, flags);
+            case FI_CLASS_SRX_CTX:
+                if (srx_ibv(bfid) && srx_for_dgram(bfid) != e->dgram) {
+                    EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: the shared receive context is for %s "
+                             "endpoints (the type of its domain)\n",
+                             e->dgram ? "FI_EP_MSG" : "FI_EP_DGRAM");
+                    return -FI_EINVAL;
+                }
+                if (e->srx_fid || !srx_ibv(bfid)) {
+                    EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: bad or second shared receive context\n");
+                    return -FI_EINVAL;
+                }
+                e->srx_fid = bfid;
+                srx_bind_ref(bfid);
+                return 0;
+            case FI_CLASS_CNTR:
+                return ep_data_bind(e, bfid, flags);
+            case FI_CLASS_AV:
+                return ep_ud_bind_av(e, bfid);
+            default:
+                EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: cannot bind fclass %zu to an endpoint\n",
+                         bfid->fclass);
+                return -FI_EINVAL;
+        }
+    });
+}
+
+int ep_control(struct fid* f, int command, void* arg) {
+    return guard([&] {
+        ep* e = ep_from_fid(f);
+        if (!e) return -FI_EINVAL;
+        evd::lock_guard lk(e->mu);
+        switch (command) {
+            case FI_ENABLE:
+                return do_enable(e);
+            case FI_GETOPSFLAG:
+            case FI_SETOPSFLAG: {
+                if (!arg) return -FI_EINVAL;
+                auto* fl = static_cast<uint64_t*>(arg);
+                bool tx = *fl & FI_TRANSMIT, rx = *fl & FI_RECV;
+                if (tx == rx) return -FI_EINVAL;
+                uint64_t& slot = tx ? e->op_flags_tx : e->op_flags_rx;
+                if (command == FI_GETOPSFLAG)
+                    *fl = (*fl & (FI_TRANSMIT | FI_RECV)) | slot;
+                else
+                    slot = *fl & ~(FI_TRANSMIT | FI_RECV);
+                return 0;
+            }
+            default:
+                return -FI_ENOSYS;
+        }
+    });
+}
+
+int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) {
+    return guard([&] {
+        if (!ep_from_fid(f) || !optlen) return -FI_EINVAL;
+        if (level != FI_OPT_ENDPOINT || optname != FI_OPT_CM_DATA_SIZE) return -FI_ENOPROTOOPT;
+        if (*optlen < sizeof(size_t) || !optval) {
+            *optlen = sizeof(size_t);
+            return -FI_ETOOSMALL;
+        }
+        *static_cast<size_t*>(optval) = kCmDataMax;
+        *optlen = sizeof(size_t);
+        return 0;
+    });
+}
+
+int ep_setopt(fid_t f, int level, int optname, const void*, size_t) {
+    if (level == FI_OPT_ENDPOINT && optname == FI_OPT_CM_DATA_SIZE)
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_setopt(FI_OPT_CM_DATA_SIZE): read-only option\n");
+    return -FI_ENOPROTOOPT;
+}
+
+int ep_setname(fid_t f, void* addr, size_t addrlen) {
+    return guard([&] {
+        ep* e = ep_from_fid(f);
+        auto* sa = static_cast<const struct sockaddr*>(addr);
+        size_t n = cm_addrlen(sa);
+        if (!e || !n || addrlen < n) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_setname(ep): bad address or length %zu\n", addrlen);
+            return -FI_EINVAL;
+        }
+        evd::lock_guard lk(e->mu);
+        if (e->enabled || (e->id && e->id->verbs)) return -FI_EOPBADSTATE;
+        void* p = std::malloc(n);
+        if (!p) return -FI_ENOMEM;
+        std::memcpy(p, sa, n);
+        std::free(e->info->src_addr);
+        e->info->src_addr = p;
+        e->info->src_addrlen = n;
+        e->name_set = true;
+        return 0;
+    });
+}
+
+int ep_getname(fid_t f, void* addr, size_t* addrlen) {
+    return guard([&] {
+        ep* e = ep_from_fid(f);
+        if (!e || !addrlen) return -FI_EINVAL;
+        evd::lock_guard lk(e->mu);
+        // an enabled endpoint has a local address (and port) to tell: take it
+        // now if fi_connect has not yet
+        if (e->enabled && e->id && !e->id->verbs && ep_state_of(e) == ep_state::idle &&
+            !e->terminal.load()) {
+            if (int ret = bind_source(e, static_cast<const struct sockaddr*>(e->info->dest_addr)))
+                return ret;
+        }
+        if (e->id && e->id->verbs)
+            return cm_copy_addr(rdma_get_local_addr(e->id.get()), addr, addrlen);
+        return cm_copy_addr(static_cast<const struct sockaddr*>(e->info->src_addr), addr,
+                            addrlen);
+    });
+}
+
+int ep_getpeer(struct fid_ep* f, void* addr, size_t* addrlen) {
+    return guard([&] {
+        ep* e = ep_from_fid(&f->fid);
+        if (!e || !addrlen) return -FI_EINVAL;
+        evd::lock_guard lk(e->mu);
+        auto st = ep_state_of(e);
+        if (e->id && (st == ep_state::connected || st == ep_state::accepting ||
+                      st == ep_state::connecting))
+            return cm_copy_addr(rdma_get_peer_addr(e->id.get()), addr, addrlen);
+        return cm_copy_addr(static_cast<const struct sockaddr*>(e->info->dest_addr), addr,
+                            addrlen);
+    });
+}
+
+// fi_connect on an endpoint not enabled yet: dst becomes its destination
+// address (unless it has one) and it is enabled.
+int enable_for_connect(ep* e, const struct sockaddr* dst) EVD_REQUIRES(e->mu) {
+    if (!e->info->dest_addr) {
+        size_t n = cm_addrlen(dst);
+        e->info->dest_addr = std::malloc(n);
+        if (!e->info->dest_addr) return -FI_ENOMEM;
+        std::memcpy(e->info->dest_addr, dst, n);
+        e->info->dest_addrlen = n;
+    }
+    return do_enable(e);
+}
+
+// The source address rdma_resolve_addr binds an id that is not bound yet:
+// the endpoint's src_addr with an ephemeral port, in *src, when it has one
+// of dst's family; nullptr lets the route choose.
+struct sockaddr* connect_source(const ep* e, const struct sockaddr* dst,
+                                struct sockaddr_storage* src) {
+    auto* given = static_cast<const struct sockaddr*>(e->info->src_addr);
+    if (e->id->verbs || !given || !cm_addrlen(given) || given->sa_family != dst->sa_family)
+        return nullptr;
+    std::memcpy(src, given, cm_addrlen(given));
+    if (src->ss_family == AF_INET)
+        reinterpret_cast<struct sockaddr_in*>(src)->sin_port = 0;
+    else if (src->ss_family == AF_INET6)
+        reinterpret_cast<struct sockaddr_in6*>(src)->sin6_port = 0;
+    return reinterpret_cast<struct sockaddr*>(src);
+}
+
+int ep_connect(struct fid_ep* f, const void* addr, const void* param, size_t paramlen) {
+    return guard([&] {
+        ep* e = ep_from_fid(&f->fid);
+        if (!e) return -FI_EINVAL;
+        if (paramlen > kCmDataMax || (paramlen && !param)) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: %zu bytes of data, at most %zu allowed\n",
+                     paramlen, kCmDataMax);
+            return -FI_EINVAL;
+        }
+        evd::lock_guard lk(e->mu);
+        if (e->creq) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_connect on an endpoint made for a connection request\n");
+            return -FI_EOPBADSTATE;
+        }
+        auto* dst = static_cast<const struct sockaddr*>(addr ? addr : e->info->dest_addr);
+        if (!cm_addrlen(dst)) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: no (or unsupported) destination address\n");
+            return -FI_EINVAL;
+        }
+        if (ep_state_of(e) != ep_state::idle || e->terminal.load()) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: endpoint is not idle\n");
+            return -FI_EOPBADSTATE;
+        }
+        if (!e->enabled) {
+            // like other MSG providers, fi_connect enables an endpoint the
+            // application did not enable itself
+            if (int ret = enable_for_connect(e, dst)) return ret;
+        }
+        int n = cm_pack(e->conn_data, sizeof(e->conn_data), param, paramlen);
+        if (n < 0) return n;
+        e->conn_data_len = static_cast<size_t>(n);
+        struct sockaddr_storage src = {};
+        struct sockaddr* srcp = connect_source(e, dst, &src);
+        ep_set_state(e, ep_state::resolving);
+        hb_release(e->id.get());
+        if (rdma_resolve_addr(e->id.get(), srcp, const_cast<struct sockaddr*>(dst),
+                              get_params().cm_timeout_ms)) {
+            int err = errno;
+            ep_set_state(e, ep_state::idle);
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: rdma_resolve_addr: %s\n", strerror(err));
+            return fi_err(err);
+        }
+        return 0;
+    });
+}
+
+int ep_accept(struct fid_ep* f, const void* param, size_t paramlen) {
+    return guard([&] {
+        ep* e = ep_from_fid(&f->fid);
+        if (!e) return -FI_EINVAL;
+        if (paramlen > kCmDataMax || (paramlen && !param)) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: %zu bytes of data, at most %zu allowed\n",
+                     paramlen, kCmDataMax);
+            return -FI_EINVAL;
+        }
+        evd::lock_guard lk(e->mu);
+        if (!e->from_connreq) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: endpoint was not opened from an FI_CONNREQ\n");
+            return -FI_EOPBADSTATE;
+        }
+        if (ep_state_of(e) != ep_state::idle || e->terminal.load()) return -FI_EOPBADSTATE;
+        if (e->gone.load()) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: the peer gave up on this request\n");
+            return -FI_ECONNABORTED;
+        }
+        if (e->id && !port_active_now(e->id->verbs, e->id->port_num)) {
+            // The REP would be lost (and on rxe disable the device's connection
+            // management); closing the endpoint answers the request once the
+            // port is back (linger.h).
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: port %u is down\n", e->id->port_num);
+            return -FI_ENETDOWN;
+        }
+        int ret = do_enable(e);
+        if (ret) return ret;
+        uint8_t buf[kCmHdrLen + kCmDataMax];
+        int n = cm_pack(buf, sizeof(buf), param, paramlen);
+        if (n < 0) return n;
+        struct rdma_conn_param cp;
+        cm_fill_conn_param(&cp, buf, static_cast<size_t>(n),
+                           cm_retry_count(e->dom->dev->attr.orig_attr.vendor_id));
+        ep_set_state(e, ep_state::accepting);
+        hb_release(e->id.get());
+        if (rdma_accept(e->id.get(), &cp)) {
+            int err = errno;
+            ep_set_state(e, ep_state::idle);
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: rdma_accept: %s\n", strerror(err));
+            return fi_err(err);
+        }
+        cm_deadline_set(e->chan, e);
+        return 0;
+    });
+}
+
+int ep_shutdown(struct fid_ep* f, uint64_t flags) {
+    return guard([&] {
+        ep* e = ep_from_fid(&f->fid);
+        if (!e) return -FI_EINVAL;
+        evd::lock_guard lk(e->mu);
+        if (e->terminal.load()) return 0;  // already ended: its one event was delivered
+        auto st = ep_state_of(e);
+        if (st == ep_state::idle || !e->id) return -FI_EOPBADSTATE;
+        // FI_SHUTDOWN arrives on both sides from RDMA_CM_EVENT_DISCONNECTED.
+        if (e->disconnect_sent) return 0;  // already on its way (the peer's DREQ was answered)
+        if (e->id->verbs && e->id->port_num && !port_active_now(e->id->verbs, e->id->port_num)) {
+            // A DREQ from a port that is down is lost, and on rxe its failed
+            // send disables the device's connection management. This side is
+            // shut down now; the DREQ goes out from fi_close once the port is
+            // back (linger.h).
+            EVD_INFO(FI_LOG_EP_CTRL, "fi_shutdown: port %u is down: DREQ deferred to fi_close\n",
+                     e->id->port_num);
+            if (ep_claim_terminal(e)) {
+                ep_set_state(e, ep_state::shutdown);
+                cm_post_cm(ep_route_eq(e), FI_SHUTDOWN, &e->fid.fid, nullptr, nullptr, 0);
+            }
+            return 0;
+        }
+        qp_mark_receives(e);  // rdma_disconnect moves the QP to the error state
+        hb_release(e->id.get());
+        if (rdma_disconnect(e->id.get())) {
+            int err = errno;
+            EVD_INFO(FI_LOG_EP_CTRL, "fi_shutdown: rdma_disconnect: %s\n", strerror(err));
+            return fi_err(err);
+        }
+        e->disconnect_sent = true;
+        return 0;
+    });
+}
+
+int ep_no_listen(struct fid_pep*) { return -FI_ENOSYS; }
+int ep_no_reject(struct fid_pep*, fid_t, const void*, size_t) { return -FI_ENOSYS; }
+int ep_no_join(struct fid_ep*, const void*, uint64_t, struct fid_mc**, void*) {
+    return -FI_ENOSYS;
+}
+ssize_t ep_no_cancel(fid_t, void*) { return -FI_ENOSYS; }
+int ep_no_tx_ctx(struct fid_ep*, int, struct fi_tx_attr*, struct fid_ep**, void*) {
+    return -FI_ENOSYS;
+}
+int ep_no_rx_ctx(struct fid_ep*, int, struct fi_rx_attr*, struct fid_ep**, void*) {
+    return -FI_ENOSYS;
+}
+ssize_t ep_no_size_left(struct fid_ep*) { return -FI_ENOSYS; }
+
+// Ops tables (defined at the end of the file).
+extern struct fi_ops ep_fi_ops;
+extern struct fi_ops_ep ep_ep_ops;
+extern struct fi_ops_cm ep_cm_ops;
+
+}  // namespace
+
+// ------------------------------------------------------------------ shared helpers
+ep* ep_from_fid(struct fid* f) {
+    if (!f || f->fclass != FI_CLASS_EP) return nullptr;
+    return from_fid<ep>(reinterpret_cast<struct fid_ep*>(f));
+}
+
+eq* ep_route_eq(void* owner) {
+    ep* e = static_cast<ep*>(owner);
+    if (eq* q = e->eq_bound.load()) return q;
+    return e->dom ? e->dom->eq_bound.load() : nullptr;
+}
+
+// ------------------------------------------------------------------ fi_endpoint
+namespace {
+// Takes over a pending request's id: its events now go to e. The request's
+// chan ref and listener-EQ ref move to e; e holds a ref on the handle.
+int adopt_connreq(ep* e, connreq* r, domain* d) {
+    if (!connreq_claim(r, connreq_state::adopted)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: connection request %p was already answered (%s)\n",
+                 static_cast<void*>(r), connreq_state_name(r->st.load()));
+        return -FI_EINVAL;
+    }
+    {
+        evd::lock_guard lk(r->chan->mu);
+        if (r->id && r->id->verbs != d->dev->verbs) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: the request arrived on %s, the domain is %s\n",
+                     ibv_get_device_name(r->id->verbs->device), d->dev->name.c_str());
+            r->st.store(static_cast<int>(connreq_state::pending));  // still answerable
+            return -FI_EINVAL;
+        }
+        if (r->id) {
+            // the kernel's CM holds the request (REQ received); set before
+            // dispatch can reach e (order: cm_chan::mu -> ep::mu)
+            evd::lock_guard elk(e->mu);
+            e->cm_started = true;
+            r->id->context = &e->owner;
+            e->id = std::move(r->id);
+            e->gone.store(r->gone.load());
+        }
+    }
+    if (!e->id) {  // the peer gave up and dispatch freed the id
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: the peer abandoned connection request %p\n",
+                 static_cast<void*>(r));
+        r->st.store(static_cast<int>(connreq_state::ended));
+        connreq_release(r, false, nullptr, 0);
+        return -FI_ECONNABORTED;
+    }
+    e->chan = r->chan;  // the request's channel ref moves to e
+    r->chan = nullptr;
+    r->refs.fetch_add(1, std::memory_order_relaxed);
+    e->creq = r;  // keeps the listener's EQ bound until e binds its own
+    e->from_connreq = true;
+    return 0;
+}
+}  // namespace
+
+namespace {
+
+// info->handle of fi_endpoint: a pending FI_CONNREQ handle (*r), a passive
+// endpoint whose address the new endpoint takes (*from_pep), or none.
+int take_handle(const struct fi_info* info, connreq** r, pep** from_pep) {
+    if (!info->handle) return 0;
+    if (info->handle->fclass == FI_CLASS_PEP) {
+        *from_pep = from_fid<pep>(reinterpret_cast<struct fid_pep*>(info->handle));
+        return *from_pep ? 0 : -FI_EINVAL;
+    }
+    if (info->handle->fclass != FI_CLASS_CONNREQ || !fid_is_evd(info->handle)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: info->handle is not evd's FI_CONNREQ handle\n");
+        return -FI_EINVAL;
+    }
+    *r = reinterpret_cast<connreq*>(info->handle);
+    if ((*r)->st.load() != static_cast<int>(connreq_state::pending)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: connection request %p was already answered (%s)\n",
+                 static_cast<void*>(*r), connreq_state_name((*r)->st.load()));
+        return -FI_EINVAL;
+    }
+    return 0;
+}
+
+// The active endpoint takes the passive endpoint's address, port included.
+int take_pep_address(pep* p, struct fi_info* dup, bool* keep_src_port) {
+    evd::lock_guard plk(p->mu);
+    auto* sa = static_cast<const struct sockaddr*>(p->info->src_addr);
+    size_t n = cm_addrlen(sa);
+    if (!n) return 0;
+    void* a = std::malloc(n);
+    if (!a) return -FI_ENOMEM;
+    std::memcpy(a, sa, n);
+    std::free(dup->src_addr);
+    dup->src_addr = a;
+    dup->src_addrlen = n;
+    *keep_src_port = true;
+    return 0;
+}
+
+}  // namespace
+
+int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** out,
+            void* context) {
+    return guard([&] {
+        domain* d = domain_from_fid(dom_fid);
+        if (!d || !info || !out) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: domain, info and ep must be valid\n");
+            return -FI_EINVAL;
+        }
+        const bool dgram = info->ep_attr && info->ep_attr->type == FI_EP_DGRAM;
+        if (info->ep_attr && info->ep_attr->type != FI_EP_MSG && !dgram &&
+            info->ep_attr->type != FI_EP_UNSPEC) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: only FI_EP_MSG and FI_EP_DGRAM are supported\n");
+            return -FI_EINVAL;
+        }
+        if (dgram && (info->handle || d->dev->iwarp)) {
+            EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: FI_EP_DGRAM needs an InfiniBand or RoCE device "
+                     "and no connection handle\n");
+            return -FI_EINVAL;
+        }
+        connreq* r = nullptr;
+        pep* from_pep = nullptr;
+        if (int ret = take_handle(info, &r, &from_pep)) return ret;
+        info_ptr dup(fi_dupinfo(info));
+        if (!dup) return -FI_ENOMEM;
+        dup->handle = nullptr;
+        bool keep_src_port = false;
+        if (from_pep)
+            if (int ret = take_pep_address(from_pep, dup.get(), &keep_src_port)) return ret;
+        auto e = std::make_unique<ep>();
+        e->info = dup.get();  // e owns it once it is handed out
+        e->keep_src_port = keep_src_port;
+        e->fid.fid.fclass = FI_CLASS_EP;
+        e->fid.fid.context = context;
+        e->fid.fid.ops = &ep_fi_ops;
+        e->fid.ops = &ep_ep_ops;
+        e->fid.cm = &ep_cm_ops;
+        e->dom = d;
+        if (r) {
+            if (int ret = adopt_connreq(e.get(), r, d)) return ret;
+        }
+        d->refs.get();
+        ep_data_init(e.get());
+        if (dgram) ep_ud_open(e.get());
+        (void)dup.release();
+        *out = &e.release()->fid;
+        return 0;
+    });
+}
+
+// ---------------------------------------------------------------- ops tables
+namespace {
+
+struct fi_ops ep_fi_ops = {
+    .size = sizeof(struct fi_ops),
+    .close = ep_close,
+    .bind = ep_bind,
+    .control = ep_control,
+    .ops_open = op_no_ops_open,
+    .tostr = fid_tostr,
+    .ops_set = nullptr,
+};
+
+struct fi_ops_ep ep_ep_ops = {
+    .size = sizeof(struct fi_ops_ep),
+    .cancel = ep_no_cancel,
+    .getopt = ep_getopt,
+    .setopt = ep_setopt,
+    .tx_ctx = ep_no_tx_ctx,
+    .rx_ctx = ep_no_rx_ctx,
+    .rx_size_left = ep_no_size_left,
+    .tx_size_left = ep_no_size_left,
+};
+
+struct fi_ops_cm ep_cm_ops = {
+    .size = sizeof(struct fi_ops_cm),
+    .setname = ep_setname,
+    .getname = ep_getname,
+    .getpeer = ep_getpeer,
+    .connect = ep_connect,
+    .listen = ep_no_listen,
+    .accept = ep_accept,
+    .reject = ep_no_reject,
+    .shutdown = ep_shutdown,
+    .join = ep_no_join,
+};
+
+}  // namespace
+
+}  // namespace evd
