@@ -24,30 +24,6 @@ namespace evd {
 
 namespace {
 
-int ud_qp_attrs(ep* e, struct ibv_qp_init_attr* a) {
-    const struct ibv_device_attr& da = e->dom->dev->attr.orig_attr;
-    uint32_t max_wr = da.max_qp_wr > 0 ? static_cast<uint32_t>(da.max_qp_wr) : 1024;
-    uint32_t max_sge = da.max_sge > 0 ? static_cast<uint32_t>(da.max_sge) : 2;
-    *a = {};
-    a->qp_context = e;
-    a->qp_type = IBV_QPT_UD;
-    a->sq_sig_all = 0;
-    a->send_cq = cq_ibv(e->tx_cq);
-    a->recv_cq = cq_ibv(e->rx_cq);
-    a->srq = e->srx_fid ? srx_ibv(e->srx_fid) : nullptr;
-    const fi_tx_attr* tx = e->info->tx_attr;
-    const fi_rx_attr* rx = e->info->rx_attr;
-    a->cap.max_send_wr = clamp_u32(tx && tx->size ? tx->size : 256, 1, max_wr);
-    a->cap.max_send_sge = clamp_u32(tx && tx->iov_limit ? tx->iov_limit : 1, 1, max_sge);
-    a->cap.max_inline_data = tx ? static_cast<uint32_t>(tx->inject_size) : 0;
-    if (!a->srq) {
-        a->cap.max_recv_wr = clamp_u32(rx && rx->size ? rx->size : 256, 1, max_wr);
-        // one more than the user's: the header goes to a buffer of evd's own
-        a->cap.max_recv_sge = clamp_u32((rx && rx->iov_limit ? rx->iov_limit : 1) + 1, 2, max_sge);
-    }
-    return 0;
-}
-
 int modify(struct ibv_qp* qp, struct ibv_qp_attr& at, int mask, const char* what) {
     int rc = ibv_modify_qp(qp, &at, mask);
     if (rc) EVD_WARN(FI_LOG_EP_CTRL, "ibv_modify_qp(%s) of UD QP %u: %s\n", what, qp->qp_num,
@@ -297,7 +273,8 @@ int ep_ud_enable(ep* e) {
     if (const fi_ep_attr* ea = e->info->ep_attr; ea && ea->max_msg_size && ea->max_msg_size < e->ud.max_msg)
         e->ud.max_msg = ea->max_msg_size;
     struct ibv_qp_init_attr a;
-    ud_qp_attrs(e, &a);
+    // one receive SGE more than the user's: the header goes to a buffer of evd's own
+    if (int rc = ep_qp_init_attr(e, IBV_QPT_UD, 1, &a)) return rc;
     errno = 0;
     ibv_qp_ptr qp(ibv_create_qp(d->pd.get(), &a));
     if (!qp) {
@@ -353,13 +330,7 @@ int ep_ud_enable(ep* e) {
         EVD_INFO(FI_LOG_EP_CTRL, "fi_enable: no SIDR listener (%d): peers need its fi_getname\n",
                  lerr);
     }
-    async_target t;
-    t.fid = &e->fid.fid;
-    t.context = e->fid.fid.context;
-    t.route = ep_route_eq;
-    t.owner = e;
-    t.claim_terminal = ep_claim_terminal_cb;
-    t.eq_flags = e->eq_flags;
+    const async_target t = ep_async_target(e);
     try {
         devctx_register(d->dev, &devctx::qps, e->qp.get(), t);
     } catch (...) {

@@ -84,11 +84,7 @@ ssize_t ud_sq(ep* e, const struct iovec* iov, void* const* desc, size_t count, f
 
 ssize_t ud_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, void* context,
               uint64_t flags) {
-    if (e->srx_fid) {
-        EVD_WARN(FI_LOG_EP_DATA, "fi_recv on an endpoint bound to a shared receive context: "
-                                 "post to the fi_srx_context instead\n");
-        return -FI_EOPBADSTATE;
-    }
+    if (e->srx_fid) return ep_rx_refuse_srx(e);
     if (!e->qp_ready.load(std::memory_order_acquire)) {
         EVD_WARN(FI_LOG_EP_DATA, "fi_recv: datagram endpoint not enabled\n");
         return -FI_EOPBADSTATE;
@@ -103,8 +99,7 @@ ssize_t ud_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
     sge[0].lkey = e->ud.slots_mr->lkey;
     wr.sg_list = sge;
     wr.num_sge = nsge + 1;
-    const bool comp = !(e->rx_flags & FI_SELECTIVE_COMPLETION) || (flags & FI_COMPLETION);
-    wr.wr_id = comp ? reinterpret_cast<uintptr_t>(context) : wr_id_suppressed();
+    wr.wr_id = ep_rx_wr_id(e, flags, context);
     struct ibv_recv_wr* bad = nullptr;
     int r;
     if (e->ud.source) {
@@ -120,10 +115,7 @@ ssize_t ud_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
     } else {
         r = post_errno(ibv_post_recv(ep_qp_of(e), &wr, &bad));
     }
-    if (r == 0) return 0;
-    if (r == ENOMEM || r == EAGAIN) return -FI_EAGAIN;
-    EVD_WARN(FI_LOG_EP_DATA, "ibv_post_recv (UD): %s\n", strerror(r));
-    return fi_err(r);
+    return r == 0 ? 0 : ep_rx_post_failed(r, "ibv_post_recv (UD)");
 }
 
 // ---------------------------------------------------------------- fi_msg

@@ -33,6 +33,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "cm/cm.h"  // cm_chan: connreq::id is guarded by its channel's lock
+#include "cq/cq.h"  // wr_id_suppressed
 #include "dgram/ud_addr.h"
 #include "evd.h"
 #include "lock.h"
@@ -287,7 +288,29 @@ size_t ep_max_inline(ep* e);
 // The atomic ops of MSG endpoints (ep_atomic.cpp).
 extern struct fi_ops_atomic ep_atomic_ops;
 
+// ---- receives, what every endpoint's fi_recv shares (ep_data.cpp)
+// -FI_EOPBADSTATE (and why) when e's receives go to a shared receive context.
+ssize_t ep_rx_refuse_srx(const ep* e);
+// A receive's wr_id: its context, or the marker of a completion nobody
+// asked for (selective completion).
+inline uint64_t ep_rx_wr_id(const ep* e, uint64_t flags, void* context) {
+    const bool comp = !(e->rx_flags & FI_SELECTIVE_COMPLETION) || (flags & FI_COMPLETION);
+    return comp ? reinterpret_cast<uintptr_t>(context) : wr_id_suppressed();
+}
+// fi_recv's answer to a failed ibv_post_recv (its errno r): -FI_EAGAIN when
+// the queue is full, else the error, with a warning naming `what`.
+ssize_t ep_rx_post_failed(int r, const char* what);
+
 // ---- the QP (ep_qp.cpp)
+// How e's QP is registered for async events (devctx.h): its fid, context,
+// EQ routing and terminal claim.
+struct async_target;
+async_target ep_async_target(ep* e);
+// What every endpoint's QP is made with: its CQs (and SRQ), its type, its
+// queue and SGE sizes from the endpoint's attributes within the device's
+// limits; hdr_sge receive SGEs ahead of the user's (a UD receive's header).
+// -FI_ENOCQ without both CQs.
+int ep_qp_init_attr(ep* e, enum ibv_qp_type type, uint32_t hdr_sge, struct ibv_qp_init_attr* a);
 // Creates e's RC QP with its CQs (and SRQ) bound, registers it for async
 // events and fatal completions, and publishes it to the data path
 // (qp_ready). Caller holds e->mu. The QP is made on the domain's PD, on evd's

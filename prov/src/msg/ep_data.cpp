@@ -136,6 +136,18 @@ ssize_t ep_fill_sges(const struct iovec* iov, void* const* desc, size_t count, b
     return fill_sges(iov, desc, count, inl, sge, nsge, total);
 }
 
+ssize_t ep_rx_refuse_srx(const ep*) {
+    EVD_WARN(FI_LOG_EP_DATA, "fi_recv on an endpoint bound to a shared receive context: "
+                             "post to the fi_srx_context instead\n");
+    return -FI_EOPBADSTATE;
+}
+
+ssize_t ep_rx_post_failed(int r, const char* what) {
+    if (r == ENOMEM || r == EAGAIN) return -FI_EAGAIN;
+    EVD_WARN(FI_LOG_EP_DATA, "%s: %s\n", what, strerror(r));
+    return fi_err(r);
+}
+
 size_t ep_max_inline(ep* e) {
     ep_dp* d = dp_of(e);
     return d ? d->max_inline : 0;
@@ -248,11 +260,7 @@ ssize_t do_sq(ep* e, enum ibv_wr_opcode op, const struct iovec* iov, void* const
 
 ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, void* context,
               uint64_t flags) {
-    if (e->srx_fid) {
-        EVD_WARN(FI_LOG_EP_DATA, "fi_recv on an endpoint bound to a shared receive context: "
-                                 "post to the fi_srx_context instead\n");
-        return -FI_EOPBADSTATE;
-    }
+    if (e->srx_fid) return ep_rx_refuse_srx(e);
     if (!e->qp_ready.load(std::memory_order_acquire)) {
         if (e->terminal.load())
             EVD_WARN(FI_LOG_EP_DATA, "fi_recv: the endpoint's connection has ended (iWARP)\n");
@@ -267,8 +275,7 @@ ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
     if (ssize_t r = fill_sges(iov, desc, count, false, sge, nsge, t)) return r;
     wr.sg_list = nsge ? sge : nullptr;
     wr.num_sge = nsge;
-    bool comp = !(e->rx_flags & FI_SELECTIVE_COMPLETION) || (flags & FI_COMPLETION);
-    wr.wr_id = comp ? reinterpret_cast<uintptr_t>(context) : wr_id_suppressed();
+    wr.wr_id = ep_rx_wr_id(e, flags, context);
     struct ibv_recv_wr* bad = nullptr;
     int r = post_errno(ibv_post_recv(ep_qp_of(e), &wr, &bad));
     if (r == 0) {
@@ -277,9 +284,7 @@ ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
         if (e->rq_marked.load()) e->rq_after_marker.store(true, std::memory_order_relaxed);
         return 0;
     }
-    if (r == ENOMEM || r == EAGAIN) return -FI_EAGAIN;
-    EVD_WARN(FI_LOG_EP_DATA, "ibv_post_recv: %s\n", strerror(r));
-    return fi_err(r);
+    return ep_rx_post_failed(r, "ibv_post_recv");
 }
 
 // ---------------------------------------------------------------- fi_msg

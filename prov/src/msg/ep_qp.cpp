@@ -74,15 +74,26 @@ void agree_ece(struct rdma_cm_id* id, struct ibv_qp* qp) {
         EVD_INFO(FI_LOG_EP_CTRL, "rdma_set_local_ece: %s\n", strerror(errno));
 }
 
-// The QP's attributes: its CQs (and SRQ) and its sizes, from the
-// endpoint's attributes within the device's limits.
-int qp_attrs(ep* e, struct ibv_qp_init_attr* a) {
+}  // namespace
+
+async_target ep_async_target(ep* e) {
+    async_target t;
+    t.fid = &e->fid.fid;
+    t.context = e->fid.fid.context;
+    t.route = ep_route_eq;
+    t.owner = e;
+    t.claim_terminal = ep_claim_terminal_cb;
+    t.eq_flags = e->eq_flags;
+    return t;
+}
+
+int ep_qp_init_attr(ep* e, enum ibv_qp_type type, uint32_t hdr_sge, struct ibv_qp_init_attr* a) {
     const struct ibv_device_attr& da = e->dom->dev->attr.orig_attr;
     uint32_t max_wr = da.max_qp_wr > 0 ? static_cast<uint32_t>(da.max_qp_wr) : 1024;
-    uint32_t max_sge = da.max_sge > 0 ? static_cast<uint32_t>(da.max_sge) : 1;
+    uint32_t max_sge = da.max_sge > 0 ? static_cast<uint32_t>(da.max_sge) : 1 + hdr_sge;
     *a = {};
     a->qp_context = e;
-    a->qp_type = IBV_QPT_RC;
+    a->qp_type = type;
     a->sq_sig_all = 0;
     a->send_cq = cq_ibv(e->tx_cq);
     a->recv_cq = cq_ibv(e->rx_cq);
@@ -94,7 +105,8 @@ int qp_attrs(ep* e, struct ibv_qp_init_attr* a) {
     a->cap.max_inline_data = tx ? static_cast<uint32_t>(tx->inject_size) : 0;
     if (!a->srq) {
         a->cap.max_recv_wr = clamp_u32(rx && rx->size ? rx->size : 256, 1, max_wr);
-        a->cap.max_recv_sge = clamp_u32(rx && rx->iov_limit ? rx->iov_limit : 1, 1, max_sge);
+        a->cap.max_recv_sge =
+            clamp_u32((rx && rx->iov_limit ? rx->iov_limit : 1) + hdr_sge, 1 + hdr_sge, max_sge);
     }
     if (!a->send_cq || !a->recv_cq) {
         EVD_WARN(FI_LOG_EP_CTRL, "endpoint needs a transmit and a receive CQ bound\n");
@@ -102,6 +114,8 @@ int qp_attrs(ep* e, struct ibv_qp_init_attr* a) {
     }
     return 0;
 }
+
+namespace {
 
 int qp_failed(const struct ibv_qp_init_attr& a, int err, const char* what) {
     EVD_WARN(FI_LOG_EP_CTRL, "%s(send_wr %u recv_wr %u send_sge %u recv_sge %u inline %u): %s\n",
@@ -164,15 +178,9 @@ int ep_create_qp(ep* e) {
         return -FI_EINVAL;
     }
     struct ibv_qp_init_attr a;
-    if (int rc = qp_attrs(e, &a)) return rc;
+    if (int rc = ep_qp_init_attr(e, IBV_QPT_RC, 0, &a)) return rc;
     if (int rc = make_qp(e, &a)) return rc;
-    async_target t;
-    t.fid = &e->fid.fid;
-    t.context = e->fid.fid.context;
-    t.route = ep_route_eq;
-    t.owner = e;
-    t.claim_terminal = ep_claim_terminal_cb;
-    t.eq_flags = e->eq_flags;
+    async_target t = ep_async_target(e);
     t.consequence = async_ep_consequence;  // COMM_EST -> rdma_notify (async.cpp)
     devctx_register(d->dev, &devctx::qps, e->qp.get(), t);
     int ret = cq_attach_qp(e->tx_cq, e->qp->qp_num, e);
