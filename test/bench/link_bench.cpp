@@ -29,8 +29,8 @@
 #include <string>
 #include <thread>
 
-#include "../integration/vm_link.h"
 #include "../common/tool_util.h"
+#include "../integration/vm_link.h"
 
 namespace {
 
