@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
+// The CQ's read path (fi_cq_read, fi_cq_readfrom, fi_cq_readerr): every
+// completion polled is admitted once (counted, hidden or shown), successes
+// go to the user's entries, an error and what follows it to the ring.
+#include "cq/cq_state.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cq/cntr.h"
+#include "msg/ep.h"
+
+namespace evd {
+
+namespace {
+
+// A datagram receive whose sender was looked up (admit) carries this bit in
+// wc_flags and the sender's fi_addr_t in src_qp (UINT32_MAX: not in the AV).
+// No ibv_wc_flags value uses it.
+constexpr unsigned kWcSource = 1u << 31;
+
+fi_addr_t source_of(const struct ibv_wc& wc) {
+    if (!(wc.wc_flags & kWcSource) || wc.src_qp == UINT32_MAX) return FI_ADDR_NOTAVAIL;
+    return wc.src_qp;
+}
+
+// Writes one successful completion in the CQ's format at out, and its
+// source at *src when the reader asked (fi_cq_readfrom).
+void emit(const cq* c, const struct ibv_wc& wc, char* out, fi_addr_t*& src) {
+    if (src) *src++ = source_of(wc);
+    void* ctx = reinterpret_cast<void*>(wc.wr_id);
+    switch (c->format) {
+    case FI_CQ_FORMAT_CONTEXT: {
+        auto* e = reinterpret_cast<struct fi_cq_entry*>(out);
+        e->op_context = ctx;
+        break;
+    }
+    case FI_CQ_FORMAT_MSG: {
+        auto* e = reinterpret_cast<struct fi_cq_msg_entry*>(out);
+        e->op_context = ctx;
+        e->flags = wc_flags(wc);
+        e->len = (wc.opcode & IBV_WC_RECV) ? wc.byte_len : 0;
+        break;
+    }
+    default: {  // FI_CQ_FORMAT_DATA
+        auto* e = reinterpret_cast<struct fi_cq_data_entry*>(out);
+        e->op_context = ctx;
+        e->flags = wc_flags(wc);
+        e->len = (wc.opcode & IBV_WC_RECV) ? wc.byte_len : 0;
+        e->buf = nullptr;
+        e->data = (wc.wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc.imm_data) : 0;
+        break;
+    }
+    }
+}
+
+}  // namespace
+
+void cq_ring_push(cq* c, const struct ibv_wc& wc) EVD_REQUIRES(c->mu) {
+    // never overflows: the read path refills it only when empty, from one
+    // batch; counter progress (cq_progress) stops when it is full
+    c->ring[(c->ring_head + c->ring_count) % c->ring_cap] = wc;
+    ++c->ring_count;
+}
+
+// Wakes a reader waiting on the CQ: completions were pulled into the backlog
+// by someone other than fi_cq_read (counter progress, the closing flush).
+void cq_signal_backlog(cq* c) { c->backlog_fd.signal(); }
+
+// Makes room for `more` entries, keeping their order (fi_close only: the
+// closing flush pulls whatever the ibv_cq holds while the user is not reading).
+void cq_ring_reserve(cq* c, size_t more) EVD_REQUIRES(c->mu) {
+    if (c->ring_cap - c->ring_count >= more) return;
+    size_t cap = std::max(c->ring_cap * 2, c->ring_count + more);
+    std::unique_ptr<struct ibv_wc[]> r(new struct ibv_wc[cap]);
+    for (size_t i = 0; i < c->ring_count; ++i) r[i] = c->ring[(c->ring_head + i) % c->ring_cap];
+    c->ring = std::move(r);
+    c->ring_cap = cap;
+    c->ring_head = 0;
+}
+
+namespace {
+
+// Under c->mu, once for every completion polled from the ibv_cq: turns a
+// send-queue slot id back into the user's context (or the hidden marker) and
+// counts the completion on its endpoint's counters. False: drop it (a slot of
+// an endpoint that is gone).
+bool acct(cq* c, struct ibv_wc& wc) EVD_REQUIRES(c->mu) {
+    bool slot = is_tx_slot_wr_id(wc.wr_id);
+    if (!slot && c->routes.empty()) return true;
+    cntr_route* r = nullptr;
+    for (const auto& e : c->routes)
+        if (e.qpn == wc.qp_num) {
+            r = e.r;
+            break;
+        }
+    bool ok = wc.status == IBV_WC_SUCCESS;
+    if (slot) {
+        uint32_t i = tx_slot_index(wc.wr_id);
+        if (!r || i >= r->nslots) return false;
+        tx_slot& s = r->slots[i];
+        const tx_kind kd = s.kind.load(std::memory_order_relaxed);
+        cntr* k = kd == tx_kind::send ? r->send : kd == tx_kind::read ? r->read : r->write;
+        wc.wr_id = s.hidden.load(std::memory_order_relaxed)
+                       ? wr_id_suppressed()
+                       : reinterpret_cast<uintptr_t>(s.context.load(std::memory_order_relaxed));
+        s.busy.store(false, std::memory_order_release);
+        if (k) ok ? cntr_inc(k) : cntr_inc_err(k);
+        return true;
+    }
+    // an endpoint with counters posts every send as a slot: this is a receive
+    if (r && r->recv) ok ? cntr_inc(r->recv) : cntr_inc_err(r->recv);
+    return true;
+}
+
+
+// Notes that a marker or probe of qp_num completed, without throwing (the
+// rest of the polled batch must still be admitted): cq_attach_qp reserves the
+// room; past it, out of memory drops the note and its waiter ends at its
+// deadline.
+void note_qp(std::vector<uint32_t>& v, uint32_t qp_num) noexcept {
+    try {
+        v.push_back(qp_num);
+    } catch (const std::bad_alloc&) {
+        EVD_WARN(FI_LOG_CQ, "QP %u: out of memory noting its flush marker or probe\n", qp_num);
+    }
+}
+
+}  // namespace
+
+bool cq_admit(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) EVD_REQUIRES(c->mu) {
+    if (wc.wr_id == wr_id_flush_marker()) {
+        note_qp(c->markers, wc.qp_num);
+        return false;
+    }
+    // a datagram endpoint's: its receives' slots, headers and senders
+    if (!c->ud.empty()) {
+        for (const auto& [qpn, owner] : c->ud) {
+            if (qpn != wc.qp_num) continue;
+            fi_addr_t from = FI_ADDR_NOTAVAIL;
+            if (ep_ud_completion(owner, wc, &from)) {
+                wc.wc_flags |= kWcSource;
+                wc.src_qp = from == FI_ADDR_NOTAVAIL ? UINT32_MAX : static_cast<uint32_t>(from);
+            }
+            break;
+        }
+    }
+    const bool probe = wc.wr_id == wr_id_probe();
+    if (probe && wc.status == IBV_WC_SUCCESS) {
+        note_qp(c->probes, wc.qp_num);
+        return false;
+    }
+    // a probe that failed is an evd request that failed: hidden, terminal
+    if (!probe && !acct(c, wc)) return false;
+    const bool hidden = probe || wc.wr_id == wr_id_suppressed();
+    if (wc.status == IBV_WC_SUCCESS) return !hidden;
+    const wc_row* r = wc_lookup(wc.status);
+    // every error but a flush leaves an RC QP in error; a hidden one is
+    // reported through the terminal event whatever its status
+    if (!r || r->qp_fatal || (hidden && wc.status != IBV_WC_WR_FLUSH_ERR)) {
+        bool noted = false;
+        for (size_t i = 0; i < nnotes && !noted; ++i) noted = notes[i].qp_num == wc.qp_num;
+        if (!noted && nnotes < kBatch) notes[nnotes++] = {wc.qp_num, wc.status};
+    }
+    return !hidden;
+}
+
+namespace {
+
+// Polls one batch of at most `want` completions. Successes go to out (up to
+// `want`), the first error and everything after it to the ring. Fatal errors
+// are noted for the terminal event (delivered after the read lock is dropped).
+// Returns completions written, or -errno from ibv_poll_cq. *more is set when
+// the batch was full (there may be more to poll).
+int poll_batch(cq* c, char*& out, fi_addr_t*& src, size_t want, fatal_note* notes, size_t& nnotes,
+               bool& more) EVD_REQUIRES(c->mu) {
+    struct ibv_wc wcs[kBatch];
+    int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(std::min(want, kBatch)), wcs);
+    more = false;
+    if (got < 0) return got;
+    more = static_cast<size_t>(got) == std::min(want, kBatch);
+    int written = 0;
+    bool stashing = false;
+    for (int i = 0; i < got; ++i) {
+        struct ibv_wc& wc = wcs[i];
+        if (!cq_admit(c, wc, notes, nnotes)) continue;
+        if (wc.status != IBV_WC_SUCCESS) stashing = true;
+        if (stashing) {
+            cq_ring_push(c, wc);
+            continue;
+        }
+        emit(c, wc, out, src);
+        out += c->entry_size;
+        ++written;
+    }
+    if (stashing) more = false;
+    return written;
+}
+
+}  // namespace
+
+void cq_deliver_fatal(cq* c, const fatal_note* notes, size_t n) {
+    if (!n) return;
+    evd::lock_guard g(c->reg_mu);
+    for (size_t i = 0; i < n; ++i) {
+        for (auto& [qpn, owner] : c->qps) {
+            if (qpn != notes[i].qp_num) continue;
+            const wc_row* r = wc_lookup(notes[i].status);
+            ep_terminal_error(owner, r ? r->fi_errno : FI_EOTHER,
+                              FI_EVD_PERR(FI_EVD_PERR_WC, notes[i].status),
+                              r ? r->name : "unknown ibv_wc_status");
+        }
+    }
+}
+
+ssize_t cq_do_read(cq* c, void* buf, size_t count, fi_addr_t* src_addr) {
+    if (count == 0) return 0;
+    if (!buf) {
+        EVD_WARN(FI_LOG_CQ, "fi_cq_read: buf is NULL with count %zu\n", count);
+        return -FI_EINVAL;
+    }
+    char* out = static_cast<char*>(buf);
+    fi_addr_t* src = src_addr;
+    size_t n = 0;
+    fatal_note notes[kBatch];
+    size_t nnotes = 0;
+    ssize_t ret = 0;
+    {
+        evd::lock_guard g(c->mu);
+        while (n < count && c->ring_count) {
+            const struct ibv_wc& wc = c->ring[c->ring_head];
+            if (wc.status != IBV_WC_SUCCESS) break;
+            if (wc.wr_id != wr_id_suppressed()) {
+                emit(c, wc, out, src);
+                out += c->entry_size;
+                ++n;
+            }
+            c->ring_head = (c->ring_head + 1) % c->ring_cap;
+            --c->ring_count;
+        }
+        if (!c->ring_count) {
+            // stops after a batch that ended an endpoint, so its terminal
+            // event goes out now and notes never outgrow one batch
+            bool more = true;
+            while (n < count && more && !nnotes) {
+                int w = poll_batch(c, out, src, count - n, notes, nnotes, more);
+                if (w < 0) {
+                    EVD_WARN(FI_LOG_CQ, "ibv_poll_cq: %s\n", strerror(-w));
+                    if (!n) ret = -FI_EIO;
+                    break;
+                }
+                n += static_cast<size_t>(w);
+            }
+        }
+        if (n == 0 && ret == 0) ret = c->ring_count ? -FI_EAVAIL : -FI_EAGAIN;
+    }
+    cq_deliver_fatal(c, notes, nnotes);
+    return n ? static_cast<ssize_t>(n) : ret;
+}
+
+ssize_t cq_read(struct fid_cq* f, void* buf, size_t count) {
+    return guard([&]() -> ssize_t {
+        cq* c = cq_of(f);
+        if (!c) return -FI_EINVAL;
+        return cq_do_read(c, buf, count, nullptr);
+    });
+}
+
+ssize_t cq_readfrom(struct fid_cq* f, void* buf, size_t count, fi_addr_t* src_addr) {
+    return guard([&]() -> ssize_t {
+        cq* c = cq_of(f);
+        if (!c) return -FI_EINVAL;
+        return cq_do_read(c, buf, count, src_addr);
+    });
+}
+
+ssize_t cq_readerr(struct fid_cq* f, struct fi_cq_err_entry* buf, uint64_t flags) {
+    return guard([&]() -> ssize_t {
+        cq* c = cq_of(f);
+        if (!c || !buf) {
+            EVD_WARN(FI_LOG_CQ, "fi_cq_readerr: invalid CQ or NULL buffer\n");
+            return -FI_EINVAL;
+        }
+        fatal_note notes[kBatch];
+        size_t nnotes = 0;
+        struct ibv_wc wc {};
+        bool have = false;
+        {
+            evd::lock_guard g(c->mu);
+            if (!c->ring_count) {
+                // look for an error the user has not been told about yet
+                struct ibv_wc wcs[kBatch];
+                int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(kBatch), wcs);
+                for (int i = 0; i < got; ++i)
+                    if (cq_admit(c, wcs[i], notes, nnotes)) cq_ring_push(c, wcs[i]);
+            }
+            if (c->ring_count && c->ring[c->ring_head].status != IBV_WC_SUCCESS) {
+                wc = c->ring[c->ring_head];
+                c->ring_head = (c->ring_head + 1) % c->ring_cap;
+                --c->ring_count;
+                have = true;
+            }
+        }
+        cq_deliver_fatal(c, notes, nnotes);
+        if (!have) return -FI_EAGAIN;
+        buf->op_context = reinterpret_cast<void*>(wc.wr_id);  // cq_admit() let no hidden one in
+        buf->flags = 0;  // the opcode of an error completion is undefined
+        buf->len = 0;
+        buf->buf = nullptr;
+        buf->data = 0;
+        buf->tag = 0;
+        buf->olen = 0;
+        buf->err = wc_fi_errno(wc.status);
+        buf->prov_errno = wc.status;
+        buf->err_data = nullptr;
+        if (c->err_data_size_field) buf->err_data_size = 0;
+        // src_addr (API 1.20) is never written: evd has no FI_SOURCE_ERR, and
+        // a caller of an older API has a struct that ends before it
+        return 1;
+    });
+}
+
+}  // namespace evd

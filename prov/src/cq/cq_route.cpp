@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
+// Which QPs complete into a CQ and which counters they count on
+// (fi_ep_bind, fi_close of an endpoint), counter progress, and the pulls of
+// the closing flush's markers and of progress probes.
+#include "cq/cq_state.h"
+
+#include <algorithm>
+
+#include "cq/cntr.h"
+#include "msg/ep.h"
+
+namespace evd {
+
+namespace {
+// The counters of route r whose completions land in c (per direction).
+template <class F>
+void for_cntrs(cq* c, ep* owner, cntr_route* r, F&& f) {
+    if (c == owner->tx_cq)
+        for (cntr* k : {r->send, r->read, r->write})
+            if (k) f(k);
+    if (c == owner->rx_cq && r->recv) f(r->recv);
+}
+}  // namespace
+
+int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
+    return guard([&] {
+        size_t n = 0;
+        {
+            evd::lock_guard g(c->reg_mu);
+            n = c->qps.size() + 1;
+        }
+        {  // room for each QP's flush markers (send and receive, when the QP
+           // has this CQ for both) and probe (admit does not allocate)
+            evd::lock_guard g(c->mu);
+            c->markers.reserve(2 * n);
+            c->probes.reserve(n);
+        }
+        {
+            evd::lock_guard g(c->reg_mu);
+            c->qps.emplace_back(qp_num, owner);
+        }
+        if (owner->dgram && c == owner->rx_cq) {
+            evd::lock_guard g(c->mu);
+            c->ud.emplace_back(qp_num, owner);
+        }
+        cntr_route* r = ep_data_route(owner);
+        if (!r) return 0;
+        {
+            evd::lock_guard g(c->mu);
+            c->routes.push_back({qp_num, r});
+        }
+        int ret = 0;
+        for_cntrs(c, owner, r, [&](cntr* k) {
+            if (!ret) ret = cntr_add_source(k, c);
+        });
+        return ret;
+    });
+}
+
+void cq_detach_qp(cq* c, uint32_t qp_num) {
+    ep* owner = nullptr;
+    {
+        evd::lock_guard g(c->reg_mu);
+        for (auto& [qpn, o] : c->qps)
+            if (qpn == qp_num) owner = o;
+        std::erase_if(c->qps, [&](const auto& p) { return p.first == qp_num; });
+    }
+    cntr_route* r = nullptr;
+    {
+        evd::lock_guard g(c->mu);
+        for (auto& e : c->routes)
+            if (e.qpn == qp_num) r = e.r;
+        std::erase_if(c->routes, [&](const auto& e) { return e.qpn == qp_num; });
+        std::erase_if(c->ud, [&](const auto& e) { return e.first == qp_num; });
+        // a later QP may get the same number
+        std::erase(c->markers, qp_num);
+        std::erase(c->probes, qp_num);
+    }
+    if (r && owner) for_cntrs(c, owner, r, [&](cntr* k) { cntr_del_source(k, c); });
+}
+
+int cq_progress(cq* c) {
+    fatal_note notes[kBatch];
+    size_t nnotes = 0;
+    int pulled = 0, ret = 0, pushed = 0;
+    {
+        evd::lock_guard g(c->mu);
+        // bounded: at most one CQ's worth per call
+        for (size_t rounds = c->ring_cap / kBatch + 1; rounds; --rounds) {
+            size_t room = c->internal ? kBatch : c->ring_cap - c->ring_count;
+            if (!room) break;
+            int want = static_cast<int>(std::min(room, kBatch));
+            struct ibv_wc wcs[kBatch];
+            int got = ibv_poll_cq(c->ibcq.get(), want, wcs);
+            if (got < 0) {
+                ret = -FI_EIO;
+                break;
+            }
+            for (int i = 0; i < got; ++i) {
+                if (!cq_admit(c, wcs[i], notes, nnotes)) continue;
+                if (c->internal) continue;  // nobody reads it: counted is all
+                cq_ring_push(c, wcs[i]);
+                ++pushed;
+            }
+            pulled += got;
+            if (got < want || nnotes) break;
+        }
+    }
+    if (pushed) cq_signal_backlog(c);
+    cq_deliver_fatal(c, notes, nnotes);
+    return ret ? ret : pulled;
+}
+
+namespace {
+
+// cq_pull_marker and cq_pull_probe: pulls until qp_num is found in `seen`.
+int pull_until(cq* c, std::vector<uint32_t> cq::*seen, uint32_t qp_num) {
+    fatal_note notes[kBatch] = {};
+    size_t nnotes = 0;
+    int ret = 0, pushed = 0;
+    {
+        evd::lock_guard g(c->mu);
+        for (;;) {
+            auto it = std::find((c->*seen).begin(), (c->*seen).end(), qp_num);
+            if (it != (c->*seen).end()) {
+                (c->*seen).erase(it);
+                ret = 1;
+                break;
+            }
+            if (nnotes) break;  // deliver that terminal event before pulling on
+            cq_ring_reserve(c, kBatch);
+            struct ibv_wc wcs[kBatch];
+            int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(kBatch), wcs);
+            if (got < 0) {
+                ret = -FI_EIO;
+                break;
+            }
+            for (int i = 0; i < got; ++i) {
+                if (!cq_admit(c, wcs[i], notes, nnotes) || c->internal) continue;
+                cq_ring_push(c, wcs[i]);
+                ++pushed;
+            }
+            if (!got) break;
+        }
+    }
+    if (pushed) cq_signal_backlog(c);
+    cq_deliver_fatal(c, notes, nnotes);
+    return ret;
+}
+
+}  // namespace
+
+int cq_pull_marker(cq* c, uint32_t qp_num) { return pull_until(c, &cq::markers, qp_num); }
+
+int cq_pull_probe(cq* c, uint32_t qp_num) { return pull_until(c, &cq::probes, qp_num); }
+
+}  // namespace evd
