@@ -131,5 +131,7 @@ const char* async_format(const async_row& row, const struct fi_evd_async_err& da
 uint64_t async_now_ns() noexcept;
 // ev.event_type read as an int (valid also for types newer than verbs.h).
 int async_event_type(const struct ibv_async_event& ev) noexcept;
+// A device name into a record's fixed-size field (truncated, terminated).
+void async_copy_name(char (&dst)[FI_EVD_DEVNAME_MAX], const char* src) noexcept;
 
 }  // namespace evd
