@@ -95,7 +95,16 @@ struct eq {
     }
 };
 
-// ---- the queue (eq.cpp); mu held
+// ---- the queue (eq_queue.cpp); mu held
+// Queues one event (err: an error entry) with len bytes of payload, within
+// `limit` entries (the application's capacity, or the reserve beyond it for
+// evd's own posts). 0, or -FI_EOVERRUN when full.
+int eq_push_locked(eq* q, size_t limit, uint32_t event, const struct fi_eq_err_entry* err,
+                   const void* data, size_t len) EVD_REQUIRES(q->mu);
+// fi_eq_readerr on the queue: the oldest ready error, the sticky overrun, or
+// -FI_EAGAIN.
+ssize_t eq_readerr_locked(eq* q, struct fi_eq_err_entry* buf, uint64_t flags)
+    EVD_REQUIRES(q->mu);
 // Position of the oldest error with no earlier normal event of its source, or -1.
 long eq_ready_err_locked(eq* q) EVD_REQUIRES(q->mu);
 // fi_eq_read on the queue: an event, -FI_EAVAIL, -FI_ETOOSMALL or -FI_EAGAIN.
