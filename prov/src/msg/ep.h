@@ -260,6 +260,13 @@ int pep_open(struct fid_fabric* fab, struct fi_info* info, struct fid_pep** pep,
 int ep_open(struct fid_domain* dom, struct fi_info* info, struct fid_ep** ep, void* context);
 
 ep* ep_from_fid(struct fid* f);  // nullptr unless f is an evd active ep
+// Sets a new active endpoint's fid, ep and cm ops (ep_msg.cpp).
+void ep_msg_set_ops(ep* e);
+// fi_close of an active endpoint (ep_close.cpp).
+int ep_close(struct fid* f);
+// The adopted FI_CONNREQ handle is let go: the id now lives on e's own
+// binding, or e closes (ep_msg.cpp).
+void ep_drop_connreq(ep* e);
 
 // ---- provided by ep_data.cpp (data path)
 void ep_data_init(ep* e);                                   // set fid.msg, fid.rma, fid.atomic

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// Active MSG endpoints: lifetime, bindings and the connection
-// half (fi_connect, fi_accept, fi_shutdown, names, options) driven by
-// rdma_cm events read on the bound EQ. Data ops: ep_data.cpp.
+// Active endpoints: lifetime (fi_close), bindings, fi_enable and the
+// connection half (fi_connect, fi_accept, fi_shutdown, names, options)
+// driven by rdma_cm events read on the bound EQ. fi_endpoint: ep_open.cpp;
+// data ops: ep_data.cpp.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <rdma/rdma_cma.h>
@@ -83,141 +84,6 @@ int do_enable(ep* e) EVD_REQUIRES(e->mu) {
     return 0;
 }
 
-// The adopted request's listener-EQ ref came to e with the id; the handle
-// itself stays alive for its pep.
-void drop_connreq(ep* e) {
-    connreq* r = e->creq;
-    e->creq = nullptr;
-    if (r->eq_bound) eq_bind_unref(r->eq_bound);
-    r->eq_bound = nullptr;
-    connreq_put(r);
-}
-
-// ------------------------------------------------------------------ entry points
-// fi_close, once no deadline can fire: the QP's queued work completes in
-// the CQs, then nothing routes to e any more (async events, fatal
-// completions, a progress probe's deadline) and the QP is destroyed.
-// Returns the QP when `keep` asks for it and its flush came out in full
-// (it is then in the error state, its queues empty, out of the id's hands);
-// otherwise it is destroyed.
-// Called once nothing dispatches to e any more (its id's context no longer
-// names it): the QP changes under e->mu all the same, the rule of ep.h.
-ibv_qp_ptr retire_qp(ep* e, bool keep) EVD_EXCLUDES(e->mu) {
-    // queued work completes in the CQ before the QP can discard it
-    const bool flushed = qp_flush(e);
-    {
-        evd::lock_guard lk(e->mu);
-        if (e->qp) {
-            devctx_unregister(e->dom->dev, &devctx::qps, e->qp.get());
-            cq_detach_qp(e->tx_cq, e->qp->qp_num);
-            if (e->rx_cq != e->tx_cq) cq_detach_qp(e->rx_cq, e->qp->qp_num);
-        }
-    }
-    if (e->chan) {  // a progress probe (probe.h) armed before the unregister
-        evd::lock_guard chan_lk(e->chan->mu);
-        cm_deadline_clear(e->chan, e);
-    }
-    ep_data_close(e);
-    e->qp_ready.store(false);
-    evd::lock_guard lk(e->mu);
-    ibv_qp_ptr kept;
-    if (keep && flushed && e->qp) {
-        if (e->id && e->id->qp == e->qp.get()) e->id->qp = nullptr;  // rdma_cm lets go
-        kept = std::move(e->qp);
-    } else if (keep && e->qp) {
-        qp_pool_discarded(e->dom);
-    }
-    ep_destroy_qp(e);
-    return kept;
-}
-
-// Whether e's QP may be kept for reuse (qp_pool.h), as far as e knows
-// before the flush: its connection came up and no error ended it. Not on a
-// shared receive context: a receive the QP took from the SRQ may still
-// complete after the close (only IBV_EVENT_QP_LAST_WQE_REACHED would say it
-// will not). Not on iWARP either. linger_begin decides with rdma_cm's view
-// under the channel lock.
-bool qp_keepable(ep* e) EVD_REQUIRES(e->mu) {
-    if (!get_params().qp_pool_size || !e->qp || !e->cm_established || e->srx_fid) return false;
-    // iWARP: the QP ends with its TCP stream; siw does not flush a closed
-    // one the way the reuse needs (fi_evd(7), IWARP)
-    if (e->dom->dev->iwarp) return false;
-    return ep_state_of(e) != ep_state::error;
-}
-
-// fi_close, after the id is gone: what e holds of other objects (its
-// request handle, CQs, SRX, EQ) is let go, and the EQs forget e's events.
-void release_bindings(ep* e) {
-    if (e->creq) drop_connreq(e);
-    if (e->tx_cq) cq_bind_unref(e->tx_cq);
-    if (e->rx_cq) cq_bind_unref(e->rx_cq);
-    if (e->srx_fid) srx_bind_unref(e->srx_fid);
-    // nothing posts for e any more: no reader may be handed its fid now
-    eq_forget_fid(e->eq_bound.load(), &e->fid.fid);
-    eq_forget_fid(e->dom->eq_bound.load(), &e->fid.fid);
-    if (eq* q = e->eq_bound.load()) {
-        devctx_detach_eq(e->dom->dev, q);
-        eq_bind_unref(q);
-    }
-}
-
-int ep_close(struct fid* f) {
-    return guard([&] {
-        ep* e = ep_from_fid(f);
-        if (!e) return -FI_EINVAL;
-        if (e->refs.busy()) {
-            EVD_WARN(FI_LOG_EP_CTRL, "fi_close(ep): %d objects still bound to it\n",
-                     e->refs.n.load());
-            return -FI_EBUSY;
-        }
-        if (e->chan) {  // the deadline timer runs under the channel's lock
-            evd::lock_guard chan_lk(e->chan->mu);
-            cm_deadline_clear(e->chan, e);
-        }
-        // A connection still up outlives e until the peer is told, and one
-        // whose QP is kept until its time-wait is over (linger.h);
-        // otherwise no more dispatch to e.
-        bool keepable = false;
-        {
-            evd::lock_guard lk(e->mu);
-            keepable = qp_keepable(e);
-        }
-        if (e->dgram) ep_ud_closing(e);
-        qp_verdict v = qp_verdict::destroy;
-        linger* lg = e->chan && e->id ? linger_begin(e, keepable, &v) : nullptr;
-        // No record (nothing to tell the peer, or none could be made): the
-        // id is destroyed below, and dispatch must not reach e meanwhile.
-        if (!lg && e->chan && e->id) cm_detach_owner(e->chan, e->id.get());
-        uint64_t token = 0;
-        if (ibv_qp_ptr kept = retire_qp(e, v != qp_verdict::destroy)) {
-            const qp_key key = e->qkey;
-            token = qp_pool_retire(e->dom, key, std::move(kept));
-            if (token && v == qp_verdict::keep_now) {  // the peer can no longer address it
-                qp_pool_release(token);
-                token = 0;
-            }
-        }
-        if (e->dgram) ep_ud_release(e);  // its QP is gone
-        if (lg) {
-            linger_arm(lg, std::move(e->id), token);  // with the channel reference
-        } else {
-            qp_pool_drop(token);  // nobody will see its time-wait end
-            e->id.reset();  // before its channel can go
-            if (e->chan) cm_chan_put(e->chan);
-        }
-        e->chan = nullptr;
-        release_bindings(e);
-        if (e->suppressed.load())
-            EVD_DBG(FI_LOG_EP_CTRL, "ep %p closed; %lu later terminal causes suppressed\n",
-                    static_cast<void*>(e), static_cast<unsigned long>(e->suppressed.load()));
-        e->dom->refs.put();
-        fi_freeinfo(e->info);
-        e->tag = kind{0};
-        delete e;
-        return 0;
-    });
-}
-
 // Moves e's id to chan (an id adopted from a connection request still
 // lives on the listener's channel). rdma_migrate_id waits until every
 // event already read from the old channel for the id is acknowledged, and
@@ -263,7 +129,7 @@ int bind_eq_id(ep* e, eq* q) EVD_REQUIRES(e->mu) {
         }
         e->chan = chan;
     }
-    if (e->creq) drop_connreq(e);  // the id now lives on e's own binding
+    if (e->creq) ep_drop_connreq(e);  // the id now lives on e's own binding
     return 0;
 }
 
@@ -647,6 +513,16 @@ extern struct fi_ops_cm ep_cm_ops;
 }  // namespace
 
 // ------------------------------------------------------------------ shared helpers
+// The adopted request's listener-EQ ref came to e with the id; the handle
+// itself stays alive for its pep.
+void ep_drop_connreq(ep* e) {
+    connreq* r = e->creq;
+    e->creq = nullptr;
+    if (r->eq_bound) eq_bind_unref(r->eq_bound);
+    r->eq_bound = nullptr;
+    connreq_put(r);
+}
+
 ep* ep_from_fid(struct fid* f) {
     if (!f || f->fclass != FI_CLASS_EP) return nullptr;
     return from_fid<ep>(reinterpret_cast<struct fid_ep*>(f));
@@ -658,138 +534,11 @@ eq* ep_route_eq(void* owner) {
     return e->dom ? e->dom->eq_bound.load() : nullptr;
 }
 
-// ------------------------------------------------------------------ fi_endpoint
-namespace {
-// Takes over a pending request's id: its events now go to e. The request's
-// chan ref and listener-EQ ref move to e; e holds a ref on the handle.
-int adopt_connreq(ep* e, connreq* r, domain* d) {
-    if (!connreq_claim(r, connreq_state::adopted)) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: connection request %p was already answered (%s)\n",
-                 static_cast<void*>(r), connreq_state_name(r->st.load()));
-        return -FI_EINVAL;
-    }
-    {
-        evd::lock_guard lk(r->chan->mu);
-        if (r->id && r->id->verbs != d->dev->verbs) {
-            EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: the request arrived on %s, the domain is %s\n",
-                     ibv_get_device_name(r->id->verbs->device), d->dev->name.c_str());
-            r->st.store(static_cast<int>(connreq_state::pending));  // still answerable
-            return -FI_EINVAL;
-        }
-        if (r->id) {
-            // the kernel's CM holds the request (REQ received); set before
-            // dispatch can reach e (order: cm_chan::mu -> ep::mu)
-            evd::lock_guard elk(e->mu);
-            e->cm_started = true;
-            r->id->context = &e->owner;
-            e->id = std::move(r->id);
-            e->gone.store(r->gone.load());
-        }
-    }
-    if (!e->id) {  // the peer gave up and dispatch freed the id
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: the peer abandoned connection request %p\n",
-                 static_cast<void*>(r));
-        r->st.store(static_cast<int>(connreq_state::ended));
-        connreq_release(r, false, nullptr, 0);
-        return -FI_ECONNABORTED;
-    }
-    e->chan = r->chan;  // the request's channel ref moves to e
-    r->chan = nullptr;
-    r->refs.fetch_add(1, std::memory_order_relaxed);
-    e->creq = r;  // keeps the listener's EQ bound until e binds its own
-    e->from_connreq = true;
-    return 0;
-}
-}  // namespace
-
-namespace {
-
-// info->handle of fi_endpoint: a pending FI_CONNREQ handle (*r), a passive
-// endpoint whose address the new endpoint takes (*from_pep), or none.
-int take_handle(const struct fi_info* info, connreq** r, pep** from_pep) {
-    if (!info->handle) return 0;
-    if (info->handle->fclass == FI_CLASS_PEP) {
-        *from_pep = from_fid<pep>(reinterpret_cast<struct fid_pep*>(info->handle));
-        return *from_pep ? 0 : -FI_EINVAL;
-    }
-    if (info->handle->fclass != FI_CLASS_CONNREQ || !fid_is_evd(info->handle)) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: info->handle is not evd's FI_CONNREQ handle\n");
-        return -FI_EINVAL;
-    }
-    *r = reinterpret_cast<connreq*>(info->handle);
-    if ((*r)->st.load() != static_cast<int>(connreq_state::pending)) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: connection request %p was already answered (%s)\n",
-                 static_cast<void*>(*r), connreq_state_name((*r)->st.load()));
-        return -FI_EINVAL;
-    }
-    return 0;
-}
-
-// The active endpoint takes the passive endpoint's address, port included.
-int take_pep_address(pep* p, struct fi_info* dup, bool* keep_src_port) {
-    evd::lock_guard plk(p->mu);
-    auto* sa = static_cast<const struct sockaddr*>(p->info->src_addr);
-    size_t n = cm_addrlen(sa);
-    if (!n) return 0;
-    void* a = std::malloc(n);
-    if (!a) return -FI_ENOMEM;
-    std::memcpy(a, sa, n);
-    std::free(dup->src_addr);
-    dup->src_addr = a;
-    dup->src_addrlen = n;
-    *keep_src_port = true;
-    return 0;
-}
-
-}  // namespace
-
-int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** out,
-            void* context) {
-    return guard([&] {
-        domain* d = domain_from_fid(dom_fid);
-        if (!d || !info || !out) {
-            EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: domain, info and ep must be valid\n");
-            return -FI_EINVAL;
-        }
-        const bool dgram = info->ep_attr && info->ep_attr->type == FI_EP_DGRAM;
-        if (info->ep_attr && info->ep_attr->type != FI_EP_MSG && !dgram &&
-            info->ep_attr->type != FI_EP_UNSPEC) {
-            EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: only FI_EP_MSG and FI_EP_DGRAM are supported\n");
-            return -FI_EINVAL;
-        }
-        if (dgram && (info->handle || d->dev->iwarp)) {
-            EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: FI_EP_DGRAM needs an InfiniBand or RoCE device "
-                     "and no connection handle\n");
-            return -FI_EINVAL;
-        }
-        connreq* r = nullptr;
-        pep* from_pep = nullptr;
-        if (int ret = take_handle(info, &r, &from_pep)) return ret;
-        info_ptr dup(fi_dupinfo(info));
-        if (!dup) return -FI_ENOMEM;
-        dup->handle = nullptr;
-        bool keep_src_port = false;
-        if (from_pep)
-            if (int ret = take_pep_address(from_pep, dup.get(), &keep_src_port)) return ret;
-        auto e = std::make_unique<ep>();
-        e->info = dup.get();  // e owns it once it is handed out
-        e->keep_src_port = keep_src_port;
-        e->fid.fid.fclass = FI_CLASS_EP;
-        e->fid.fid.context = context;
-        e->fid.fid.ops = &ep_fi_ops;
-        e->fid.ops = &ep_ep_ops;
-        e->fid.cm = &ep_cm_ops;
-        e->dom = d;
-        if (r) {
-            if (int ret = adopt_connreq(e.get(), r, d)) return ret;
-        }
-        d->refs.get();
-        ep_data_init(e.get());
-        if (dgram) ep_ud_open(e.get());
-        (void)dup.release();
-        *out = &e.release()->fid;
-        return 0;
-    });
+// fi_endpoint (ep_open.cpp) gives a new endpoint these ops.
+void ep_msg_set_ops(ep* e) {
+    e->fid.fid.ops = &ep_fi_ops;
+    e->fid.ops = &ep_ep_ops;
+    e->fid.cm = &ep_cm_ops;
 }
 
 // ---------------------------------------------------------------- ops tables
