@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstring>
 #include <iterator>
+#include <memory>
 #include <algorithm>
 #include <new>
 #include <vector>
@@ -58,6 +59,7 @@ struct linger {
     int64_t give_up_at = 0;
     std::atomic<int64_t> give_up_ns{0};
     std::atomic<bool> done{false};  // nothing left but freeing the record
+    bool attached = false;          // q reads dev's async fd for the record
 };
 
 namespace {
@@ -173,6 +175,49 @@ void reap() {
     }
 }
 
+// A record being made: until it is listed and handed out, letting go of it
+// undoes what it holds (its EQ's attachment to the device, the device).
+struct record_undo {
+    void operator()(linger* l) const noexcept {
+        if (l->attached) devctx_detach_eq(l->dev, l->q);
+        devctx_put(l->dev);
+        delete l;
+    }
+};
+using record_ptr = std::unique_ptr<linger, record_undo>;
+
+// A record for an id on chan, on device dev (whose reference it takes) and
+// port, its EQ reading the device's async fd (without it PORT_ACTIVE may
+// never be read). nullptr when no record can be made (no memory, the EQ
+// not attachable); dev's reference is then given back.
+record_ptr new_record(devctx* dev, cm_chan* chan, uint8_t port) {
+    auto* raw = new (std::nothrow) linger;
+    if (!raw) {
+        devctx_put(dev);
+        return nullptr;
+    }
+    raw->chan = chan;
+    raw->q = chan->q;
+    raw->dev = dev;
+    raw->port = port;
+    record_ptr l(raw);
+    if (devctx_attach_eq(dev, l->q)) return nullptr;
+    l->attached = true;
+    return l;
+}
+
+// Lists l: PORT_ACTIVE and reaping find it from now on. False, l not
+// listed, when the list has no room.
+bool list_record(linger* l) noexcept {
+    try {
+        evd::lock_guard lk(g_mu);
+        list().push_back(l);
+        return true;
+    } catch (const std::bad_alloc&) {
+        return false;
+    }
+}
+
 }  // namespace
 
 linger* linger_begin(ep* e, bool keepable, qp_verdict* verdict) {
@@ -181,34 +226,16 @@ linger* linger_begin(ep* e, bool keepable, qp_verdict* verdict) {
     if (!e->id || !e->chan) return nullptr;
     devctx* dev = devctx_by_name(e->dom->dev->name.c_str());
     if (!dev) return nullptr;  // the device is gone: nobody to tell
-    auto* l = new (std::nothrow) linger;
-    if (!l) {
-        devctx_put(dev);
-        return nullptr;
-    }
-    l->chan = e->chan;
-    l->q = e->chan->q;
-    l->dev = dev;
-    l->port = e->dom->port_num;
-    if (devctx_attach_eq(dev, l->q)) {  // without it PORT_ACTIVE may never be read
-        devctx_put(dev);
-        delete l;
-        return nullptr;
-    }
+    record_ptr l = new_record(dev, e->chan, e->dom->port_num);
+    if (!l) return nullptr;
     // A CM message sent from a port that is down is lost, and on rxe its
     // failed send also leaves the device's QP1 unable to carry connection
     // management again until the device is re-created (docs/link-failures.md).
     const bool port_down = e->id->verbs && e->id->port_num &&
                            !port_active_now(e->id->verbs, e->id->port_num);
-    try {
-        evd::lock_guard lk(g_mu);
-        list().push_back(l);  // before arming: PORT_ACTIVE from now on finds it (and skips it)
-    } catch (const std::bad_alloc&) {  // no record: fi_close destroys the id at once
-        devctx_detach_eq(dev, l->q);
-        devctx_put(dev);
-        delete l;
-        return nullptr;
-    }
+    // listed before arming: PORT_ACTIVE from now on finds it (and skips it);
+    // no record: fi_close destroys the id at once
+    if (!list_record(l.get())) return nullptr;
     bool keep = false;
     {
         evd::lock_guard lk(l->chan->mu);  // e->chan: dispatch reads the context under it
@@ -225,7 +252,7 @@ linger* linger_begin(ep* e, bool keepable, qp_verdict* verdict) {
             l->hold_only = !want_dreq && !l->timewait;
             l->dreq_due = want_dreq;
             l->dreq_sent = want_dreq && e->disconnect_sent;  // a held id sends none of its own
-            if (l->timewait && e->cm_disconnected) note_disconnected(l);
+            if (l->timewait && e->cm_disconnected) note_disconnected(l.get());
             if (e->id->port_num) l->port = e->id->port_num;
             e->id->context = &l->owner;
         } else {
@@ -233,13 +260,10 @@ linger* linger_begin(ep* e, bool keepable, qp_verdict* verdict) {
         }
     }
     if (!keep) {
-        (void)unlist_one([l](const linger* x) { return x == l; });
-        devctx_detach_eq(dev, l->q);
-        devctx_put(dev);
-        delete l;
+        (void)unlist_one([p = l.get()](const linger* x) { return x == p; });
         return nullptr;
     }
-    return l;
+    return l.release();
 }
 
 void linger_arm(linger* l, cm_id_ptr id, uint64_t token) {
@@ -278,29 +302,12 @@ bool linger_hold_request(cm_id_ptr& id, cm_chan* chan) {
     if (!id->verbs || !chan->q) return false;
     devctx* dev = devctx_by_name(ibv_get_device_name(id->verbs->device));
     if (!dev) return false;
-    auto* l = new (std::nothrow) linger;
-    if (!l) {
-        devctx_put(dev);
-        return false;
-    }
-    l->chan = chan;
-    l->q = chan->q;
-    l->dev = dev;
-    l->port = id->port_num ? id->port_num : 1;
-    if (devctx_attach_eq(dev, l->q)) {
-        devctx_put(dev);
-        delete l;
-        return false;
-    }
-    try {
-        evd::lock_guard lk(g_mu);
-        list().push_back(l);  // unarmed: PORT_ACTIVE skips it, nothing reaps it
-    } catch (const std::bad_alloc&) {  // no record: the caller keeps the id and rejects now
-        devctx_detach_eq(dev, l->q);
-        devctx_put(dev);
-        delete l;
-        return false;
-    }
+    record_ptr owned = new_record(dev, chan, id->port_num ? id->port_num : 1);
+    if (!owned) return false;
+    // unarmed: PORT_ACTIVE skips it, nothing reaps it; no record: the caller
+    // keeps the id and rejects now
+    if (!list_record(owned.get())) return false;
+    linger* l = owned.release();  // listed: the list owns it
     {
         evd::lock_guard lk(l->chan->mu);
         l->hold_only = true;
