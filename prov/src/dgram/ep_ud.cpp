@@ -287,30 +287,24 @@ int ep_ud_enable(ep* e) {
     // the receive queue's real depth sizes the header slots
     if (int r = make_rx_slots(e, a.srq ? 0 : a.cap.max_recv_wr)) return r;
     // the CQs know the QP before any receive can complete (its length and
-    // slot are theirs to fix: cq.cpp), and fatal completions reach e;
-    // undone on every failure below
+    // slot are theirs to fix: cq.cpp), and fatal completions reach e. Each
+    // step is undone (in reverse) when a later one fails.
     const uint32_t qpn = qp->qp_num;
-    int ret = cq_attach_qp(e->tx_cq, qpn, e);
-    if (ret) return ret;
-    if (e->rx_cq != e->tx_cq && (ret = cq_attach_qp(e->rx_cq, qpn, e))) {
-        cq_detach_qp(e->tx_cq, qpn);
-        return ret;
-    }
-    auto detach = [&] {
-        cq_detach_qp(e->tx_cq, qpn);
-        if (e->rx_cq != e->tx_cq) cq_detach_qp(e->rx_cq, qpn);
-    };
-    if (int rc = ud_to_rts(qp.get(), d->port_num)) {
-        detach();
-        return fi_err(rc);
-    }
+    if (int ret = cq_attach_qp(e->tx_cq, qpn, e)) return ret;
+    undo_on_exit untx([&] { cq_detach_qp(e->tx_cq, qpn); });
+    const bool own_rx = e->rx_cq != e->tx_cq;
+    if (own_rx)
+        if (int ret = cq_attach_qp(e->rx_cq, qpn, e)) return ret;
+    undo_on_exit unrx([&] {
+        if (own_rx) cq_detach_qp(e->rx_cq, qpn);
+    });
+    if (int rc = ud_to_rts(qp.get(), d->port_num)) return fi_err(rc);
     e->ud.name.qpn = qpn;
     e->qp = std::move(qp);
-    if (int r = make_self_ah(e)) {
-        detach();
-        e->qp.reset();
-        return r;
-    }
+    // (the undo runs in this function, which holds e->mu)
+    undo_on_exit unqp([&]() EVD_NO_LOCK_ANALYSIS { e->qp.reset(); });
+    if (int r = make_self_ah(e)) return r;
+    undo_on_exit unah([&] { e->ud.self_ah.reset(); });
     // peers that know its IP and service find it by SIDR (ud_cm.h); a
     // service asked for must be had, an ephemeral one is best effort
     struct sockaddr_storage ss {};
@@ -322,24 +316,18 @@ int ep_ud_enable(ep* e) {
     if (listener) {
         e->ud.name.service = port;
     } else if (e->ud.name.service) {
-        detach();
-        e->ud.self_ah.reset();
-        e->qp.reset();
         return lerr ? lerr : -FI_EADDRNOTAVAIL;
     } else {
         EVD_INFO(FI_LOG_EP_CTRL, "fi_enable: no SIDR listener (%d): peers need its fi_getname\n",
                  lerr);
     }
-    const async_target t = ep_async_target(e);
-    try {
-        devctx_register(d->dev, &devctx::qps, e->qp.get(), t);
-    } catch (...) {
-        ud_unlisten(listener);
-        detach();
-        e->ud.self_ah.reset();
-        e->qp.reset();
-        throw;
-    }
+    undo_on_exit unlisten([&] { ud_unlisten(listener); });
+    devctx_register(d->dev, &devctx::qps, e->qp.get(), ep_async_target(e));
+    untx.dismiss();
+    unrx.dismiss();
+    unqp.dismiss();
+    unah.dismiss();
+    unlisten.dismiss();
     e->ud.listener = listener;
     char text[128];
     ud_straddr(e->ud.name, text, sizeof text);
