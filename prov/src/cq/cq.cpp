@@ -279,8 +279,7 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
         c->ring_cap = static_cast<size_t>(c->ibcq->cqe) + kBatch;
         {
             evd::lock_guard lk(c->mu);  // c is not published yet; for the analysis
-            c->ring.reset(new (std::nothrow) struct ibv_wc[c->ring_cap]);
-            if (!c->ring) return -FI_ENOMEM;
+            c->ring.reset(new struct ibv_wc[c->ring_cap]);  // fi_cq_open's guard: -FI_ENOMEM
         }
         c->dom = dom;
         if (dom->info && dom->info->fabric_attr)

@@ -106,8 +106,7 @@ int make_rx_slots(ep* e, uint32_t max_recv_wr) {
                                       static_cast<uint32_t>(kCqPollBatch) + 1
                                 : 1;
     const size_t bytes = static_cast<size_t>(e->ud.nslots) * sizeof(ep::ud_state::rx_slot);
-    e->ud.slots.reset(new (std::nothrow) ep::ud_state::rx_slot[e->ud.nslots]());
-    if (!e->ud.slots) return -FI_ENOMEM;
+    e->ud.slots.reset(new ep::ud_state::rx_slot[e->ud.nslots]());  // fi_enable's guard: -FI_ENOMEM
     e->ud.slots_mr.reset(
         ibv_reg_mr(e->dom->pd.get(), e->ud.slots.get(), bytes, IBV_ACCESS_LOCAL_WRITE));
     if (!e->ud.slots_mr) {
