@@ -2,8 +2,12 @@
 // evd: private header shared by every file of the provider.
 //
 // Conventions (docs/design.md):
-//  * every libfabric entry point is a small static function at the bottom of
-//    its object's .cpp, wrapped in evd::guard() so no exception escapes;
+//  * every libfabric entry point is a small function near the bottom of its
+//    object's .cpp; the control path's are wrapped in evd::guard() so no
+//    exception escapes; the data path's (the msg, rma and atomic ops of
+//    endpoints and shared receive contexts) allocate nothing and call
+//    nothing that throws, so they are not (docs/design.md, "Errors and
+//    allocation");
 //  * every object embeds its libfabric fid first and carries an evd::kind tag,
 //    checked by from_fid<T>() before a fid handed in by the user is trusted;
 //  * objects count the children bound to them (refs) so fi_close() can answer
