@@ -30,7 +30,7 @@
 #include <thread>
 
 #include "../common/tool_util.h"
-#include "../integration/vm_link.h"
+#include "../common/vm_link.h"
 
 namespace {
 

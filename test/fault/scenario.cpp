@@ -39,8 +39,8 @@
 #include <thread>
 #include <vector>
 
-#include "../integration/rxe_hints.h"
-#include "../integration/vm_link.h"
+#include "../common/rxe_hints.h"
+#include "../common/vm_link.h"
 
 namespace {
 

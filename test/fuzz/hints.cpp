@@ -21,7 +21,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../unit/fake_devices.h"
+#include "../common/fake_devices.h"
 #include "info/hint_rules.h"
 #include "info/info.h"
 

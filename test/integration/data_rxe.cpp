@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "../unit/common.h"
+#include "../common/common.h"
 #include "rxe_util.h"
 
 // Wait and poll sets are deprecated in libfabric 2.x, not removed: evd keeps

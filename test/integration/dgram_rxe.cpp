@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "../unit/common.h"
+#include "../common/common.h"
 #include "rxe_util.h"
 
 namespace {

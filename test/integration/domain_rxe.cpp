@@ -16,7 +16,7 @@
 
 #include <rdma/fi_endpoint.h>
 
-#include "../unit/common.h"
+#include "../common/common.h"
 
 namespace {
 

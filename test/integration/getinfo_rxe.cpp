@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "../unit/common.h"
+#include "../common/common.h"
 
 namespace {
 

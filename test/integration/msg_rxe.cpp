@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "../unit/common.h"
+#include "../common/common.h"
 #include "rdma/fi_ext_evd.h"
 #include "rxe_util.h"
 

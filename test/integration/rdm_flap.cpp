@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "vm_link.h"
+#include "../common/vm_link.h"
 
 namespace {
 

@@ -25,7 +25,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 
-#include "../unit/common.h"
+#include "../common/common.h"
 #include "rxe_util.h"
 
 namespace {

@@ -28,9 +28,9 @@
 #include <utility>
 #include <vector>
 
-#include "../unit/common.h"
-#include "rxe_hints.h"
-#include "vm_link.h"
+#include "../common/common.h"
+#include "../common/rxe_hints.h"
+#include "../common/vm_link.h"
 
 namespace rxetest {
 

@@ -61,8 +61,8 @@
 #include <thread>
 #include <vector>
 
-#include "rxe_hints.h"
-#include "vm_link.h"
+#include "../common/rxe_hints.h"
+#include "../common/vm_link.h"
 
 extern char** environ;
 

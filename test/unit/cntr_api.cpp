@@ -13,7 +13,7 @@
 #include <chrono>
 #include <thread>
 
-#include "common.h"
+#include "../common/common.h"
 #include "cq/cntr.h"
 #include "cq/cq.h"
 #include "domain.h"

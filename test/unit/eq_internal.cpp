@@ -15,7 +15,7 @@
 
 #include <rdma/fi_ext_evd.h>
 
-#include "common.h"
+#include "../common/common.h"
 #include "eq/eq.h"
 #include "eq/wait.h"
 #include "fabric.h"

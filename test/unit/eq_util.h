@@ -13,7 +13,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "common.h"
+#include "../common/common.h"
 
 namespace evdtest {
 

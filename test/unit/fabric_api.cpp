@@ -10,7 +10,7 @@
 #include <set>
 #include <string>
 
-#include "common.h"
+#include "../common/common.h"
 
 namespace {
 

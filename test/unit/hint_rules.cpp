@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "api.h"
-#include "fake_devices.h"
+#include "../common/fake_devices.h"
 #include "info/hint_rules.h"
 #include "info/info.h"
 
