@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// The CQ's read path without a device (prov/src/cq/cq_read.cpp): a CQ whose
+// ibv_cq is a fake handing out scripted work completions (ibv_poll_cq calls
+// its context's poll_cq op), read through fi_cq_read's own code. What every
+// completion becomes (emit), which are hidden or only noted (admit), and how
+// an error waits in the ring with what came after it, in order.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+#include <rdma/fi_eq.h>
+
+#include <deque>
+#include <vector>
+
+#include "cq/cq_state.h"
+
+namespace {
+
+// An ibv_cq that answers ibv_poll_cq from a queue the test fills.
+struct fake_ibcq {
+    struct ibv_context ctx {};
+    struct ibv_cq cq {};
+    std::deque<struct ibv_wc> pending;
+    int polls = 0;
+};
+
+int fake_poll(struct ibv_cq* cq, int n, struct ibv_wc* wc) {
+    auto* f = static_cast<fake_ibcq*>(cq->cq_context);
+    ++f->polls;
+    int i = 0;
+    for (; i < n && !f->pending.empty(); ++i) {
+        wc[i] = f->pending.front();
+        f->pending.pop_front();
+    }
+    return i;
+}
+
+constexpr uint32_t kQpn = 77;
+
+// An evd CQ on the fake, as fi_cq_open leaves it, in `format`.
+struct test_cq {
+    fake_ibcq f;
+    evd::cq c;
+
+    explicit test_cq(enum fi_cq_format format = FI_CQ_FORMAT_CONTEXT) {
+        f.ctx.ops.poll_cq = fake_poll;
+        f.cq.context = &f.ctx;
+        f.cq.cq_context = &f;
+        f.cq.cqe = 16;
+        c.ibcq.reset(&f.cq);
+        c.format = format;
+        c.entry_size = format == FI_CQ_FORMAT_MSG    ? sizeof(struct fi_cq_msg_entry)
+                       : format == FI_CQ_FORMAT_DATA ? sizeof(struct fi_cq_data_entry)
+                                                     : sizeof(struct fi_cq_entry);
+        evd::lock_guard lk(c.mu);
+        c.ring_cap = static_cast<size_t>(f.cq.cqe) + evd::kBatch;
+        c.ring.reset(new struct ibv_wc[c.ring_cap]);
+    }
+    ~test_cq() { (void)c.ibcq.release(); }  // the fake is not rdma-core's to destroy
+    test_cq(const test_cq&) = delete;
+    test_cq& operator=(const test_cq&) = delete;
+
+    void push(uint64_t wr_id, enum ibv_wc_status st = IBV_WC_SUCCESS,
+              enum ibv_wc_opcode op = IBV_WC_SEND, uint32_t len = 0) {
+        struct ibv_wc wc {};
+        wc.wr_id = wr_id;
+        wc.status = st;
+        wc.opcode = op;
+        wc.byte_len = len;
+        wc.qp_num = kQpn;
+        f.pending.push_back(wc);
+    }
+    ssize_t read(void* buf, size_t count) { return evd::cq_do_read(&c, buf, count, nullptr); }
+    ssize_t readerr(struct fi_cq_err_entry* e) { return evd::cq_readerr(&c.fid, e, 0); }
+    std::vector<uint32_t> markers() {
+        evd::lock_guard lk(c.mu);
+        return c.markers;
+    }
+    std::vector<uint32_t> probes() {
+        evd::lock_guard lk(c.mu);
+        return c.probes;
+    }
+};
+
+uint64_t id_of(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+TEST(CqRead, SuccessesComeOutInOrderWithTheirContexts) {
+    test_cq t;
+    int ctx[3];
+    for (int& x : ctx) t.push(id_of(&x));
+    struct fi_cq_entry out[8] = {};
+    ASSERT_EQ(t.read(out, 8), 3);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(out[i].op_context, &ctx[i]) << i;
+    EXPECT_EQ(t.read(out, 8), -FI_EAGAIN);
+}
+
+TEST(CqRead, AReadTakesNoMoreThanItsCount) {
+    test_cq t;
+    int ctx[5];
+    for (int& x : ctx) t.push(id_of(&x));
+    struct fi_cq_entry out[2] = {};
+    ASSERT_EQ(t.read(out, 2), 2);
+    EXPECT_EQ(out[1].op_context, &ctx[1]);
+    ASSERT_EQ(t.read(out, 2), 2);
+    EXPECT_EQ(out[0].op_context, &ctx[2]);
+    ASSERT_EQ(t.read(out, 2), 1);
+    EXPECT_EQ(out[0].op_context, &ctx[4]);
+}
+
+TEST(CqRead, AnErrorStopsTheReadAndWhatFollowsItWaitsInOrder) {
+    test_cq t;
+    int a, b, c, d;
+    t.push(id_of(&a));
+    t.push(id_of(&b), IBV_WC_REM_ACCESS_ERR);
+    t.push(id_of(&c));
+    t.push(id_of(&d));
+    struct fi_cq_entry out[8] = {};
+    ASSERT_EQ(t.read(out, 8), 1);
+    EXPECT_EQ(out[0].op_context, &a);
+    EXPECT_EQ(t.read(out, 8), -FI_EAVAIL);
+    EXPECT_EQ(t.read(out, 8), -FI_EAVAIL) << "the error stays at the head until readerr";
+    struct fi_cq_err_entry e = {};
+    ASSERT_EQ(t.readerr(&e), 1);
+    EXPECT_EQ(e.op_context, &b);
+    EXPECT_EQ(e.err, evd::wc_fi_errno(IBV_WC_REM_ACCESS_ERR));
+    EXPECT_EQ(e.prov_errno, IBV_WC_REM_ACCESS_ERR);
+    EXPECT_EQ(e.err_data_size, 0u);
+    ASSERT_EQ(t.read(out, 8), 2) << "what was polled after the error, from the ring";
+    EXPECT_EQ(out[0].op_context, &c);
+    EXPECT_EQ(out[1].op_context, &d);
+    EXPECT_EQ(t.readerr(&e), -FI_EAGAIN);
+}
+
+TEST(CqRead, ReaderrFindsAnErrorNobodyPolledYet) {
+    test_cq t;
+    int a;
+    t.push(id_of(&a), IBV_WC_WR_FLUSH_ERR);
+    struct fi_cq_err_entry e = {};
+    ASSERT_EQ(t.readerr(&e), 1);
+    EXPECT_EQ(e.op_context, &a);
+    EXPECT_EQ(e.err, FI_ECANCELED);
+    struct fi_cq_entry out[2];
+    EXPECT_EQ(t.read(out, 2), -FI_EAGAIN);
+}
+
+TEST(CqRead, EvdsOwnCompletionsAreNeverShownButMarkersAndProbesAreNoted) {
+    test_cq t;
+    int user;
+    t.push(evd::wr_id_suppressed());  // a success nobody asked to see
+    t.push(evd::wr_id_flush_marker());
+    t.push(evd::wr_id_probe());
+    t.push(id_of(&user));
+    struct fi_cq_entry out[8] = {};
+    ASSERT_EQ(t.read(out, 8), 1);
+    EXPECT_EQ(out[0].op_context, &user);
+    EXPECT_EQ(t.markers(), std::vector<uint32_t>{kQpn});
+    EXPECT_EQ(t.probes(), std::vector<uint32_t>{kQpn});
+}
+
+TEST(CqRead, ARequestWithoutAContextIsNotShownEvenInError) {
+    // ofi_rxm and MPI dereference an error entry's op_context: one that
+    // nobody gave must never reach them (the endpoint's terminal event says it)
+    test_cq t;
+    int after;
+    t.push(evd::wr_id_suppressed(), IBV_WC_RETRY_EXC_ERR);
+    t.push(evd::wr_id_probe(), IBV_WC_RETRY_EXC_ERR);
+    t.push(id_of(&after), IBV_WC_WR_FLUSH_ERR);
+    struct fi_cq_entry out[4];
+    EXPECT_EQ(t.read(out, 4), -FI_EAVAIL);
+    struct fi_cq_err_entry e = {};
+    ASSERT_EQ(t.readerr(&e), 1);
+    EXPECT_EQ(e.op_context, &after);
+    EXPECT_EQ(t.readerr(&e), -FI_EAGAIN);
+    EXPECT_TRUE(t.probes().empty()) << "a failed probe is not a completed one";
+}
+
+TEST(CqRead, MsgAndDataFormatsCarryFlagsLengthAndImmediateData) {
+    test_cq m(FI_CQ_FORMAT_MSG);
+    int r;
+    m.push(id_of(&r), IBV_WC_SUCCESS, IBV_WC_RECV, 100);
+    struct fi_cq_msg_entry me[2] = {};
+    ASSERT_EQ(m.read(me, 2), 1);
+    EXPECT_EQ(me[0].op_context, &r);
+    EXPECT_EQ(me[0].len, 100u);
+    EXPECT_TRUE(me[0].flags & FI_RECV);
+
+    test_cq d(FI_CQ_FORMAT_DATA);
+    struct ibv_wc wc {};
+    wc.wr_id = id_of(&r);
+    wc.status = IBV_WC_SUCCESS;
+    wc.opcode = IBV_WC_RECV;
+    wc.byte_len = 8;
+    wc.wc_flags = IBV_WC_WITH_IMM;
+    wc.imm_data = htonl(0x12345678);
+    wc.qp_num = kQpn;
+    d.f.pending.push_back(wc);
+    struct fi_cq_data_entry de[2] = {};
+    ASSERT_EQ(d.read(de, 2), 1);
+    EXPECT_EQ(de[0].len, 8u);
+    EXPECT_EQ(de[0].data, 0x12345678u);
+    EXPECT_TRUE(de[0].flags & FI_REMOTE_CQ_DATA);
+}
+
+TEST(CqRead, BadArgumentsAreRefusedWithoutPolling) {
+    test_cq t;
+    int a;
+    t.push(id_of(&a));
+    EXPECT_EQ(t.read(nullptr, 1), -FI_EINVAL);
+    struct fi_cq_entry out[1];
+    EXPECT_EQ(t.read(out, 0), 0);
+    EXPECT_EQ(t.f.polls, 0);
+    EXPECT_EQ(evd::cq_readerr(&t.c.fid, nullptr, 0), -FI_EINVAL);
+}
+
+}  // namespace
