@@ -10,7 +10,7 @@
 // (ep_data.cpp) share an endpoint:
 //  * ep_open() allocates the ep, sets fid.fid.ops / fid.ops / fid.cm itself
 //    and calls ep_data_init(ep) once, which sets fid.msg, fid.rma and
-//    fid.atomic (ep_atomic.cpp) and may use ep->data_priv.
+//    fid.atomic (ep_atomic.cpp) and may use ep->dp (its own state).
 //  * fi_ep_bind: the CM half handles FI_CLASS_EQ, FI_CLASS_CQ (cq.h contract:
 //    fills tx_cq/rx_cq/tx_flags/rx_flags, holds cq_bind_ref) and
 //    FI_CLASS_SRX_CTX (srx_fid, srx_bind_ref); FI_CLASS_CNTR is handed to
@@ -32,6 +32,8 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include <memory>
+
 #include "cm/cm.h"  // cm_chan: connreq::id is guarded by its channel's lock
 #include "cq/cq.h"  // wr_id_suppressed
 #include "dgram/ud_addr.h"
@@ -50,6 +52,10 @@ struct cm_chan;
 struct connreq;
 struct av;
 struct ud_listener;
+struct ep_dp;  // ep_data.cpp
+struct ep_dp_free {
+    void operator()(ep_dp* d) const noexcept;
+};
 
 // What an rdma_cm_id's context points at (cm.cpp dispatches on it).
 enum class cm_owner_kind : uint32_t { pep = 1, connreq, ep, linger };
@@ -200,7 +206,9 @@ struct ep {
     cntr* rem_write_cntr = nullptr;
     uint64_t op_flags_tx = 0;             // fi_control(FI_SETOPSFLAG) on FI_TRANSMIT
     uint64_t op_flags_rx = 0;             // ... on FI_RECV
-    void* data_priv = nullptr;            // free for ep_data.cpp
+    // The data path's own state (send signalling, counter slots), ep_data.cpp's
+    // alone; made by ep_data_init, dropped by ep_data_close.
+    std::unique_ptr<ep_dp, ep_dp_free> dp;
 
     // --- FI_EP_DGRAM (ep_ud.cpp, ep_ud_data.cpp): a UD QP, no id, no
     // connection. Set at fi_endpoint, never changes.

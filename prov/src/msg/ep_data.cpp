@@ -27,11 +27,7 @@
 
 namespace evd {
 
-namespace {
-
-constexpr size_t kMaxIov = 32;  // stack SGE array; the QP enforces its own limit
-
-// Per-endpoint data-path state (ep->data_priv).
+// Per-endpoint data-path state (ep->dp).
 struct ep_dp {
     size_t max_inline = 0;
     uint32_t signal_every = 1;  // unsignaled sends between forced signals
@@ -43,10 +39,16 @@ struct ep_dp {
     bool counted = false;
 };
 
+void ep_dp_free::operator()(ep_dp* d) const noexcept { delete d; }
+
+namespace {
+
+constexpr size_t kMaxIov = 32;  // stack SGE array; the QP enforces its own limit
+
 // Every caller is in ep_msg_ops or ep_rma_ops, set on active endpoints only.
 ep* ep_of(struct fid_ep* f) { return self_of<ep>(f); }
 
-ep_dp* dp_of(ep* e) { return static_cast<ep_dp*>(e->data_priv); }
+ep_dp* dp_of(ep* e) { return e->dp.get(); }
 
 // Decides signaling and wr_id for a send-queue work request.
 //  comp:   the user asked for a completion (FI_COMPLETION or no selective)
@@ -449,16 +451,16 @@ void ep_data_init(ep* e) {
     e->fid.msg = &ep_msg_ops;
     e->fid.rma = &ep_rma_ops;
     e->fid.atomic = &ep_atomic_ops;  // ep_atomic.cpp
-    auto* d = new (std::nothrow) ep_dp;
+    e->dp.reset(new (std::nothrow) ep_dp);
+    ep_dp* d = e->dp.get();
     if (d && e->info && e->info->tx_attr) {
         size_t inj = e->info->tx_attr->inject_size;
         d->max_inline = inj;
         size_t depth = e->info->tx_attr->size;
         d->signal_every = static_cast<uint32_t>(std::max<size_t>(1, depth / 2));
     }
-    // without state every unsignaled send is signaled (and hidden): correct,
-    // only slower
-    e->data_priv = d;
+    // without state (no memory: fi_endpoint still succeeds) every unsignaled
+    // send is signaled (and hidden): correct, only slower
 }
 
 int ep_data_bind(ep* e, struct fid* bfid, uint64_t flags) {
@@ -564,8 +566,7 @@ void ep_data_close(ep* e) {
             cntr_bind_unref(*k);
             *k = nullptr;
         }
-    delete static_cast<ep_dp*>(e->data_priv);
-    e->data_priv = nullptr;
+    e->dp.reset();
 }
 
 // ---------------------------------------------------------------- ops tables
