@@ -23,8 +23,29 @@ void for_cntrs(cq* c, ep* owner, cntr_route* r, F&& f) {
 }
 }  // namespace
 
+namespace {
+
+// Forgets qp_num in c's tables (its owner, counter route, datagram entry,
+// noted markers and probes); counters are the caller's to release.
+void unlist_qp(cq* c, uint32_t qp_num) {
+    {
+        evd::lock_guard g(c->reg_mu);
+        std::erase_if(c->qps, [&](const auto& p) { return p.first == qp_num; });
+    }
+    evd::lock_guard g(c->mu);
+    std::erase_if(c->routes, [&](const auto& e) { return e.qpn == qp_num; });
+    std::erase_if(c->ud, [&](const auto& e) { return e.first == qp_num; });
+    // a later QP may get the same number
+    std::erase(c->markers, qp_num);
+    std::erase(c->probes, qp_num);
+}
+
+}  // namespace
+
 int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
-    return guard([&] {
+    // A failed attach leaves nothing behind: the counters it added are
+    // released, its entries forgotten (the caller does not publish the QP).
+    const int rc = guard([&] {
         size_t n = 0;
         {
             evd::lock_guard g(c->reg_mu);
@@ -51,11 +72,17 @@ int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
             c->routes.push_back({qp_num, r});
         }
         int ret = 0;
+        cntr* added[4] = {};
+        size_t nadded = 0;
         for_cntrs(c, owner, r, [&](cntr* k) {
-            if (!ret) ret = cntr_add_source(k, c);
+            if (!ret && !(ret = cntr_add_source(k, c))) added[nadded++] = k;
         });
+        if (ret)
+            for (size_t i = 0; i < nadded; ++i) cntr_del_source(added[i], c);
         return ret;
     });
+    if (rc) unlist_qp(c, qp_num);
+    return rc;
 }
 
 void cq_detach_qp(cq* c, uint32_t qp_num) {
@@ -64,19 +91,14 @@ void cq_detach_qp(cq* c, uint32_t qp_num) {
         evd::lock_guard g(c->reg_mu);
         for (auto& [qpn, o] : c->qps)
             if (qpn == qp_num) owner = o;
-        std::erase_if(c->qps, [&](const auto& p) { return p.first == qp_num; });
     }
     cntr_route* r = nullptr;
     {
         evd::lock_guard g(c->mu);
         for (auto& e : c->routes)
             if (e.qpn == qp_num) r = e.r;
-        std::erase_if(c->routes, [&](const auto& e) { return e.qpn == qp_num; });
-        std::erase_if(c->ud, [&](const auto& e) { return e.first == qp_num; });
-        // a later QP may get the same number
-        std::erase(c->markers, qp_num);
-        std::erase(c->probes, qp_num);
     }
+    unlist_qp(c, qp_num);
     if (r && owner) for_cntrs(c, owner, r, [&](cntr* k) { cntr_del_source(k, c); });
 }
 

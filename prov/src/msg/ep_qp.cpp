@@ -183,10 +183,19 @@ int ep_create_qp(ep* e) {
     async_target t = ep_async_target(e);
     t.consequence = async_ep_consequence;  // COMM_EST -> rdma_notify (async.cpp)
     devctx_register(d->dev, &devctx::qps, e->qp.get(), t);
-    int ret = cq_attach_qp(e->tx_cq, e->qp->qp_num, e);
-    if (!ret && e->rx_cq != e->tx_cq) ret = cq_attach_qp(e->rx_cq, e->qp->qp_num, e);
-    if (ret && ret != -FI_ENOSYS)
-        EVD_WARN(FI_LOG_EP_CTRL, "cq_attach_qp: %d (fatal completions not routed)\n", ret);
+    // The CQs route its fatal completions and count its completions on its
+    // counters; without that the QP is not published: undone, the error
+    // returned (a failed attach leaves nothing in its CQ).
+    const uint32_t qpn = e->qp->qp_num;
+    int ret = cq_attach_qp(e->tx_cq, qpn, e);
+    if (!ret && e->rx_cq != e->tx_cq && (ret = cq_attach_qp(e->rx_cq, qpn, e)))
+        cq_detach_qp(e->tx_cq, qpn);
+    if (ret) {
+        EVD_WARN(FI_LOG_EP_CTRL, "QP %u: its CQs could not take it (%d): not enabled\n", qpn, ret);
+        devctx_unregister(d->dev, &devctx::qps, e->qp.get());
+        ep_destroy_qp(e);
+        return ret;
+    }
     e->qp_ready.store(true);
     // an iWARP endpoint whose terminal event came first stays closed to
     // posts (ep_claim_terminal): both sides store, then load, sequentially
