@@ -61,7 +61,7 @@ int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
             evd::lock_guard g(c->reg_mu);
             c->qps.emplace_back(qp_num, owner);
         }
-        if (owner->dgram && c == owner->rx_cq) {
+        if (owner->ekind->rx_admit && c == owner->rx_cq) {
             evd::lock_guard g(c->mu);
             c->ud.emplace_back(qp_num, owner);
         }

@@ -214,8 +214,19 @@ struct fi_ops_atomic ud_atomic_ops = {
 
 }  // namespace
 
+const ep_kind kDgramKind = {
+    .name = "FI_EP_DGRAM",
+    .qp_type = IBV_QPT_UD,
+    .connected = false,
+    .rx_admit = true,
+    .enable = ep_ud_enable,
+    .closing = ep_ud_closing,
+    .release = ep_ud_release,
+    .marker_dest = ep_ud_marker_dest,
+};
+
 int ep_ud_open(ep* e) {
-    e->dgram = true;
+    e->ekind = &kDgramKind;
     e->fid.cm = &ep_ud_cm_ops;
     e->fid.msg = &ep_ud_msg_ops;
     e->fid.rma = &ud_rma_ops;
@@ -230,7 +241,7 @@ int ep_ud_bind_av(ep* e, struct fid* bfid) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: not an evd AV\n");
         return -FI_EINVAL;
     }
-    if (!e->dgram) {
+    if (e->ekind != &kDgramKind) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: an FI_EP_MSG endpoint takes no AV\n");
         return -FI_EINVAL;
     }
@@ -352,10 +363,12 @@ void ep_ud_release(ep* e) {
     e->ud.av_bound = nullptr;
 }
 
-void ep_ud_marker_dest(ep* e, struct ibv_send_wr& wr) {
+int ep_ud_marker_dest(ep* e, struct ibv_send_wr& wr) {
+    if (!e->ud.self_ah) return EINVAL;  // a UD send needs an address: the endpoint itself
     wr.wr.ud.ah = e->ud.self_ah.get();
     wr.wr.ud.remote_qpn = e->ud.name.qpn;
     wr.wr.ud.remote_qkey = kUdQkey;
+    return 0;
 }
 
 struct fi_ops_cm ep_ud_cm_ops = {

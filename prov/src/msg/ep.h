@@ -53,6 +53,8 @@ struct connreq;
 struct av;
 struct ud_listener;
 struct ep_dp;  // ep_data.cpp
+struct ep_kind;  // below
+extern const ep_kind kMsgKind;
 struct ep_dp_free {
     void operator()(ep_dp* d) const noexcept;
 };
@@ -210,9 +212,11 @@ struct ep {
     // alone; made by ep_data_init, dropped by ep_data_close.
     std::unique_ptr<ep_dp, ep_dp_free> dp;
 
+    // --- what kind of endpoint it is (ep_kind below, `ekind`): set at fi_endpoint,
+    // never changes.
+    const ep_kind* ekind = &kMsgKind;
     // --- FI_EP_DGRAM (ep_ud.cpp, ep_ud_data.cpp): a UD QP, no id, no
-    // connection. Set at fi_endpoint, never changes.
-    bool dgram = false;
+    // connection.
     struct ud_state {
         av* av_bound = nullptr;           // fi_ep_bind(AV); sends address it
         ud_name name{};                   // fi_getname (valid once enabled)
@@ -241,6 +245,24 @@ struct ep {
         size_t max_msg = 0;               // payload limit (the port's MTU)
     } ud;
 };
+
+// What differs between the kinds of active endpoint: the code outside the
+// files that make each kind asks e->ekind, never which kind e is. kMsgKind
+// (ep_msg.cpp): an RC QP driven by an rdma_cm id and its connection;
+// kDgramKind (ep_ud.cpp): a UD QP in RTS at fi_enable, no id.
+struct ep_kind {
+    const char* name;             // "FI_EP_MSG", "FI_EP_DGRAM"
+    enum ibv_qp_type qp_type;     // IBV_QPT_RC, IBV_QPT_UD
+    bool connected;               // has an rdma_cm id: fi_enable needs an EQ for its events
+    bool rx_admit;                // its receive CQ rewrites completions (cq_admit: UD headers)
+    int (*enable)(ep* e);         // fi_enable's QP, CQs checked, e->mu held
+    void (*closing)(ep* e);       // fi_close, first (may be null)
+    void (*release)(ep* e);       // fi_close, once its QP is gone (may be null)
+    // The closing flush's send marker needs an address: fills wr's, 0 or an
+    // errno (may be null: none needed).
+    int (*marker_dest)(ep* e, struct ibv_send_wr& wr);
+};
+extern const ep_kind kDgramKind;
 
 // v within [lo, hi], as a QP size (ep_qp.cpp, ep_ud.cpp).
 inline uint32_t clamp_u32(size_t v, uint32_t lo, uint32_t hi) noexcept {
@@ -373,7 +395,7 @@ void ep_ud_closing(ep* e);
 void ep_ud_release(ep* e);
 // The work request of the closing flush's send marker needs an address on
 // UD: itself (qp_flush.cpp).
-void ep_ud_marker_dest(ep* e, struct ibv_send_wr& wr);
+int ep_ud_marker_dest(ep* e, struct ibv_send_wr& wr);
 // A completion of e's UD QP, under its CQ's lock (cq.cpp): a receive's
 // wr_id is turned back into the user's (FI_SOURCE slots, in error too);
 // a successful receive loses the header from its length, and true is

@@ -110,7 +110,7 @@ int ep_close(struct fid* f) {
             evd::lock_guard lk(e->mu);
             keepable = qp_keepable(e);
         }
-        if (e->dgram) ep_ud_closing(e);
+        if (e->ekind->closing) e->ekind->closing(e);
         qp_verdict v = qp_verdict::destroy;
         linger* lg = e->chan && e->id ? linger_begin(e, keepable, &v) : nullptr;
         // No record (nothing to tell the peer, or none could be made): the
@@ -125,7 +125,7 @@ int ep_close(struct fid* f) {
                 token = 0;
             }
         }
-        if (e->dgram) ep_ud_release(e);  // its QP is gone
+        if (e->ekind->release) e->ekind->release(e);  // its QP is gone
         if (lg) {
             linger_arm(lg, std::move(e->id), token);  // with the channel reference
         } else {

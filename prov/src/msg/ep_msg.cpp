@@ -61,7 +61,7 @@ int bind_source(ep* e, const struct sockaddr* dst) {
 
 int do_enable(ep* e) EVD_REQUIRES(e->mu) {
     if (e->enabled) return 0;
-    if (!e->eq_bound.load() && !e->dgram) {
+    if (!e->eq_bound.load() && e->ekind->connected) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: no EQ bound\n");
         return -FI_ENOEQ;
     }
@@ -70,18 +70,19 @@ int do_enable(ep* e) EVD_REQUIRES(e->mu) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: bind a transmit and a receive CQ first\n");
         return -FI_ENOCQ;
     }
-    if (e->dgram) {  // no id, no connection: the UD QP, ready to send
-        if (int ret = ep_ud_enable(e)) return ret;
-        e->enabled = true;
-        return 0;
-    }
+    if (int ret = e->ekind->enable(e)) return ret;
+    e->enabled = true;
+    return 0;
+}
+
+// fi_enable of an FI_EP_MSG endpoint: bound to its source when it must
+// connect from one, then its QP (handed to its id once the id is on a device).
+int msg_enable(ep* e) EVD_REQUIRES(e->mu) {
     if (e->keep_src_port || e->name_set) {
         int ret = bind_source(e, static_cast<const struct sockaddr*>(e->info->dest_addr));
         if (ret) return ret;
     }
-    if (int ret = ep_create_qp(e)) return ret;
-    e->enabled = true;
-    return 0;
+    return ep_create_qp(e);
 }
 
 // Moves e's id to chan (an id adopted from a connection request still
@@ -145,7 +146,7 @@ int bind_eq(ep* e, struct fid* bfid, uint64_t flags) EVD_REQUIRES(e->mu) {
     }
     // a datagram endpoint's EQ gets its async events and terminal records
     // only: it has no rdma_cm id
-    if (!e->dgram)
+    if (e->ekind->connected)
         if (int rc = bind_eq_id(e, q)) return rc;
     eq_bind_ref(q);
     int ret = devctx_attach_eq(e->dom->dev, q);
@@ -207,10 +208,10 @@ int ep_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
             case FI_CLASS_CQ:
                 return bind_cq(e, bfid, flags);
             case FI_CLASS_SRX_CTX:
-                if (srx_ibv(bfid) && srx_for_dgram(bfid) != e->dgram) {
+                if (srx_ibv(bfid) && srx_for_dgram(bfid) != (e->ekind->qp_type == IBV_QPT_UD)) {
                     EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: the shared receive context is for %s "
                              "endpoints (the type of its domain)\n",
-                             e->dgram ? "FI_EP_MSG" : "FI_EP_DGRAM");
+                             e->ekind->qp_type == IBV_QPT_UD ? "FI_EP_MSG" : "FI_EP_DGRAM");
                     return -FI_EINVAL;
                 }
                 if (e->srx_fid || !srx_ibv(bfid)) {
@@ -534,8 +535,20 @@ eq* ep_route_eq(void* owner) {
     return e->dom ? e->dom->eq_bound.load() : nullptr;
 }
 
-// fi_endpoint (ep_open.cpp) gives a new endpoint these ops.
+const ep_kind kMsgKind = {
+    .name = "FI_EP_MSG",
+    .qp_type = IBV_QPT_RC,
+    .connected = true,
+    .rx_admit = false,
+    .enable = msg_enable,
+    .closing = nullptr,
+    .release = nullptr,
+    .marker_dest = nullptr,
+};
+
+// fi_endpoint (ep_open.cpp) gives a new endpoint these ops and its kind.
 void ep_msg_set_ops(ep* e) {
+    e->ekind = &kMsgKind;
     e->fid.fid.ops = &ep_fi_ops;
     e->fid.ops = &ep_ep_ops;
     e->fid.cm = &ep_cm_ops;

@@ -32,10 +32,8 @@ int post_marker(ep* e, struct ibv_qp* qp) {
     wr.wr_id = wr_id_flush_marker();
     wr.opcode = IBV_WR_SEND;
     wr.send_flags = IBV_SEND_SIGNALED;
-    if (e->dgram) {  // a UD send needs an address: the endpoint itself
-        if (!e->ud.self_ah) return EINVAL;
-        ep_ud_marker_dest(e, wr);
-    }
+    if (e->ekind->marker_dest)
+        if (int rc = e->ekind->marker_dest(e, wr)) return rc;
     struct ibv_send_wr* bad = nullptr;
     return post_errno(ibv_post_send(qp, &wr, &bad));
 }
