@@ -385,10 +385,10 @@ ready() {
 # The order steps are considered in: what others need and the longest VM
 # steps first, so that the long poles start as early as they can.
 prio="install-deps autoreconf man-page build siw-build unit-api unit-internal fi-info-lists-evd
-    install-check thread-safety build-asan unit-api-asan unit-internal-asan vm-fault nodes vm-integration
+    install-check build-asan unit-api-asan unit-internal-asan vm-fault nodes vm-integration
     $alt-root $alt-build $alt-unit-api $alt-unit-internal $alt-vm-integration nodes-siw nodes-4
     siw-vm-integration soak-asan build-tsan unit-api-tsan unit-internal-tsan soak-tsan
-    $alt-nodes-mpi package package-vm $alt-package $alt-package-vm fuzz"
+    $alt-nodes-mpi package package-vm $alt-package $alt-package-vm thread-safety fuzz"
 ordered=()
 for p in $prio; do [ -n "${P_CMD[$p]:-}" ] && ordered+=("$p"); done
 for n in "${names[@]}"; do [[ " ${ordered[*]} " == *" $n "* ]] || ordered+=("$n"); done
