@@ -310,9 +310,8 @@ int ep_ud_enable(ep* e) {
     });
     if (int rc = ud_to_rts(qp.get(), d->port_num)) return fi_err(rc);
     e->ud.name.qpn = qpn;
-    e->qp = std::move(qp);
-    // (the undo runs in this function, which holds e->mu)
-    undo_on_exit unqp([&]() EVD_NO_LOCK_ANALYSIS { e->qp.reset(); });
+    // qp stays this function's until every step succeeded: declared before
+    // the undo steps, it is destroyed after them, once its CQs forgot it
     if (int r = make_self_ah(e)) return r;
     undo_on_exit unah([&] { e->ud.self_ah.reset(); });
     // peers that know its IP and service find it by SIDR (ud_cm.h); a
@@ -332,12 +331,12 @@ int ep_ud_enable(ep* e) {
                  lerr);
     }
     undo_on_exit unlisten([&] { ud_unlisten(listener); });
-    devctx_register(d->dev, &devctx::qps, e->qp.get(), ep_async_target(e));
+    devctx_register(d->dev, &devctx::qps, qp.get(), ep_async_target(e));
     untx.dismiss();
     unrx.dismiss();
-    unqp.dismiss();
     unah.dismiss();
     unlisten.dismiss();
+    e->qp = std::move(qp);
     e->ud.listener = listener;
     char text[128];
     ud_straddr(e->ud.name, text, sizeof text);
