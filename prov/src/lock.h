@@ -73,8 +73,8 @@ private:
 };
 
 // A lock held for a scope that lets go of it for a while (around a call
-// that must not run under it) and takes it back. try_lock_guard is its
-// one-attempt form.
+// that must not run under it) and takes it back. (A one-attempt take is
+// mutex::try_lock, then lock_guard with std::adopt_lock.)
 template <class M>
 class EVD_SCOPED_CAPABILITY unique_lock {
 public:

@@ -7,9 +7,11 @@
 //  * After ibv_create_qp() succeeded, call cq_attach_qp() on each bound CQ so
 //    that a fatal completion error read from that CQ can be turned into the
 //    endpoint's terminal event (ep_terminal_error()); call cq_detach_qp()
-//    before the QP is destroyed. Do NOT hold the endpoint's own lock while
-//    calling cq_detach_qp(): a CQ reader may be inside ep_terminal_error() for
-//    that endpoint and is waited for.
+//    before the QP is destroyed. cq_detach_qp() waits for a CQ reader that is
+//    inside ep_terminal_error() for that endpoint (cq::reg_mu); it may be
+//    called under the endpoint's own lock (fi_close's retire_qp does) only
+//    because ep_terminal_error() takes no endpoint lock (an atomic claim and
+//    an EQ post): keep it so (docs/locking.md).
 #pragma once
 
 #include <infiniband/verbs.h>

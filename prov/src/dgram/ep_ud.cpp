@@ -284,7 +284,7 @@ int ep_ud_enable(ep* e) {
         e->ud.max_msg = ea->max_msg_size;
     struct ibv_qp_init_attr a;
     // one receive SGE more than the user's: the header goes to a buffer of evd's own
-    if (int rc = ep_qp_init_attr(e, IBV_QPT_UD, 1, &a)) return rc;
+    if (int rc = ep_qp_init_attr(e, e->ekind->qp_type, 1, &a)) return rc;
     errno = 0;
     ibv_qp_ptr qp(ibv_create_qp(d->pd.get(), &a));
     if (!qp) {

@@ -84,7 +84,7 @@ ssize_t ud_sq(ep* e, const struct iovec* iov, void* const* desc, size_t count, f
 
 ssize_t ud_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, void* context,
               uint64_t flags) {
-    if (e->srx_fid) return ep_rx_refuse_srx(e);
+    if (e->srx_fid) return ep_rx_refuse_srx();
     if (!e->qp_ready.load(std::memory_order_acquire)) {
         EVD_WARN(FI_LOG_EP_DATA, "fi_recv: datagram endpoint not enabled\n");
         return -FI_EOPBADSTATE;

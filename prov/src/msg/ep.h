@@ -327,7 +327,7 @@ extern struct fi_ops_atomic ep_atomic_ops;
 
 // ---- receives, what every endpoint's fi_recv shares (ep_data.cpp)
 // -FI_EOPBADSTATE (and why) when e's receives go to a shared receive context.
-ssize_t ep_rx_refuse_srx(const ep* e);
+ssize_t ep_rx_refuse_srx();
 // A receive's wr_id: its context, or the marker of a completion nobody
 // asked for (selective completion).
 inline uint64_t ep_rx_wr_id(const ep* e, uint64_t flags, void* context) {

@@ -138,7 +138,7 @@ ssize_t ep_fill_sges(const struct iovec* iov, void* const* desc, size_t count, b
     return fill_sges(iov, desc, count, inl, sge, nsge, total);
 }
 
-ssize_t ep_rx_refuse_srx(const ep*) {
+ssize_t ep_rx_refuse_srx() {
     EVD_WARN(FI_LOG_EP_DATA, "fi_recv on an endpoint bound to a shared receive context: "
                              "post to the fi_srx_context instead\n");
     return -FI_EOPBADSTATE;
@@ -262,7 +262,7 @@ ssize_t do_sq(ep* e, enum ibv_wr_opcode op, const struct iovec* iov, void* const
 
 ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, void* context,
               uint64_t flags) {
-    if (e->srx_fid) return ep_rx_refuse_srx(e);
+    if (e->srx_fid) return ep_rx_refuse_srx();
     if (!e->qp_ready.load(std::memory_order_acquire)) {
         if (e->terminal.load())
             EVD_WARN(FI_LOG_EP_DATA, "fi_recv: the endpoint's connection has ended (iWARP)\n");

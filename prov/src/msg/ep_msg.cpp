@@ -209,9 +209,8 @@ int ep_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
                 return bind_cq(e, bfid, flags);
             case FI_CLASS_SRX_CTX:
                 if (srx_ibv(bfid) && srx_for_dgram(bfid) != (e->ekind->qp_type == IBV_QPT_UD)) {
-                    EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: the shared receive context is for %s "
-                             "endpoints (the type of its domain)\n",
-                             e->ekind->qp_type == IBV_QPT_UD ? "FI_EP_MSG" : "FI_EP_DGRAM");
+                    EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: the shared receive context is not for "
+                             "%s endpoints (the type of its domain)\n", e->ekind->name);
                     return -FI_EINVAL;
                 }
                 if (e->srx_fid || !srx_ibv(bfid)) {

@@ -178,7 +178,7 @@ int ep_create_qp(ep* e) {
         return -FI_EINVAL;
     }
     struct ibv_qp_init_attr a;
-    if (int rc = ep_qp_init_attr(e, IBV_QPT_RC, 0, &a)) return rc;
+    if (int rc = ep_qp_init_attr(e, e->ekind->qp_type, 0, &a)) return rc;
     if (int rc = make_qp(e, &a)) return rc;
     async_target t = ep_async_target(e);
     t.consequence = async_ep_consequence;  // COMM_EST -> rdma_notify (async.cpp)
