@@ -40,15 +40,12 @@ namespace evd {
 
 uint8_t tx_slot_ids[kMaxTxSlots];
 
-namespace {
-
-struct source {
+// One CQ a counter counts the completions of.
+struct cntr_source {
     cq* q;
     int n;    // attachments (endpoints x directions)
     int fd;   // completion channel fd in the epoll set, or -1
 };
-
-}  // namespace
 
 struct cntr {
     static constexpr kind kTag = kind::cntr;
@@ -73,7 +70,7 @@ struct cntr {
     std::vector<int> wfds EVD_GUARDED_BY(wmu);
 
     mutex mu;  // sources; serializes progress of this counter
-    std::vector<source> sources EVD_GUARDED_BY(mu);
+    std::vector<cntr_source> sources EVD_GUARDED_BY(mu);
     int unwaitable EVD_GUARDED_BY(mu) = 0;  // sources without a completion channel
 
     wait_set* wset = nullptr;  // FI_WAIT_SET: the (FD) set this counter joined
@@ -99,7 +96,7 @@ void wake(cntr* c) noexcept {
 // Pulls the completions waiting in every source (counting them).
 void progress(cntr* c) {
     evd::lock_guard g(c->mu);
-    for (const source& s : c->sources) {
+    for (const cntr_source& s : c->sources) {
         int r = cq_progress(s.q);
         if (r < 0) EVD_DBG(FI_LOG_CNTR, "counter progress: cq_progress %d\n", r);
     }
@@ -108,7 +105,7 @@ void progress(cntr* c) {
 // Arms every source's completion channel; true if all sources can wake us.
 bool arm(cntr* c) {
     evd::lock_guard g(c->mu);
-    for (const source& s : c->sources) cq_arm(s.q);
+    for (const cntr_source& s : c->sources) cq_arm(s.q);
     return c->unwaitable == 0;
 }
 
@@ -338,7 +335,7 @@ void cntr_inc_err(cntr* c) noexcept {
 int cntr_add_source(cntr* c, cq* q) {
     return guard([&] {
         evd::lock_guard g(c->mu);
-        for (source& s : c->sources)
+        for (cntr_source& s : c->sources)
             if (s.q == q) {
                 ++s.n;
                 return 0;
@@ -368,7 +365,7 @@ int cntr_add_source(cntr* c, cq* q) {
 void cntr_del_source(cntr* c, cq* q) {
     evd::lock_guard g(c->mu);
     for (size_t i = 0; i < c->sources.size(); ++i) {
-        source& s = c->sources[i];
+        cntr_source& s = c->sources[i];
         if (s.q != q) continue;
         if (--s.n > 0) return;
         if (s.fd >= 0)

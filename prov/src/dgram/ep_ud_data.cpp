@@ -21,10 +21,6 @@ namespace evd {
 
 namespace {
 
-constexpr size_t kMaxIov = 32;  // stack SGE array; the QP enforces its own limit
-
-ep* ep_of(struct fid_ep* f) { return self_of<ep>(f); }
-
 size_t iov_total(const struct iovec* iov, size_t count) {
     size_t t = 0;
     for (size_t i = 0; i < count && iov; ++i) t += iov[i].iov_len;

@@ -404,6 +404,11 @@ int ep_ud_marker_dest(ep* e, struct ibv_send_wr& wr);
 bool ep_ud_completion(ep* e, struct ibv_wc& wc, fi_addr_t* from);
 extern struct fi_ops_msg ep_ud_msg_ops;
 extern struct fi_ops_cm ep_ud_cm_ops;
+// The endpoint behind an fi_ep of the data-path tables (every caller is in
+// a table set on active endpoints only), and the most iovs one posted work
+// request takes (the SGE array on the stack; the QP enforces its own limit).
+inline ep* ep_of(struct fid_ep* f) { return self_of<ep>(f); }
+constexpr size_t kMaxIov = 32;
 // ep_data.cpp's helpers the UD data path shares: sge list from iov/desc
 // (zero-length entries skipped; `inl`: no descriptors needed).
 ssize_t ep_fill_sges(const struct iovec* iov, void* const* desc, size_t count, bool inl,

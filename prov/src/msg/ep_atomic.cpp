@@ -201,8 +201,6 @@ ssize_t do_atomic(ep* e, const atomic_req& q) {
                       q.context);
 }
 
-ep* ep_of(struct fid_ep* f) { return self_of<ep>(f); }
-
 // ---------------------------------------------------------------- base
 ssize_t at_write(struct fid_ep* f, const void* buf, size_t count, void* desc, fi_addr_t,
                  uint64_t addr, uint64_t key, enum fi_datatype dt, enum fi_op op, void* context) {

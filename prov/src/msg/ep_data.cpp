@@ -43,11 +43,6 @@ void ep_dp_free::operator()(ep_dp* d) const noexcept { delete d; }
 
 namespace {
 
-constexpr size_t kMaxIov = 32;  // stack SGE array; the QP enforces its own limit
-
-// Every caller is in ep_msg_ops or ep_rma_ops, set on active endpoints only.
-ep* ep_of(struct fid_ep* f) { return self_of<ep>(f); }
-
 ep_dp* dp_of(ep* e) { return e->dp.get(); }
 
 // Decides signaling and wr_id for a send-queue work request.

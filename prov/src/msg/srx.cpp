@@ -39,8 +39,6 @@ struct srx {
 
 namespace {
 
-constexpr size_t kMaxIov = 32;
-
 srx* srx_of(struct fid* f) {
     if (!f || f->fclass != FI_CLASS_SRX_CTX) return nullptr;
     return from_fid<srx>(reinterpret_cast<struct fid_ep*>(f));
