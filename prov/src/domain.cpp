@@ -102,10 +102,7 @@ int domain_close(struct fid* f) {
         }
         devctx_put(dom->dev);  // held by devctx_by_name in domain_open
         fi_freeinfo(dom->info);
-        dom->fab->refs.put();
-        dom->tag = kind{0};
-        delete dom;
-        return 0;
+        return retire(dom, &dom->fab->refs);
     });
 }
 
@@ -329,10 +326,7 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
             return fi_err(e ? e : ENOMEM);
         }
         auto dom = std::make_unique<domain>();
-        dom->fid.fid.fclass = FI_CLASS_DOMAIN;
-        dom->fid.fid.context = context;
-        dom->fid.fid.ops = &domain_fi_ops;
-        dom->fid.ops = &domain_ops;
+        fid_init(*dom, FI_CLASS_DOMAIN, context, &domain_fi_ops, &domain_ops);
         dom->fid.mr = &mr_ops;
         dom->fab = fab;
         dom->dev = dev;
@@ -351,9 +345,7 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
         open_mr_cache(dom.get());
         dom->info = dup.release();
         hold.d = nullptr;
-        fab->refs.get();
-        *out = &dom.release()->fid;
-        return 0;
+        return hand_out(std::move(dom), fab->refs, out);
     });
 }
 

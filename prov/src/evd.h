@@ -19,8 +19,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <new>
 #include <source_location>
+#include <type_traits>
 #include <utility>
 
 #include <rdma/fabric.h>
@@ -177,6 +179,45 @@ struct refcount {
     void put() noexcept { n.fetch_sub(1, std::memory_order_acq_rel); }
     bool busy() const noexcept { return n.load(std::memory_order_acquire) > 0; }
 };
+
+// ------------------------------------------------------------------ lifetime
+// Every evd object the application holds goes through the same three steps
+// (docs/design.md, "Objects").
+//
+// fid_init: its fid gets the class, the application's context and the ops
+// tables (`ops`: the class's own table; none for a class without one, such
+// as an MR), before anything that hands &obj.fid to another object.
+template <class T, class Ops = std::nullptr_t>
+inline void fid_init(T& obj, size_t fclass, void* context, struct fi_ops* fops,
+                     Ops* ops = nullptr) noexcept {
+    obj.fid.fid.fclass = fclass;
+    obj.fid.fid.context = context;
+    obj.fid.fid.ops = fops;
+    if constexpr (!std::is_same_v<Ops, std::nullptr_t>) obj.fid.ops = ops;
+}
+
+// hand_out: the last step of a successful open. The object, complete, takes
+// a reference on the parent it was opened on (which then refuses to close,
+// -FI_EBUSY) and *out takes it over from its owner. Nothing can fail after
+// this; every failure before it leaves nothing behind.
+template <class T, class Out>
+inline int hand_out(std::unique_ptr<T> obj, refcount& parent, Out** out) noexcept {
+    parent.get();
+    *out = &obj.release()->fid;
+    return 0;
+}
+
+// retire: the last step of a successful close. The tag is cleared (the same
+// handle passed again is refused while the memory is not reused), the object
+// freed, then the parent's reference dropped: whatever the object's members
+// release while they are destroyed still has its parent.
+template <class T>
+inline int retire(T* obj, refcount* parent) noexcept {
+    obj->tag = kind{0};
+    delete obj;
+    if (parent) parent->put();
+    return 0;
+}
 
 // Default no-op / unsupported ops used to fill ops tables.
 int op_no_control(struct fid*, int, void*);

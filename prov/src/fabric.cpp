@@ -20,9 +20,7 @@ int fabric_close(struct fid* f) {
                      fab->refs.n.load());
             return -FI_EBUSY;
         }
-        fab->tag = kind{0};
-        delete fab;
-        return 0;
+        return retire(fab, nullptr);
     });
 }
 
@@ -38,14 +36,11 @@ int fabric_open(struct fi_fabric_attr* attr, struct fid_fabric** out, void* cont
             EVD_WARN(FI_LOG_FABRIC, "fi_fabric: attr and fabric must not be NULL\n");
             return -FI_EINVAL;
         }
-        auto* fab = new fabric;
-        fab->fid.fid.fclass = FI_CLASS_FABRIC;
-        fab->fid.fid.context = context;
-        fab->fid.fid.ops = &fabric_fi_ops;
-        fab->fid.ops = &fabric_ops;
+        auto fab = std::make_unique<fabric>();
+        fid_init(*fab, FI_CLASS_FABRIC, context, &fabric_fi_ops, &fabric_ops);
         fab->fid.api_version = attr->api_version;
         if (attr->name) fab->name = attr->name;
-        *out = &fab->fid;
+        *out = &fab.release()->fid;  // the top of the tree: no parent to hold
         return 0;
     });
 }

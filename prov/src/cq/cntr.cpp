@@ -276,12 +276,8 @@ int cntr_close(struct fid* f) {
                      c->refs.n.load());
             return -FI_EBUSY;
         }
-        domain* dom = c->dom;
         if (c->wset) wait_set_del(c->wset, &c->wmember);
-        c->tag = kind{0};
-        delete c;
-        dom->refs.put();
-        return 0;
+        return retire(c, &c->dom->refs);
     });
 }
 
@@ -470,13 +466,8 @@ int cntr_open(struct fid_domain* dom_fid, struct fi_cntr_attr* attr, struct fid_
         if (c->wset)
             if (int r = join_wait_set(c.get())) return r;
         c->dom = dom;
-        c->fid.fid.fclass = FI_CLASS_CNTR;
-        c->fid.fid.context = context;
-        c->fid.fid.ops = &cntr_fi_ops;
-        c->fid.ops = &cntr_ops;
-        dom->refs.get();
-        *out = &c.release()->fid;
-        return 0;
+        fid_init(*c, FI_CLASS_CNTR, context, &cntr_fi_ops, &cntr_ops);
+        return hand_out(std::move(c), dom->refs, out);
     });
 }
 

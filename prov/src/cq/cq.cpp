@@ -36,14 +36,7 @@ const char* cq_strerror(struct fid_cq*, int prov_errno, const void*, char* buf, 
 
 eq* cq_route(void* owner) { return static_cast<cq*>(owner)->dom->eq_bound.load(); }
 
-async_target cq_target(cq* c) {
-    async_target t;
-    t.fid = &c->fid.fid;
-    t.context = c->fid.fid.context;
-    t.route = cq_route;
-    t.owner = c;
-    return t;
-}
+async_target cq_target(cq* c) { return async_target_of(c, cq_route); }
 
 int cq_close(struct fid* f) {
     return guard([&] {
@@ -65,11 +58,7 @@ int cq_close(struct fid* f) {
             devctx_register(c->dom->dev, &devctx::cqs, c->ibcq.get(), cq_target(c));
             return fi_err(e);
         }
-        domain* dom = c->dom;
-        c->tag = kind{0};
-        delete c;
-        dom->refs.put();
-        return 0;
+        return retire(c, &c->dom->refs);
     });
 }
 
@@ -284,19 +273,14 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
         c->dom = dom;
         if (dom->info && dom->info->fabric_attr)
             c->err_data_size_field = api::has_1_5(dom->info->fabric_attr->api_version);
-        c->fid.fid.fclass = FI_CLASS_CQ;
-        c->fid.fid.context = context;
-        c->fid.fid.ops = &cq_fi_ops;
-        c->fid.ops = &cq_ops;
+        fid_init(*c, FI_CLASS_CQ, context, &cq_fi_ops, &cq_ops);
         attr->size = static_cast<size_t>(c->ibcq->cqe);
         devctx_register(dom->dev, &devctx::cqs, c->ibcq.get(), cq_target(c.get()));
         undo_on_exit registered([&] { devctx_unregister(dom->dev, &devctx::cqs, c->ibcq.get()); });
         if (c->wset)
             if (int r = join_wait_set(c.get())) return r;
         registered.dismiss();
-        dom->refs.get();
-        *out = &c.release()->fid;
-        return 0;
+        return hand_out(std::move(c), dom->refs, out);
     });
 }
 

@@ -52,6 +52,18 @@ struct async_target {
     uint64_t eq_flags = 0;
 };
 
+// The target of an evd object with a fid (its fid and context, set by
+// fid_init) whose records go where `route` says.
+template <class T>
+inline async_target async_target_of(T* obj, eq* (*route)(void* owner)) noexcept {
+    async_target t;
+    t.fid = &obj->fid.fid;
+    t.context = obj->fid.fid.context;
+    t.route = route;
+    t.owner = obj;
+    return t;
+}
+
 struct devctx {
     // librdmacm's context (the one rdma_cm ids on this device carry): matched
     // against ids and queried, never read from, changed or closed by evd.

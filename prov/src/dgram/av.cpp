@@ -309,11 +309,7 @@ int av_close(struct fid* f) {
             for (auto& c : a->owned)
                 for (size_t k = 0; k < av::kChunk; ++k) c[k].ah.reset();
         }
-        domain* d = a->dom;
-        a->tag = kind{0};
-        delete a;
-        d->refs.put();
-        return 0;
+        return retire(a, &a->dom->refs);
     });
 }
 
@@ -383,13 +379,8 @@ int av_open(struct fid_domain* dom_fid, struct fi_av_attr* attr, struct fid_av**
         attr->type = a->type;
         a->chunks = std::make_unique<std::atomic<av_entry*>[]>(av::kMaxChunks);
         for (size_t k = 0; k < av::kMaxChunks; ++k) a->chunks[k].store(nullptr);
-        a->fid.fid.fclass = FI_CLASS_AV;
-        a->fid.fid.context = context;
-        a->fid.fid.ops = &av_fi_ops;
-        a->fid.ops = &av_ops;
-        d->refs.get();
-        *out = &a.release()->fid;
-        return 0;
+        fid_init(*a, FI_CLASS_AV, context, &av_fi_ops, &av_ops);
+        return hand_out(std::move(a), d->refs, out);
     });
 }
 

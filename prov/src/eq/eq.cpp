@@ -355,10 +355,7 @@ int eq_close(struct fid* f) {
         }
         while (eq_source* s = first_source(q)) eq_remove_source(q, s);
         if (q->ws) wait_set_del(q->ws, &q->wm);
-        if (q->fab) q->fab->refs.put();
-        q->tag = kind{0};
-        delete q;  // queued events go with the slots
-        return 0;
+        return retire(q, q->fab ? &q->fab->refs : nullptr);  // queued events go with the slots
     });
 }
 
@@ -519,10 +516,7 @@ int eq_open(struct fid_fabric* ff, struct fi_eq_attr* attr, struct fid_eq** out,
             EVD_INFO(FI_LOG_EQ, "fi_eq_open: signaling_vector %d noted (EQ interrupts are "
                      "not steerable; hint ignored)\n", attr->signaling_vector);
 
-        q->fid.fid.fclass = FI_CLASS_EQ;
-        q->fid.fid.context = context;
-        q->fid.fid.ops = &eq_fi_ops;
-        q->fid.ops = &eq_ops;
+        fid_init(*q, FI_CLASS_EQ, context, &eq_fi_ops, &eq_ops);
         q->wm.fid = &q->fid.fid;
         q->wm.trywait = wm_trywait;
         q->wm.fd = q->epfd.fd;
@@ -533,9 +527,7 @@ int eq_open(struct fid_fabric* ff, struct fi_eq_attr* attr, struct fid_eq** out,
             // FD sets watch the member's fd; MUTEX_COND / YIELD sets do not
             q->ext_fd = wait_set_obj(ws) == FI_WAIT_FD || wait_set_obj(ws) == FI_WAIT_POLLFD;
         }
-        fab->refs.get();
-        *out = &q.release()->fid;
-        return 0;
+        return hand_out(std::move(q), fab->refs, out);
     });
 }
 

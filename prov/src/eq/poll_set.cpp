@@ -97,10 +97,7 @@ int ps_close(struct fid* f) {
                 return -FI_EBUSY;
             }
         }
-        if (ps->dom) ps->dom->refs.put();
-        ps->tag = kind{0};
-        delete ps;
-        return 0;
+        return retire(ps, ps->dom ? &ps->dom->refs : nullptr);
     });
 }
 
@@ -120,13 +117,8 @@ int poll_open(struct fid_domain* fd, struct fi_poll_attr* attr, struct fid_poll*
         }
         auto ps = std::make_unique<poll_set>();
         ps->dom = d;
-        ps->fid.fid.fclass = FI_CLASS_POLL;
-        ps->fid.fid.context = nullptr;
-        ps->fid.fid.ops = &ps_fi_ops;
-        ps->fid.ops = &ps_ops;
-        d->refs.get();
-        *out = &ps.release()->fid;
-        return 0;
+        fid_init(*ps, FI_CLASS_POLL, nullptr, &ps_fi_ops, &ps_ops);
+        return hand_out(std::move(ps), d->refs, out);
     });
 }
 

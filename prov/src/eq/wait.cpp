@@ -156,10 +156,7 @@ int ws_close(struct fid* f) {
                      ws->refs.n.load());
             return -FI_EBUSY;
         }
-        if (ws->fab) ws->fab->refs.put();
-        ws->tag = kind{0};
-        delete ws;
-        return 0;
+        return retire(ws, ws->fab ? &ws->fab->refs : nullptr);
     });
 }
 
@@ -286,13 +283,8 @@ int wait_open(struct fid_fabric* ff, struct fi_wait_attr* attr, struct fid_wait*
             if (ws->epfd.fd < 0) return fi_err(errno);
         }
         ws->fab = fab;
-        ws->fid.fid.fclass = FI_CLASS_WAIT;
-        ws->fid.fid.context = nullptr;
-        ws->fid.fid.ops = &ws_fi_ops;
-        ws->fid.ops = &ws_ops;
-        fab->refs.get();
-        *out = &ws.release()->fid;
-        return 0;
+        fid_init(*ws, FI_CLASS_WAIT, nullptr, &ws_fi_ops, &ws_ops);
+        return hand_out(std::move(ws), fab->refs, out);
     });
 }
 

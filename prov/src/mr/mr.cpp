@@ -55,11 +55,7 @@ int mr_close(struct fid* f) {
             EVD_WARN(FI_LOG_MR, "ibv_dereg_mr: %s\n", strerror(e));
             return fi_err(e);
         }
-        domain* dom = m->dom;
-        m->tag = kind{0};
-        delete m;
-        dom->refs.put();
-        return 0;
+        return retire(m, &m->dom->refs);
     });
 }
 
@@ -151,14 +147,10 @@ int do_reg(struct fid* dfid, const struct iovec* iov, size_t count, uint64_t acc
     struct ibv_mr* ib = m->ent ? m->ent->ibmr.get() : m->ibmr.get();
     m->dom = dom;
     m->lkey = ib->lkey;
-    m->fid.fid.fclass = FI_CLASS_MR;
-    m->fid.fid.context = context;
-    m->fid.fid.ops = &mr_fi_ops;
+    fid_init(*m, FI_CLASS_MR, context, &mr_fi_ops);
     m->fid.mem_desc = m.get();
     m->fid.key = ib->rkey;
-    dom->refs.get();
-    *out = &m.release()->fid;
-    return 0;
+    return hand_out(std::move(m), dom->refs, out);
 }
 
 int mr_reg(struct fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offset,

@@ -138,11 +138,8 @@ int ep_close(struct fid* f) {
         if (e->suppressed.load())
             EVD_DBG(FI_LOG_EP_CTRL, "ep %p closed; %lu later terminal causes suppressed\n",
                     static_cast<void*>(e), static_cast<unsigned long>(e->suppressed.load()));
-        e->dom->refs.put();
         fi_freeinfo(e->info);
-        e->tag = kind{0};
-        delete e;
-        return 0;
+        return retire(e, &e->dom->refs);
     });
 }
 

@@ -135,12 +135,10 @@ int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** ou
         if (r) {
             if (int ret = adopt_connreq(e.get(), r, d)) return ret;
         }
-        d->refs.get();
         ep_data_init(e.get());
         if (dgram) ep_ud_open(e.get());
         (void)dup.release();
-        *out = &e.release()->fid;
-        return 0;
+        return hand_out(std::move(e), d->refs, out);
     });
 }
 

@@ -77,11 +77,7 @@ void agree_ece(struct rdma_cm_id* id, struct ibv_qp* qp) {
 }  // namespace
 
 async_target ep_async_target(ep* e) {
-    async_target t;
-    t.fid = &e->fid.fid;
-    t.context = e->fid.fid.context;
-    t.route = ep_route_eq;
-    t.owner = e;
+    async_target t = async_target_of(e, ep_route_eq);
     t.claim_terminal = ep_claim_terminal_cb;
     t.eq_flags = e->eq_flags;
     return t;

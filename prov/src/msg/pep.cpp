@@ -98,11 +98,8 @@ int pep_close(struct fid* f) {
         p->id.reset();  // before its channel can go
         if (p->chan) cm_chan_put(p->chan);
         if (p->eq_bound) eq_bind_unref(p->eq_bound);
-        if (p->fab) p->fab->refs.put();
         fi_freeinfo(p->info);
-        p->tag = kind{0};
-        delete p;
-        return 0;
+        return retire(p, p->fab ? &p->fab->refs : nullptr);
     });
 }
 
@@ -487,17 +484,12 @@ int pep_open(struct fid_fabric* fab_fid, struct fi_info* info, struct fid_pep** 
         info_ptr dup(fi_dupinfo(info));
         if (!dup) return -FI_ENOMEM;
         dup->handle = nullptr;
-        auto* p = new pep;  // nothing can fail from here on
-        p->info = dup.release();
-        p->fid.fid.fclass = FI_CLASS_PEP;
-        p->fid.fid.context = context;
-        p->fid.fid.ops = &pep_fi_ops;
-        p->fid.ops = &pep_ep_ops;
+        auto p = std::make_unique<pep>();
+        p->info = dup.release();  // nothing can fail from here on
+        fid_init(*p, FI_CLASS_PEP, context, &pep_fi_ops, &pep_ep_ops);
         p->fid.cm = &pep_cm_ops;
         p->fab = fab;
-        fab->refs.get();
-        *out = &p->fid;
-        return 0;
+        return hand_out(std::move(p), fab->refs, out);
     });
 }
 

@@ -136,11 +136,7 @@ int srx_close(struct fid* f) {
             EVD_WARN(FI_LOG_EP_CTRL, "ibv_destroy_srq: %s\n", strerror(e));
             return fi_err(e);
         }
-        domain* dom = s->dom;
-        s->tag = kind{0};
-        delete s;
-        dom->refs.put();
-        return 0;
+        return retire(s, &s->dom->refs);
     });
 }
 
@@ -245,24 +241,14 @@ int srx_open(struct fid_domain* dom_fid, struct fi_rx_attr* attr, struct fid_ep*
         s->dom = dom;
         s->max_sge = static_cast<uint32_t>(
             std::min<size_t>(ia.attr.max_sge - (s->ud ? 1 : 0), kMaxIov));  // sge[] bound
-        s->fid.fid.fclass = FI_CLASS_SRX_CTX;
-        s->fid.fid.context = context;
-        s->fid.fid.ops = &srx_fi_ops;
-        s->fid.ops = &srx_ep_ops;
+        fid_init(*s, FI_CLASS_SRX_CTX, context, &srx_fi_ops, &srx_ep_ops);
         s->fid.msg = &srx_msg_ops;
         if (attr) {
             attr->size = ia.attr.max_wr;
             attr->iov_limit = s->max_sge;
         }
-        async_target t;
-        t.fid = &s->fid.fid;
-        t.context = context;
-        t.route = srx_route;
-        t.owner = s.get();
-        devctx_register(dom->dev, &devctx::srqs, s->srq.get(), t);  // throws: s frees the SRQ
-        dom->refs.get();
-        *out = &s.release()->fid;
-        return 0;
+        devctx_register(dom->dev, &devctx::srqs, s->srq.get(), async_target_of(s.get(), srx_route));  // throws: s frees the SRQ
+        return hand_out(std::move(s), dom->refs, out);
     });
 }
 
