@@ -7,8 +7,11 @@
 # Runs test/mpi/mpi_flap.c (2 ranks exchanging checked messages for
 # EVD_FLAP_RUN seconds, default 40) with the cm PML and the ofi MTL
 # restricted to PROVIDER, takes veth0 (the link under rxe0, where rank 0
-# listens) down EVD_FLAP_AFTER seconds after mpirun starts (default 15) for
-# EVD_FLAP_DOWN seconds (default 4), then restores it and its route. The job
+# listens) down EVD_FLAP_AFTER seconds after the job's first round trip
+# (default 3; the flap must hit a running job, not its MPI_Init, however
+# long the machine's load makes the start: at most EVD_FLAP_START seconds,
+# default 150) for EVD_FLAP_DOWN seconds (default 4), then restores it and
+# its route. The job
 # passes when it never dies of a signal and never hangs: it completes, or
 # MPI reports the error and the job exits within 60 s of the link going
 # down. Prints "ok - mpi flap: ..." / "not ok - ..." (with --report only
@@ -21,7 +24,8 @@ mode=${2:-}
 report=
 [ -n "$mode" ] && report=1
 here=$(cd "$(dirname "$0")" && pwd)
-run_s=${EVD_FLAP_RUN:-30} after_s=${EVD_FLAP_AFTER:-15} down_s=${EVD_FLAP_DOWN:-4}
+run_s=${EVD_FLAP_RUN:-30} after_s=${EVD_FLAP_AFTER:-3} down_s=${EVD_FLAP_DOWN:-4}
+start_s=${EVD_FLAP_START:-150}
 n0=${EVD_VM_NETDEV0:-veth0}
 say() {  # say ok|not-ok TEXT
     if [ -n "$report" ]; then echo "# mpi flap: $prov: $2"
@@ -47,9 +51,23 @@ args=(-np 2 --bind-to none --mca pml cm --mca mtl ofi --mca btl self
 if [ "$major" = 4 ]; then args+=(--oversubscribe); else args+=(--map-by :OVERSUBSCRIBE); fi
 
 start=$(date +%s.%N)
-( cd "$work" && exec timeout -k 10 $((after_s + 90)) mpirun "${args[@]}" "$work/mpi_flap" "$run_s" ) \
+( cd "$work" && exec timeout -k 10 $((start_s + after_s + 90)) mpirun "${args[@]}" "$work/mpi_flap" "$run_s" ) \
     >"$work/out" 2>"$work/err" &
 job=$!
+# the first round trip (mpi_flap prints it at once), or the job ended first
+waited=0
+while ! grep -aq '^# mpi_flap: first round trip' "$work/out" 2>/dev/null &&
+      kill -0 "$job" 2>/dev/null && [ "$waited" -lt $((start_s * 10)) ]; do
+    sleep 0.1
+    waited=$((waited + 1))
+done
+if ! grep -aq '^# mpi_flap: first round trip' "$work/out" 2>/dev/null; then
+    kill "$job" 2>/dev/null
+    wait "$job" 2>/dev/null
+    say not-ok "the job made a first round trip before the flap (none within ${start_s} s of mpirun; the link was not touched)"
+    sed 's/^/#   /' "$work/err" | tail -n 15
+    exit 0
+fi
 sleep "$after_s"
 ip link set "$n0" down
 down=$(date +%s.%N)
