@@ -18,10 +18,7 @@ namespace evd {
 
 struct eq;
 
-struct domain {
-    static constexpr kind kTag = kind::domain;
-    struct fid_domain fid{{0, nullptr, &unopened_fi_ops}};  // first member
-    kind tag = kTag;
+struct domain : object_head<struct fid_domain, kind::domain> {
     refcount refs;          // EPs, CQs, MRs, ... opened on it
     fabric* fab = nullptr;
     devctx* dev = nullptr;

@@ -108,15 +108,27 @@ inline bool fid_is_evd(const struct fid* f) noexcept {
            f->ops->tostr == &fid_tostr;
 }
 
-// Every evd object starts with this so a fid can be validated before use.
-// T must be standard-layout with its fid_* member first and a `kind tag`
-// member; the tag is read only once the fid is known to be evd's.
+// Every evd object the application holds derives from object_head: its fid
+// comes first, so the handle the application holds is the head's address,
+// and the tag says which object it is. The head alone is standard-layout,
+// so a fid is reinterpreted only as a head; the object is then reached by
+// static_cast from its base (never by layout assumptions about T).
+template <class Fid, kind K>
+struct object_head {
+    using head_type = object_head;
+    static constexpr kind kTag = K;
+    Fid fid{{0, nullptr, &unopened_fi_ops}};  // the application's handle
+    kind tag = K;  // cleared by retire()
+};
+
+// A fid handed in by the application as T, or nullptr when it is not one.
+// The tag is read only once the fid is known to be evd's.
 template <class T, class Fid>
 inline T* from_fid(Fid* f) noexcept {
     if (!fid_is_evd(reinterpret_cast<const struct fid*>(f))) return nullptr;
-    T* obj = reinterpret_cast<T*>(f);
-    if (obj->tag != T::kTag) return nullptr;
-    return obj;
+    auto* h = reinterpret_cast<typename T::head_type*>(f);
+    if (h->tag != T::kTag) return nullptr;
+    return static_cast<T*>(h);
 }
 
 // For entry points reached only through an evd object's own ops tables
@@ -127,7 +139,7 @@ inline T* from_fid(Fid* f) noexcept {
 // fi_trywait's list, wait set members) use from_fid.
 template <class T, class Fid>
 inline T* self_of(Fid* f) noexcept {
-    return reinterpret_cast<T*>(f);
+    return static_cast<T*>(reinterpret_cast<typename T::head_type*>(f));
 }
 
 // ------------------------------------------------------------------ entry guard

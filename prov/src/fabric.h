@@ -9,10 +9,7 @@
 
 namespace evd {
 
-struct fabric {
-    static constexpr kind kTag = kind::fabric;
-    struct fid_fabric fid{{0, nullptr, &unopened_fi_ops}};  // first member
-    kind tag = kTag;
+struct fabric : object_head<struct fid_fabric, kind::fabric> {
     refcount refs;          // domains, EQs, wait sets opened on it
     std::string name;
 };

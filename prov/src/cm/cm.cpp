@@ -60,7 +60,7 @@ cm_stats g_stats;
 // The object whose cm_owner member is o.
 template <class T>
 T* owner_of(cm_owner* o) {
-    return reinterpret_cast<T*>(reinterpret_cast<char*>(o) - offsetof(T, owner));
+    return static_cast<T*>(o->self);
 }
 
 // The event goes to the owner of its id (a connection request: of the

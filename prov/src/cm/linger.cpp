@@ -27,7 +27,7 @@
 namespace evd {
 
 struct linger {
-    cm_owner owner{cm_owner_kind::linger};  // what the id's context points at
+    cm_owner owner{cm_owner_kind::linger, this};  // what the id's context points at
     cm_id_ptr id;             // from linger_arm (or linger_hold_request) on
     cm_chan* chan = nullptr;  // the channel id lives on (the endpoint's reference)
     eq* q = nullptr;          // chan's EQ: reads dev's async fd while the record lives
@@ -329,7 +329,7 @@ bool linger_hold_request(cm_id_ptr& id, cm_chan* chan) {
 }
 
 cm_id_ptr linger_cm_event(cm_owner* owner, struct rdma_cm_event* ev, const cm_action& a) {
-    auto* l = reinterpret_cast<linger*>(reinterpret_cast<char*>(owner) - offsetof(linger, owner));
+    auto* l = static_cast<linger*>(owner->self);
     l->chan->mu.assert_held();  // dispatch took it: the id lives on l->chan
     const bool tw_exit = ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT;
     const bool shutdown = a.row->outcome == cm_outcome::shutdown;

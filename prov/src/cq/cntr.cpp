@@ -47,10 +47,7 @@ struct cntr_source {
     int fd;   // completion channel fd in the epoll set, or -1
 };
 
-struct cntr {
-    static constexpr kind kTag = kind::cntr;
-    struct fid_cntr fid{{0, nullptr, &unopened_fi_ops}};  // first member
-    kind tag = kTag;
+struct cntr : object_head<struct fid_cntr, kind::cntr> {
     refcount refs;        // endpoints bound
     domain* dom = nullptr;
     enum fi_wait_obj wait_obj = FI_WAIT_NONE;

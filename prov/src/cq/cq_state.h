@@ -40,10 +40,7 @@ struct ep;
 
 constexpr size_t kBatch = kCqPollBatch;  // ibv_wc polled per ibv_poll_cq call (stack array)
 
-struct cq {
-    static constexpr kind kTag = kind::cq;
-    struct fid_cq fid{{0, nullptr, &unopened_fi_ops}};  // first member
-    kind tag = kTag;
+struct cq : object_head<struct fid_cq, kind::cq> {
     refcount refs;      // endpoints bound
     domain* dom = nullptr;
     enum fi_cq_format format = FI_CQ_FORMAT_CONTEXT;

@@ -44,12 +44,9 @@ struct av_index {
     size_t used = 0;  // non-empty slots, tombstones included (writers only)
 };
 
-struct av {
-    static constexpr kind kTag = kind::av;
+struct av : object_head<struct fid_av, kind::av> {
     static constexpr size_t kChunk = 256;        // entries per chunk
     static constexpr size_t kMaxChunks = 16384;  // 4 Mi entries
-    struct fid_av fid{{0, nullptr, &unopened_fi_ops}};  // first member
-    kind tag = kTag;
     refcount refs;  // endpoints bound to it
     domain* dom = nullptr;
     enum fi_av_type type = FI_AV_MAP;

@@ -32,10 +32,7 @@ struct eq_slot {
     alignas(16) unsigned char inl[kEqInline];
 };
 
-struct eq {
-    static constexpr kind kTag = kind::eq;
-    struct fid_eq fid{{0, nullptr, &unopened_fi_ops}};  // first member
-    kind tag = kTag;
+struct eq : object_head<struct fid_eq, kind::eq> {
     fabric* fab = nullptr;
     uint32_t api = 0;
     refcount refs;  // objects bound to this EQ

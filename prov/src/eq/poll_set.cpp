@@ -15,10 +15,7 @@
 
 namespace evd {
 
-struct poll_set {
-    static constexpr kind kTag = kind::poll;
-    struct fid_poll fid{{0, nullptr, &unopened_fi_ops}};  // first member
-    kind tag = kTag;
+struct poll_set : object_head<struct fid_poll, kind::poll> {
     domain* dom = nullptr;
     mutex mu;
     std::vector<struct fid*> members EVD_GUARDED_BY(mu);  // grows only in fi_poll_add

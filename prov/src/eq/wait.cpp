@@ -37,10 +37,7 @@
 
 namespace evd {
 
-struct wait_set {
-    static constexpr kind kTag = kind::wait;
-    struct fid_wait fid{{0, nullptr, &unopened_fi_ops}};  // first member
-    kind tag = kTag;
+struct wait_set : object_head<struct fid_wait, kind::wait> {
     fabric* fab = nullptr;
     refcount refs;  // members
     enum fi_wait_obj wobj = FI_WAIT_FD;  // as reported by FI_GETWAITOBJ

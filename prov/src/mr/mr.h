@@ -17,10 +17,7 @@ namespace evd {
 struct domain;
 struct mr_entry;
 
-struct mr {
-    static constexpr kind kTag = kind::mr;
-    struct fid_mr fid{{0, nullptr, &unopened_fi_ops}};  // first member; fid.mem_desc == this
-    kind tag = kTag;
+struct mr : object_head<struct fid_mr, kind::mr> {
     uint32_t lkey = 0;  // copy of ibmr->lkey for the post paths
     domain* dom = nullptr;
     // The registration: a cache entry shared with other fi_mr objects

@@ -61,8 +61,10 @@ struct ep_dp_free {
 
 // What an rdma_cm_id's context points at (cm.cpp dispatches on it).
 enum class cm_owner_kind : uint32_t { pep = 1, connreq, ep, linger };
+// `self` is the object holding it (cm.cpp dispatches to it).
 struct cm_owner {
     cm_owner_kind okind;
+    void* self;
 };
 
 // Connection state of an active endpoint.
@@ -76,11 +78,8 @@ enum class ep_state : int {
     error,         // terminal error delivered
 };
 
-struct pep {
-    static constexpr kind kTag = kind::pep;
-    struct fid_pep fid{{0, nullptr, &unopened_fi_ops}};  // first member
-    kind tag = kTag;
-    cm_owner owner{cm_owner_kind::pep};
+struct pep : object_head<struct fid_pep, kind::pep> {
+    cm_owner owner{cm_owner_kind::pep, this};
     struct fabric* fab = nullptr;
     struct fi_info* info = nullptr;       // fi_dupinfo of what was opened
     cm_id_ptr id;                         // created at bind (on the EQ's channel)
@@ -111,7 +110,7 @@ enum class connreq_state : int { pending = 0, adopted, rejected, ended };
 
 struct connreq {
     struct fid fid{0, nullptr, &unopened_fi_ops};  // fclass FI_CLASS_CONNREQ; first member
-    cm_owner owner{cm_owner_kind::connreq};
+    cm_owner owner{cm_owner_kind::connreq, this};
     cm_chan* chan = nullptr;
     cm_id_ptr id EVD_GUARDED_BY(chan->mu);
     eq* eq_bound = nullptr;               // the pep's EQ (holds an eq_bind_ref)
@@ -132,11 +131,8 @@ bool connreq_claim(connreq* r, connreq_state to);
 int connreq_release(connreq* r, bool reject, const void* data, size_t len);
 const char* connreq_state_name(int st);
 
-struct ep {
-    static constexpr kind kTag = kind::ep;
-    struct fid_ep fid{{0, nullptr, &unopened_fi_ops}};  // first member
-    kind tag = kTag;
-    cm_owner owner{cm_owner_kind::ep};
+struct ep : object_head<struct fid_ep, kind::ep> {
+    cm_owner owner{cm_owner_kind::ep, this};
     refcount refs;
     domain* dom = nullptr;
     struct fi_info* info = nullptr;       // fi_dupinfo of what was opened (handle cleared)

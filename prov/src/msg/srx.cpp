@@ -23,10 +23,7 @@
 
 namespace evd {
 
-struct srx {
-    static constexpr kind kTag = kind::srx;
-    struct fid_ep fid{{0, nullptr, &unopened_fi_ops}};  // first member
-    kind tag = kTag;
+struct srx : object_head<struct fid_ep, kind::srx> {
     refcount refs;      // endpoints bound
     domain* dom = nullptr;
     ibv_srq_ptr srq;  // fi_close releases it itself (its failure keeps the object)
