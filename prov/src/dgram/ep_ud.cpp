@@ -222,6 +222,7 @@ const ep_kind kDgramKind = {
     .enable = ep_ud_enable,
     .closing = ep_ud_closing,
     .release = ep_ud_release,
+    .not_enabled = "datagram endpoint not enabled",
     .marker_dest = ep_ud_marker_dest,
 };
 

@@ -80,16 +80,10 @@ ssize_t ud_sq(ep* e, const struct iovec* iov, void* const* desc, size_t count, f
 
 ssize_t ud_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, void* context,
               uint64_t flags) {
-    if (e->srx_fid) return ep_rx_refuse_srx();
-    if (!e->qp_ready.load(std::memory_order_acquire)) {
-        EVD_WARN(FI_LOG_EP_DATA, "fi_recv: datagram endpoint not enabled\n");
-        return -FI_EOPBADSTATE;
-    }
-    struct ibv_recv_wr wr {};
-    struct ibv_sge sge[kMaxIov];
+    struct ibv_sge sge[kMaxIov];  // sge[0]: the GRH slot's header
     int nsge = 0;
-    size_t t = 0;
-    if (ssize_t r = ep_fill_sges(iov, desc, count, false, sge + 1, kMaxIov - 1, nsge, t)) return r;
+    if (ssize_t r = ep_rx_prepare(e, iov, desc, count, sge, 1, nsge)) return r;
+    struct ibv_recv_wr wr {};
     sge[0].addr = reinterpret_cast<uintptr_t>(e->ud.slots[0].hdr);
     sge[0].length = kGrhLen;
     sge[0].lkey = e->ud.slots_mr->lkey;

@@ -254,6 +254,7 @@ struct ep_kind {
     int (*enable)(ep* e);         // fi_enable's QP, CQs checked, e->mu held
     void (*closing)(ep* e);       // fi_close, first (may be null)
     void (*release)(ep* e);       // fi_close, once its QP is gone (may be null)
+    const char* not_enabled;      // why fi_recv refuses before fi_enable (logged)
     // The closing flush's send marker needs an address: fills wr's, 0 or an
     // errno (may be null: none needed).
     int (*marker_dest)(ep* e, struct ibv_send_wr& wr);
@@ -322,8 +323,12 @@ size_t ep_max_inline(ep* e);
 extern struct fi_ops_atomic ep_atomic_ops;
 
 // ---- receives, what every endpoint's fi_recv shares (ep_data.cpp)
-// -FI_EOPBADSTATE (and why) when e's receives go to a shared receive context.
-ssize_t ep_rx_refuse_srx();
+// The first steps of every fi_recv: e takes receives itself (no shared
+// receive context) and has its QP, then sge[first..] is filled from
+// iov/desc (sge[0..first) are the kind's own, a UD endpoint's header).
+// 0, or the error fi_recv returns (-FI_EOPBADSTATE, -FI_EINVAL), logged.
+ssize_t ep_rx_prepare(ep* e, const struct iovec* iov, void* const* desc, size_t count,
+                      struct ibv_sge* sge, size_t first, int& nsge);
 // A receive's wr_id: its context, or the marker of a completion nobody
 // asked for (selective completion).
 inline uint64_t ep_rx_wr_id(const ep* e, uint64_t flags, void* context) {

@@ -133,10 +133,21 @@ ssize_t ep_fill_sges(const struct iovec* iov, void* const* desc, size_t count, b
     return fill_sges(iov, desc, count, inl, sge, nsge, total);
 }
 
-ssize_t ep_rx_refuse_srx() {
-    EVD_WARN(FI_LOG_EP_DATA, "fi_recv on an endpoint bound to a shared receive context: "
-                             "post to the fi_srx_context instead\n");
-    return -FI_EOPBADSTATE;
+ssize_t ep_rx_prepare(ep* e, const struct iovec* iov, void* const* desc, size_t count,
+                      struct ibv_sge* sge, size_t first, int& nsge) {
+    if (e->srx_fid) {
+        EVD_WARN(FI_LOG_EP_DATA, "fi_recv on an endpoint bound to a shared receive context: "
+                                 "post to the fi_srx_context instead\n");
+        return -FI_EOPBADSTATE;
+    }
+    if (!e->qp_ready.load(std::memory_order_acquire)) {
+        EVD_WARN(FI_LOG_EP_DATA, "fi_recv: %s\n",
+                 e->terminal.load() ? "the endpoint's connection has ended (iWARP)"
+                                    : e->ekind->not_enabled);
+        return -FI_EOPBADSTATE;
+    }
+    size_t total = 0;
+    return ep_fill_sges(iov, desc, count, false, sge + first, kMaxIov - first, nsge, total);
 }
 
 ssize_t ep_rx_post_failed(int r, const char* what) {
@@ -257,19 +268,10 @@ ssize_t do_sq(ep* e, enum ibv_wr_opcode op, const struct iovec* iov, void* const
 
 ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, void* context,
               uint64_t flags) {
-    if (e->srx_fid) return ep_rx_refuse_srx();
-    if (!e->qp_ready.load(std::memory_order_acquire)) {
-        if (e->terminal.load())
-            EVD_WARN(FI_LOG_EP_DATA, "fi_recv: the endpoint's connection has ended (iWARP)\n");
-        else
-            EVD_WARN(FI_LOG_EP_DATA, "fi_recv: endpoint has no queue pair yet (fi_enable first)\n");
-        return -FI_EOPBADSTATE;
-    }
-    struct ibv_recv_wr wr {};
     struct ibv_sge sge[kMaxIov];
     int nsge = 0;
-    size_t t = 0;
-    if (ssize_t r = fill_sges(iov, desc, count, false, sge, nsge, t)) return r;
+    if (ssize_t r = ep_rx_prepare(e, iov, desc, count, sge, 0, nsge)) return r;
+    struct ibv_recv_wr wr {};
     wr.sg_list = nsge ? sge : nullptr;
     wr.num_sge = nsge;
     wr.wr_id = ep_rx_wr_id(e, flags, context);

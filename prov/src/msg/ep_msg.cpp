@@ -542,6 +542,7 @@ const ep_kind kMsgKind = {
     .enable = msg_enable,
     .closing = nullptr,
     .release = nullptr,
+    .not_enabled = "endpoint has no queue pair yet (fi_enable first)",
     .marker_dest = nullptr,
 };
 
