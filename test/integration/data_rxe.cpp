@@ -25,7 +25,10 @@
 #include <vector>
 
 #include "../common/common.h"
+#include "../common/held.h"
 #include "rxe_util.h"
+
+using evdtest::held;
 
 // Wait and poll sets are deprecated in libfabric 2.x, not removed: evd keeps
 // them for the applications that open them, and these tests open them.
@@ -121,9 +124,9 @@ protected:
         }
     }
 
-    struct fid_mr* reg(side& x, void* buf, size_t len, uint64_t access) {
-        struct fid_mr* mr = nullptr;
-        EXPECT_EQ(fi_mr_reg(x.dom, buf, len, access, 0, 0, 0, &mr, nullptr), 0);
+    held<struct fid_mr> reg(side& x, void* buf, size_t len, uint64_t access) {
+        held<struct fid_mr> mr;
+        EXPECT_EQ(fi_mr_reg(x.dom, buf, len, access, 0, 0, 0, mr.out(), nullptr), 0);
         return mr;
     }
 
@@ -132,7 +135,7 @@ protected:
     // Registers lb on the client and target on the server and posts an
     // fi_write of len bytes (context ctx) to target with a wrong key.
     void write_with_bad_key(std::vector<uint8_t>& lb, std::vector<uint8_t>& target, size_t len,
-                            int* ctx, struct fid_mr** lm, struct fid_mr** tm) {
+                            int* ctx, held<struct fid_mr>* lm, held<struct fid_mr>* tm) {
         *lm = reg(c, lb.data(), lb.size(), FI_WRITE);
         *tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
         ASSERT_TRUE(*lm && *tm);
@@ -149,8 +152,8 @@ TEST_F(DataRxe, SendRecvAcrossSizesBothWays) {
     ASSERT_NO_FATAL_FAILURE(connect());
     const size_t max = 8 << 20;
     std::vector<uint8_t> sbuf(max), rbuf(max);
-    struct fid_mr* cmr = reg(c, sbuf.data(), max, FI_SEND | FI_RECV);
-    struct fid_mr* smr = reg(s, rbuf.data(), max, FI_SEND | FI_RECV);
+    held<struct fid_mr> cmr = reg(c, sbuf.data(), max, FI_SEND | FI_RECV);
+    held<struct fid_mr> smr = reg(s, rbuf.data(), max, FI_SEND | FI_RECV);
     ASSERT_TRUE(cmr && smr);
     unsigned seed = 1;
     for (int dir = 0; dir < 2; ++dir) {
@@ -158,8 +161,8 @@ TEST_F(DataRxe, SendRecvAcrossSizesBothWays) {
         side& rx = dir ? c : s;
         std::vector<uint8_t>& out = dir ? rbuf : sbuf;
         std::vector<uint8_t>& in = dir ? sbuf : rbuf;
-        struct fid_mr* omr = dir ? smr : cmr;
-        struct fid_mr* imr = dir ? cmr : smr;
+        struct fid_mr* omr = dir ? smr.get() : cmr.get();
+        struct fid_mr* imr = dir ? cmr.get() : smr.get();
         for (size_t n : kSizes) {
             SCOPED_TRACE("size " + std::to_string(n) + " dir " + std::to_string(dir));
             ++seed;
@@ -182,16 +185,16 @@ TEST_F(DataRxe, SendRecvAcrossSizesBothWays) {
             }
         }
     }
-    EXPECT_EQ(fi_close(&cmr->fid), 0);
-    EXPECT_EQ(fi_close(&smr->fid), 0);
+    EXPECT_EQ(cmr.close(), 0);
+    EXPECT_EQ(smr.close(), 0);
 }
 
 TEST_F(DataRxe, SendvRecvvScatterGather) {
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> a(100000), b(100000);
     fill(a, a.size(), 9);
-    struct fid_mr* am = reg(c, a.data(), a.size(), FI_SEND);
-    struct fid_mr* bm = reg(s, b.data(), b.size(), FI_RECV);
+    held<struct fid_mr> am = reg(c, a.data(), a.size(), FI_SEND);
+    held<struct fid_mr> bm = reg(s, b.data(), b.size(), FI_RECV);
     struct iovec siov[3] = {{a.data(), 10}, {a.data() + 10, 0}, {a.data() + 10, 60000}};
     void* sd[3] = {fi_mr_desc(am), nullptr, fi_mr_desc(am)};  // zero-length entry needs no desc
     struct iovec riov[2] = {{b.data(), 30000}, {b.data() + 30000, 70000}};
@@ -203,17 +206,17 @@ TEST_F(DataRxe, SendvRecvvScatterGather) {
     EXPECT_EQ(e.len, 60010u);
     EXPECT_EQ(check(b, 60010, 9), 60010u);
     ASSERT_EQ(cq_one(c.tx, e), 1);
-    fi_close(&am->fid);
-    fi_close(&bm->fid);
+    am.close();
+    bm.close();
 }
 
 TEST_F(DataRxe, RmaWriteThenReadBackAcrossSizes) {
     ASSERT_NO_FATAL_FAILURE(connect());
     const size_t max = 8 << 20;
     std::vector<uint8_t> local(max), back(max), remote(max);
-    struct fid_mr* lm = reg(c, local.data(), max, FI_WRITE);
-    struct fid_mr* bm = reg(c, back.data(), max, FI_READ);
-    struct fid_mr* rm = reg(s, remote.data(), max, FI_REMOTE_READ | FI_REMOTE_WRITE);
+    held<struct fid_mr> lm = reg(c, local.data(), max, FI_WRITE);
+    held<struct fid_mr> bm = reg(c, back.data(), max, FI_READ);
+    held<struct fid_mr> rm = reg(s, remote.data(), max, FI_REMOTE_READ | FI_REMOTE_WRITE);
     ASSERT_TRUE(lm && bm && rm);
     uint64_t raddr = reinterpret_cast<uintptr_t>(remote.data());  // FI_MR_VIRT_ADDR
     uint64_t key = fi_mr_key(rm);
@@ -257,14 +260,14 @@ TEST_F(DataRxe, RmaWriteThenReadBackAcrossSizes) {
     EXPECT_EQ(0, memcmp(remote.data() + 4096, local.data() + 3, 1000));
     m.rma_iov_count = 2;
     EXPECT_EQ(fi_writemsg(c.ep, &m, 0), -FI_EINVAL);
-    fi_close(&lm->fid);
-    fi_close(&bm->fid);
-    fi_close(&rm->fid);
+    lm.close();
+    bm.close();
+    rm.close();
 }
 
 TEST_F(DataRxe, RemoteCqDataOnSendAndWrite) {
     std::vector<uint8_t> rb(4096), sb(4096), target(4096);
-    struct fid_mr *rm = nullptr, *sm = nullptr, *tm = nullptr;
+    held<struct fid_mr> rm, sm, tm;
     ASSERT_NO_FATAL_FAILURE(connect());
     rm = reg(s, rb.data(), rb.size(), FI_RECV);
     sm = reg(c, sb.data(), sb.size(), FI_SEND | FI_WRITE);
@@ -278,9 +281,9 @@ TEST_F(DataRxe, RemoteCqDataOnSendAndWrite) {
         EXPECT_EQ(fi_writedata(c.ep, sb.data(), 8, fi_mr_desc(sm), 1, 0,
                                reinterpret_cast<uintptr_t>(target.data()), fi_mr_key(tm), nullptr),
                   -FI_EOPNOTSUPP);
-        fi_close(&rm->fid);
-        fi_close(&sm->fid);
-        fi_close(&tm->fid);
+        rm.close();
+        sm.close();
+        tm.close();
         return;
     }
     ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, &r1), 0);
@@ -306,9 +309,9 @@ TEST_F(DataRxe, RemoteCqDataOnSendAndWrite) {
     EXPECT_EQ(fi_senddata(c.ep, sb.data(), 1, fi_mr_desc(sm), 1ull << 32, 0, nullptr), -FI_EINVAL);
     ASSERT_EQ(cq_one(c.tx, e), 1);
     ASSERT_EQ(cq_one(c.tx, e), 1);
-    fi_close(&rm->fid);
-    fi_close(&sm->fid);
-    fi_close(&tm->fid);
+    rm.close();
+    sm.close();
+    tm.close();
 }
 
 TEST_F(DataRxe, InjectUpToInlineSizeWithoutCompletion) {
@@ -316,8 +319,8 @@ TEST_F(DataRxe, InjectUpToInlineSizeWithoutCompletion) {
     size_t inj = inject_size();
     ASSERT_GT(inj, 0u) << "the device offers no inline data";
     std::vector<uint8_t> rb(inj + 64), sb(inj + 64), target(inj + 64);
-    struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
-    struct fid_mr* tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+    held<struct fid_mr> rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    held<struct fid_mr> tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
     fill(sb, sb.size(), 3);
     int r1;
     ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, &r1), 0);
@@ -350,8 +353,8 @@ TEST_F(DataRxe, InjectUpToInlineSizeWithoutCompletion) {
     EXPECT_EQ(e.op_context, &sctx);
     ASSERT_EQ(cq_one(s.rx, e), 1);
     EXPECT_EQ(e.op_context, &r2);
-    fi_close(&rm->fid);
-    fi_close(&tm->fid);
+    rm.close();
+    tm.close();
 }
 
 // fi_inject reports nothing, so its send-queue slots are only reclaimed by
@@ -369,7 +372,7 @@ TEST_F(DataRxe, InjectBurstBeyondQueueDepthRetriesOnEagain) {
     const size_t total = 10 * depth;
     const size_t slots = std::min<size_t>(s.info->rx_attr->size, 128);
     std::vector<uint8_t> rb(slots * inj);
-    struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    held<struct fid_mr> rm = reg(s, rb.data(), rb.size(), FI_RECV);
     std::vector<size_t> ctx(slots);
     for (size_t k = 0; k < slots; ++k) {
         ctx[k] = k;
@@ -424,7 +427,7 @@ TEST_F(DataRxe, InjectBurstBeyondQueueDepthRetriesOnEagain) {
     EXPECT_EQ(bad, 0u);
     ASSERT_NO_FATAL_FAILURE(cq_none(c.tx, 100));
     RecordProperty("eagain_retries", static_cast<int>(eagain));
-    fi_close(&rm->fid);
+    rm.close();
 }
 
 TEST_F(DataRxe, SelectiveCompletionReportsOnlyRequested) {
@@ -434,8 +437,8 @@ TEST_F(DataRxe, SelectiveCompletionReportsOnlyRequested) {
     ASSERT_GT(depth, 1u);
     const size_t total = depth * 3 + 5;  // well past the send queue depth
     std::vector<uint8_t> rb(64), sb(64);
-    struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
-    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    held<struct fid_mr> rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    held<struct fid_mr> sm = reg(c, sb.data(), sb.size(), FI_SEND);
     std::vector<int> ctx(total);
     size_t want = 0, got_tx = 0, got_rx = 0, posted_rx = 0;
     for (size_t i = 0; i < total; ++i) {
@@ -495,15 +498,15 @@ TEST_F(DataRxe, SelectiveCompletionReportsOnlyRequested) {
     EXPECT_EQ(got_tx, want);
     EXPECT_EQ(got_rx, total);
     ASSERT_NO_FATAL_FAILURE(cq_none(c.tx, 100));
-    fi_close(&rm->fid);
-    fi_close(&sm->fid);
+    rm.close();
+    sm.close();
 }
 
 TEST_F(DataRxe, BadKeyIsReportedAndEndsTheEndpointOnce) {
     if (rxetest::on_iwarp()) GTEST_SKIP() << "iWARP completes an RDMA WRITE locally: a bad key comes back later as the peer's TERMINATE, which ends the connection (FailedInjectIsTheTerminalEvent... checks that on iWARP)";
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> lb(4096), target(4096);
-    struct fid_mr *lm = nullptr, *tm = nullptr;
+    held<struct fid_mr> lm, tm;
     int wctx;
     ASSERT_NO_FATAL_FAILURE(write_with_bad_key(lb, target, 4096, &wctx, &lm, &tm));
     struct fi_cq_data_entry e {};
@@ -540,8 +543,8 @@ TEST_F(DataRxe, BadKeyIsReportedAndEndsTheEndpointOnce) {
         EXPECT_EQ(err.err, FI_ECANCELED);
         EXPECT_EQ(err.op_context, &w2);
     }
-    fi_close(&lm->fid);
-    fi_close(&tm->fid);
+    lm.close();
+    tm.close();
 }
 
 // A request that has no context (fi_inject_write here) and fails must never
@@ -551,8 +554,8 @@ TEST_F(DataRxe, BadKeyIsReportedAndEndsTheEndpointOnce) {
 TEST_F(DataRxe, FailedInjectIsTheTerminalEventNeverAContextlessCqError) {
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> lb(4096), target(4096);
-    struct fid_mr* lm = reg(c, lb.data(), lb.size(), FI_SEND | FI_WRITE);
-    struct fid_mr* tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+    held<struct fid_mr> lm = reg(c, lb.data(), lb.size(), FI_SEND | FI_WRITE);
+    held<struct fid_mr> tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
     const uint64_t addr = reinterpret_cast<uintptr_t>(target.data());
     ASSERT_EQ(fi_inject_write(c.ep, lb.data(), 8, 0, addr, fi_mr_key(tm) ^ 0x5a5a00), 0);
     const bool iwarp = rxetest::on_iwarp();
@@ -609,8 +612,8 @@ TEST_F(DataRxe, FailedInjectIsTheTerminalEventNeverAContextlessCqError) {
     uint32_t ev;
     uint8_t buf[512];
     EXPECT_EQ(fi_eq_read(c.eq, &ev, buf, sizeof buf, 0), -FI_EAGAIN);
-    fi_close(&lm->fid);
-    fi_close(&tm->fid);
+    lm.close();
+    tm.close();
 }
 
 // Closing an endpoint drops what its EQ still holds for it: ofi_rxm frees the
@@ -620,7 +623,7 @@ TEST_F(DataRxe, CloseDropsTheEndpointsQueuedEvents) {
     if (rxetest::on_iwarp()) GTEST_SKIP() << "iWARP completes an RDMA WRITE locally: a bad key comes back later as the peer's TERMINATE, which ends the connection (FailedInjectIsTheTerminalEvent... checks that on iWARP)";
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> lb(64), target(64);
-    struct fid_mr *lm = nullptr, *tm = nullptr;
+    held<struct fid_mr> lm, tm;
     int wctx;
     ASSERT_NO_FATAL_FAILURE(write_with_bad_key(lb, target, 8, &wctx, &lm, &tm));
     struct fi_cq_data_entry e {};
@@ -630,14 +633,14 @@ TEST_F(DataRxe, CloseDropsTheEndpointsQueuedEvents) {
     struct fi_eq_err_entry ee {};
     ASSERT_EQ(fi_eq_readerr(c.eq, &ee, FI_PEEK), static_cast<ssize_t>(sizeof ee));
     EXPECT_EQ(ee.fid, &c.ep->fid);
-    fi_close(&lm->fid);
+    lm.close();
     ASSERT_EQ(fi_close(&c.ep->fid), 0);
     c.ep = nullptr;
     uint32_t ev;
     uint8_t buf[512];
     EXPECT_EQ(fi_eq_read(c.eq, &ev, buf, sizeof buf, 0), -FI_EAGAIN);
     EXPECT_EQ(fi_eq_readerr(c.eq, &ee, 0), -FI_EAGAIN) << "a record of the closed endpoint";
-    fi_close(&tm->fid);
+    tm.close();
 }
 
 // Closing an endpoint completes the work still queued on it in its CQ, each
@@ -650,7 +653,7 @@ TEST_F(DataRxe, CloseCompletesQueuedWorkInTheCq) {
     if (rxetest::on_iwarp()) GTEST_SKIP() << "iWARP has no receiver-not-ready wait: a send that finds no posted receive completes and ends the connection";
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> sb(4096);
-    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    held<struct fid_mr> sm = reg(c, sb.data(), sb.size(), FI_SEND);
     int sctx[4];
     for (int i = 0; i < 4; ++i)
         ASSERT_EQ(fi_send(c.ep, sb.data(), 64, fi_mr_desc(sm), 0, &sctx[i]), 0) << i;
@@ -666,7 +669,7 @@ TEST_F(DataRxe, CloseCompletesQueuedWorkInTheCq) {
         EXPECT_EQ(ce.err, FI_ECANCELED);
     }
     ASSERT_NO_FATAL_FAILURE(cq_none(c.tx, 200));
-    fi_close(&sm->fid);
+    sm.close();
 }
 
 // The same for receives: rxe flushes a QP's receive queue apart from its
@@ -679,7 +682,7 @@ TEST_F(DataRxe, CloseCompletesQueuedReceivesInTheCq) {
         SCOPED_TRACE(round);
         ASSERT_NO_FATAL_FAILURE(connect());
         std::vector<uint8_t> rb(8 * 256);
-        struct fid_mr* rm = reg(c, rb.data(), rb.size(), FI_RECV);
+        held<struct fid_mr> rm = reg(c, rb.data(), rb.size(), FI_RECV);
         int rctx[8];
         for (int i = 0; i < 8; ++i)
             ASSERT_EQ(fi_recv(c.ep, rb.data() + i * 256, 256, fi_mr_desc(rm), 0, &rctx[i]), 0) << i;
@@ -694,7 +697,7 @@ TEST_F(DataRxe, CloseCompletesQueuedReceivesInTheCq) {
             EXPECT_EQ(ce.err, FI_ECANCELED);
         }
         ASSERT_NO_FATAL_FAILURE(cq_none(c.rx, 50));
-        fi_close(&rm->fid);
+        rm.close();
         TearDown();  // the next round connects a fresh pair
     }
 }
@@ -705,8 +708,8 @@ TEST_F(DataRxe, ErrorKeepsCompletionOrder) {
     if (rxetest::on_iwarp()) GTEST_SKIP() << "iWARP completes an RDMA WRITE locally: a bad key comes back later as the peer's TERMINATE, which ends the connection (FailedInjectIsTheTerminalEvent... checks that on iWARP)";
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> lb(4096), target(4096);
-    struct fid_mr* lm = reg(c, lb.data(), lb.size(), FI_WRITE);
-    struct fid_mr* tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+    held<struct fid_mr> lm = reg(c, lb.data(), lb.size(), FI_WRITE);
+    held<struct fid_mr> tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
     uint64_t addr = reinterpret_cast<uintptr_t>(target.data());
     int ctx[6];
     for (int i = 0; i < 6; ++i) {
@@ -740,15 +743,15 @@ TEST_F(DataRxe, ErrorKeepsCompletionOrder) {
         EXPECT_EQ(err.prov_errno, IBV_WC_WR_FLUSH_ERR);
     }
     EXPECT_EQ(fi_cq_read(c.tx, e, 16), -FI_EAGAIN);
-    fi_close(&lm->fid);
-    fi_close(&tm->fid);
+    lm.close();
+    tm.close();
 }
 
 TEST_F(DataRxe, ReceiveTooSmallIsACompletionError) {
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> rb(64), sb(4096);
-    struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
-    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    held<struct fid_mr> rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    held<struct fid_mr> sm = reg(c, sb.data(), sb.size(), FI_SEND);
     int rctx;
     ASSERT_EQ(fi_recv(s.ep, rb.data(), 16, fi_mr_desc(rm), 0, &rctx), 0);
     ASSERT_EQ(fi_send(c.ep, sb.data(), 4096, fi_mr_desc(sm), 0, nullptr), 0);
@@ -769,16 +772,16 @@ TEST_F(DataRxe, ReceiveTooSmallIsACompletionError) {
     ASSERT_EQ(cq_one(c.tx, e), -FI_EAVAIL);
     ASSERT_EQ(fi_cq_readerr(c.tx, &err, 0), 1);
     EXPECT_NE(err.err, 0);
-    fi_close(&rm->fid);
-    fi_close(&sm->fid);
+    rm.close();
+    sm.close();
 }
 
 TEST_F(DataRxe, SharedReceiveContext) {
     server_srx = true;
     ASSERT_NO_FATAL_FAILURE(connect());
     std::vector<uint8_t> rb(4 * 1024), sb(1024);
-    struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
-    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    held<struct fid_mr> rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    held<struct fid_mr> sm = reg(c, sb.data(), sb.size(), FI_SEND);
     int ctx[4];
     for (int i = 0; i < 4; ++i)
         ASSERT_EQ(fi_recv(s.srx, rb.data() + i * 1024, 1024, fi_mr_desc(rm), 0, &ctx[i]), 0);
@@ -796,8 +799,8 @@ TEST_F(DataRxe, SharedReceiveContext) {
     }
     // closing the SRX while an endpoint uses it is refused
     EXPECT_EQ(fi_close(&s.srx->fid), -FI_EBUSY);
-    fi_close(&rm->fid);
-    fi_close(&sm->fid);
+    rm.close();
+    sm.close();
 }
 
 // fabtests' fi_shared_ctx passes fi_getinfo's rx_attr to fi_srx_context.
@@ -814,8 +817,8 @@ TEST_F(DataRxe, SharedReceiveContextFromInfoRxAttr) {
     EXPECT_GE(srx_granted.size, 1u);
     const size_t piece = 8;
     std::vector<uint8_t> rb((n + 1) * piece), sb(n * piece);
-    struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
-    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    held<struct fid_mr> rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    held<struct fid_mr> sm = reg(c, sb.data(), sb.size(), FI_SEND);
     std::vector<struct iovec> iov(n + 1);
     std::vector<void*> desc(n + 1, fi_mr_desc(rm));
     for (size_t i = 0; i <= n; ++i) iov[i] = {rb.data() + i * piece, piece};
@@ -830,8 +833,8 @@ TEST_F(DataRxe, SharedReceiveContextFromInfoRxAttr) {
     EXPECT_EQ(e.len, sb.size());
     EXPECT_EQ(check(rb, sb.size(), 31), sb.size());  // scattered over all n pieces in order
     ASSERT_EQ(cq_one(c.tx, e), 1);
-    fi_close(&rm->fid);
-    fi_close(&sm->fid);
+    rm.close();
+    sm.close();
 }
 
 // fi_cq_sread on the server's receive CQ (whatever its wait object): the
@@ -858,8 +861,8 @@ void DataRxe::sread_times_out_signals_and_completes() {
     EXPECT_EQ(res.load(), -FI_EAGAIN);
     // a completion wakes sread
     std::vector<uint8_t> rb(64), sb(64);
-    struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
-    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    held<struct fid_mr> rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    held<struct fid_mr> sm = reg(c, sb.data(), sb.size(), FI_SEND);
     int rctx;
     ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, &rctx), 0);
     std::thread sender([&] {
@@ -870,8 +873,8 @@ void DataRxe::sread_times_out_signals_and_completes() {
     sender.join();
     EXPECT_EQ(e.op_context, &rctx);
     ASSERT_EQ(cq_one(c.tx, e), 1);
-    fi_close(&rm->fid);
-    fi_close(&sm->fid);
+    rm.close();
+    sm.close();
 }
 
 TEST_F(DataRxe, SreadWaitsSignalWakesAndWaitFdBecomesReadable) {
@@ -879,8 +882,8 @@ TEST_F(DataRxe, SreadWaitsSignalWakesAndWaitFdBecomesReadable) {
     ASSERT_NO_FATAL_FAILURE(sread_times_out_signals_and_completes());
     struct fi_cq_data_entry e {};
     std::vector<uint8_t> rb(64), sb(64);
-    struct fid_mr* rm = reg(s, rb.data(), rb.size(), FI_RECV);
-    struct fid_mr* sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    held<struct fid_mr> rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    held<struct fid_mr> sm = reg(c, sb.data(), sb.size(), FI_SEND);
     int rctx;
     // wait fd: trywait arms it, a completion makes it readable
     int fd = -1;
@@ -899,8 +902,8 @@ TEST_F(DataRxe, SreadWaitsSignalWakesAndWaitFdBecomesReadable) {
     EXPECT_EQ(poll(&p, 1, 20000), 1);
     ASSERT_EQ(cq_one(s.rx, e), 1);
     ASSERT_EQ(cq_one(c.tx, e), 1);
-    fi_close(&rm->fid);
-    fi_close(&sm->fid);
+    rm.close();
+    sm.close();
 }
 
 // FI_WAIT_YIELD CQs: the same sread contract, by polling and sched_yield;
@@ -941,8 +944,8 @@ TEST_F(DataObjects, CqFormatsAndWaitObjects) {
             struct fi_cq_attr a {};
             a.format = f;
             a.wait_obj = w;
-            struct fid_cq* cq = nullptr;
-            ASSERT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), 0) << f << " " << w;
+            held<struct fid_cq> cq;
+            ASSERT_EQ(fi_cq_open(s.dom, &a, cq.out(), nullptr), 0) << f << " " << w;
             EXPECT_GT(a.size, 0u);
             char buf[64];
             EXPECT_EQ(fi_cq_read(cq, buf, 1), -FI_EAGAIN);
@@ -960,48 +963,48 @@ TEST_F(DataObjects, CqFormatsAndWaitObjects) {
                 EXPECT_GE(fd, 0);
                 EXPECT_EQ(fi_cq_sread(cq, buf, 1, nullptr, 10), -FI_EAGAIN);
             }
-            EXPECT_EQ(fi_close(&cq->fid), 0);
+            EXPECT_EQ(cq.close(), 0);
         }
     }
     struct fi_cq_attr a {};
     a.format = FI_CQ_FORMAT_TAGGED;
-    struct fid_cq* cq = nullptr;
-    EXPECT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), -FI_ENOSYS);
+    held<struct fid_cq> cq;
+    EXPECT_EQ(fi_cq_open(s.dom, &a, cq.out(), nullptr), -FI_ENOSYS);
     a.format = FI_CQ_FORMAT_CONTEXT;
     a.wait_obj = FI_WAIT_MUTEX_COND;
-    EXPECT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), -FI_ENOSYS);
+    EXPECT_EQ(fi_cq_open(s.dom, &a, cq.out(), nullptr), -FI_ENOSYS);
     // FI_WAIT_SET: only an evd FD wait set can hold a CQ
     a.wait_obj = FI_WAIT_SET;
     a.wait_set = nullptr;
-    EXPECT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), -FI_EINVAL);
+    EXPECT_EQ(fi_cq_open(s.dom, &a, cq.out(), nullptr), -FI_EINVAL);
     struct fi_wait_attr wa {};
     wa.wait_obj = FI_WAIT_MUTEX_COND;
-    struct fid_wait* ws = nullptr;
-    ASSERT_EQ(fi_wait_open(fab, &wa, &ws), 0);
+    held<struct fid_wait> ws;
+    ASSERT_EQ(fi_wait_open(fab, &wa, ws.out()), 0);
     a.wait_set = ws;
-    EXPECT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), -FI_ENOSYS);
-    EXPECT_EQ(fi_close(&ws->fid), 0);
+    EXPECT_EQ(fi_cq_open(s.dom, &a, cq.out(), nullptr), -FI_ENOSYS);
+    EXPECT_EQ(ws.close(), 0);
     wa.wait_obj = FI_WAIT_FD;
-    ASSERT_EQ(fi_wait_open(fab, &wa, &ws), 0);
+    ASSERT_EQ(fi_wait_open(fab, &wa, ws.out()), 0);
     a.wait_set = ws;
-    ASSERT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), 0);
-    EXPECT_EQ(fi_close(&ws->fid), -FI_EBUSY);  // the CQ is a member
+    ASSERT_EQ(fi_cq_open(s.dom, &a, cq.out(), nullptr), 0);
+    EXPECT_EQ(ws.close(), -FI_EBUSY);  // the CQ is a member
     EXPECT_EQ(fi_wait(ws, 50), -FI_ETIMEDOUT);  // an empty CQ
-    EXPECT_EQ(fi_close(&cq->fid), 0);
-    EXPECT_EQ(fi_close(&ws->fid), 0);
+    EXPECT_EQ(cq.close(), 0);
+    EXPECT_EQ(ws.close(), 0);
     a.wait_set = nullptr;
     // the domain cannot close under an open CQ
     a.wait_obj = FI_WAIT_NONE;
-    ASSERT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), 0);
+    ASSERT_EQ(fi_cq_open(s.dom, &a, cq.out(), nullptr), 0);
     EXPECT_EQ(fi_close(&s.dom->fid), -FI_EBUSY);
-    EXPECT_EQ(fi_close(&cq->fid), 0);
+    EXPECT_EQ(cq.close(), 0);
 }
 
 TEST_F(DataObjects, CqStrerrorDecodesEveryStatus) {
     ASSERT_NO_FATAL_FAILURE(open_domain());
     struct fi_cq_attr a {};
-    struct fid_cq* cq = nullptr;
-    ASSERT_EQ(fi_cq_open(s.dom, &a, &cq, nullptr), 0);
+    held<struct fid_cq> cq;
+    ASSERT_EQ(fi_cq_open(s.dom, &a, cq.out(), nullptr), 0);
     char buf[256];
     const char* m = fi_cq_strerror(cq, IBV_WC_RETRY_EXC_ERR, nullptr, buf, sizeof buf);
     EXPECT_EQ(m, buf);
@@ -1010,50 +1013,50 @@ TEST_F(DataObjects, CqStrerrorDecodesEveryStatus) {
     m = fi_cq_strerror(cq, 9999, nullptr, nullptr, 0);
     ASSERT_NE(m, nullptr);
     EXPECT_NE(std::string(m).find("9999"), std::string::npos) << m;
-    EXPECT_EQ(fi_close(&cq->fid), 0);
+    EXPECT_EQ(cq.close(), 0);
 }
 
 TEST_F(DataObjects, MemoryRegistration) {
     ASSERT_NO_FATAL_FAILURE(open_domain());
     std::vector<uint8_t> b(1 << 20);
-    struct fid_mr* mr = nullptr;
+    held<struct fid_mr> mr;
     ASSERT_EQ(fi_mr_reg(s.dom, b.data(), b.size(), FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE,
-                        0, 0, 0, &mr, nullptr),
+                        0, 0, 0, mr.out(), nullptr),
               0);
     EXPECT_NE(fi_mr_desc(mr), nullptr);
-    struct fid_mr* mr2 = nullptr;
+    held<struct fid_mr> mr2;
     struct iovec iov = {b.data() + 4096, 4096};
-    ASSERT_EQ(fi_mr_regv(s.dom, &iov, 1, FI_REMOTE_READ, 0, 0, 0, &mr2, nullptr), 0);
+    ASSERT_EQ(fi_mr_regv(s.dom, &iov, 1, FI_REMOTE_READ, 0, 0, 0, mr2.out(), nullptr), 0);
     // inside the first registration: the domain's registration cache hands
     // out the same registration (fi_evd(7), Registration cache)
     EXPECT_EQ(fi_mr_key(mr), fi_mr_key(mr2));
-    EXPECT_NE(mr, mr2) << "each fi_mr_reg gets its own fid_mr";
+    EXPECT_NE(mr.get(), mr2.get()) << "each fi_mr_reg gets its own fid_mr";
     struct iovec two[2] = {{b.data(), 10}, {b.data() + 100, 10}};
-    struct fid_mr* bad = nullptr;
-    EXPECT_EQ(fi_mr_regv(s.dom, two, 2, FI_SEND, 0, 0, 0, &bad, nullptr), -FI_EINVAL);
+    held<struct fid_mr> bad;
+    EXPECT_EQ(fi_mr_regv(s.dom, two, 2, FI_SEND, 0, 0, 0, bad.out(), nullptr), -FI_EINVAL);
     struct fi_mr_attr attr {};
     attr.mr_iov = &iov;
     attr.iov_count = 1;
     attr.access = FI_WRITE | FI_READ;
     attr.context = &attr;
-    struct fid_mr* mr3 = nullptr;
-    ASSERT_EQ(fi_mr_regattr(s.dom, &attr, 0, &mr3), 0);
+    held<struct fid_mr> mr3;
+    ASSERT_EQ(fi_mr_regattr(s.dom, &attr, 0, mr3.out()), 0);
     EXPECT_EQ(mr3->fid.context, &attr);
     attr.iface = FI_HMEM_CUDA;
-    EXPECT_NE(fi_mr_regattr(s.dom, &attr, 0, &bad), 0);
-    EXPECT_EQ(fi_mr_reg(s.dom, b.data(), 16, 1ull << 60 /* not an access bit */, 0, 0, 0, &bad,
+    EXPECT_NE(fi_mr_regattr(s.dom, &attr, 0, bad.out()), 0);
+    EXPECT_EQ(fi_mr_reg(s.dom, b.data(), 16, 1ull << 60 /* not an access bit */, 0, 0, 0, bad.out(),
                         nullptr),
               -FI_EINVAL);
     // flag bits 60-63 are hints between libfabric's layers (ofi_rxm passes
     // bit 60 for its buffer pools): accepted; other unknown flags are not
-    struct fid_mr* mr4 = nullptr;
-    ASSERT_EQ(fi_mr_reg(s.dom, b.data(), 4096, FI_SEND | FI_RECV, 0, 0, 1ull << 60, &mr4, nullptr), 0);
-    EXPECT_EQ(fi_close(&mr4->fid), 0);
-    EXPECT_EQ(fi_mr_reg(s.dom, b.data(), 16, FI_SEND, 0, 0, 1ull << 40, &bad, nullptr), -FI_EBADFLAGS);
+    held<struct fid_mr> mr4;
+    ASSERT_EQ(fi_mr_reg(s.dom, b.data(), 4096, FI_SEND | FI_RECV, 0, 0, 1ull << 60, mr4.out(), nullptr), 0);
+    EXPECT_EQ(mr4.close(), 0);
+    EXPECT_EQ(fi_mr_reg(s.dom, b.data(), 16, FI_SEND, 0, 0, 1ull << 40, bad.out(), nullptr), -FI_EBADFLAGS);
     EXPECT_EQ(fi_close(&s.dom->fid), -FI_EBUSY);
-    EXPECT_EQ(fi_close(&mr->fid), 0);
-    EXPECT_EQ(fi_close(&mr2->fid), 0);
-    EXPECT_EQ(fi_close(&mr3->fid), 0);
+    EXPECT_EQ(mr.close(), 0);
+    EXPECT_EQ(mr2.close(), 0);
+    EXPECT_EQ(mr3.close(), 0);
 }
 
 }  // namespace
