@@ -23,7 +23,10 @@
 #include <thread>
 #include <vector>
 
+#include "../common/held.h"
 #include "rxe_util.h"
+
+using evdtest::held;
 
 namespace {
 
@@ -40,7 +43,7 @@ protected:
         PairFixture::SetUp();
         if (IsSkipped()) return;
         ASSERT_NO_FATAL_FAILURE(connect());
-        src_mr = reg(c, src.data(), src.size(), FI_WRITE);
+        src_mr = reg(c, src.data(), src.size(), FI_WRITE).release();  // closed by TearDown
         ASSERT_NE(src_mr, nullptr);
         ASSERT_NE(stats(s).hits, ~0ULL) << "the domain has no registration cache (no userfaultfd?)";
     }
@@ -59,11 +62,11 @@ protected:
         ASSERT_EQ(fi_enable(x.ep), 0);
     }
 
-    static struct fid_mr* reg(rxetest::pair_side& x, void* buf, size_t len, uint64_t access) {
-        struct fid_mr* mr = nullptr;
-        int rc = fi_mr_reg(x.dom, buf, len, access, 0, 0, 0, &mr, nullptr);
+    static held<struct fid_mr> reg(rxetest::pair_side& x, void* buf, size_t len, uint64_t access) {
+        held<struct fid_mr> mr;
+        int rc = fi_mr_reg(x.dom, buf, len, access, 0, 0, 0, mr.out(), nullptr);
         EXPECT_EQ(rc, 0) << fi_strerror(-rc);
-        return rc ? nullptr : mr;
+        return mr;
     }
     // The cache counters of x's domain (hits = ~0 without a cache).
     static struct fi_evd_mr_cache_stats stats(rxetest::pair_side& x) {
@@ -95,11 +98,11 @@ protected:
 TEST_F(MrCacheRxe, SecondRegistrationOfABufferIsAHit) {
     std::vector<uint8_t> buf(64 * 1024);
     auto before = stats(s);
-    struct fid_mr* m1 = reg(s, buf.data(), buf.size(), FI_REMOTE_WRITE);
+    held<struct fid_mr> m1 = reg(s, buf.data(), buf.size(), FI_REMOTE_WRITE);
     ASSERT_NE(m1, nullptr);
     uint64_t key = fi_mr_key(m1);
-    ASSERT_EQ(fi_close(&m1->fid), 0);
-    struct fid_mr* m2 = reg(s, buf.data() + 100, 1000, FI_REMOTE_WRITE);  // inside: a hit
+    ASSERT_EQ(m1.close(), 0);
+    held<struct fid_mr> m2 = reg(s, buf.data() + 100, 1000, FI_REMOTE_WRITE);  // inside: a hit
     ASSERT_NE(m2, nullptr);
     EXPECT_EQ(fi_mr_key(m2), key);
     EXPECT_TRUE(write_lands(buf.data() + 100, 1000, m2, 1));
@@ -107,7 +110,7 @@ TEST_F(MrCacheRxe, SecondRegistrationOfABufferIsAHit) {
     EXPECT_EQ(after.misses - before.misses, 1u);
     EXPECT_EQ(after.hits - before.hits, 1u);
     EXPECT_EQ(after.registrations - before.registrations, 1u);
-    EXPECT_EQ(fi_close(&m2->fid), 0);
+    EXPECT_EQ(m2.close(), 0);
 }
 
 // munmap, then mmap at the same address: new pages, a new registration.
@@ -116,19 +119,19 @@ TEST_F(MrCacheRxe, MunmapThenMmapAtTheSameAddressIsAMiss) {
     void* p = map_anon(len);
     ASSERT_NE(p, nullptr);
     std::memset(p, 0x11, len);
-    struct fid_mr* m1 = reg(s, p, len, FI_REMOTE_WRITE);
+    held<struct fid_mr> m1 = reg(s, p, len, FI_REMOTE_WRITE);
     ASSERT_NE(m1, nullptr);
-    ASSERT_EQ(fi_close(&m1->fid), 0);  // unused, still cached
+    ASSERT_EQ(m1.close(), 0);  // unused, still cached
     auto before = stats(s);
     ASSERT_EQ(munmap(p, len), 0);
     ASSERT_EQ(map_anon(len, p), p) << "could not map the same address again";
-    struct fid_mr* m2 = reg(s, p, len, FI_REMOTE_WRITE);
+    held<struct fid_mr> m2 = reg(s, p, len, FI_REMOTE_WRITE);
     ASSERT_NE(m2, nullptr);
     EXPECT_TRUE(write_lands(p, len, m2, 2)) << "the write went to the unmapped pages";
     auto after = stats(s);
     EXPECT_GE(after.invalidations - before.invalidations, 1u);
     EXPECT_EQ(after.hits - before.hits, 0u);
-    EXPECT_EQ(fi_close(&m2->fid), 0);
+    EXPECT_EQ(m2.close(), 0);
     munmap(p, len);
 }
 
@@ -138,16 +141,16 @@ TEST_F(MrCacheRxe, MadviseDontneedDropsTheRegistration) {
     void* p = map_anon(len);
     ASSERT_NE(p, nullptr);
     std::memset(p, 0x22, len);
-    struct fid_mr* m1 = reg(s, p, len, FI_REMOTE_WRITE);
+    held<struct fid_mr> m1 = reg(s, p, len, FI_REMOTE_WRITE);
     ASSERT_NE(m1, nullptr);
-    ASSERT_EQ(fi_close(&m1->fid), 0);
+    ASSERT_EQ(m1.close(), 0);
     auto before = stats(s);
     ASSERT_EQ(madvise(p, len, MADV_DONTNEED), 0);
-    struct fid_mr* m2 = reg(s, p, len, FI_REMOTE_WRITE);
+    held<struct fid_mr> m2 = reg(s, p, len, FI_REMOTE_WRITE);
     ASSERT_NE(m2, nullptr);
     EXPECT_TRUE(write_lands(p, len, m2, 3)) << "the write went to the discarded pages";
     EXPECT_GE(stats(s).invalidations - before.invalidations, 1u);
-    EXPECT_EQ(fi_close(&m2->fid), 0);
+    EXPECT_EQ(m2.close(), 0);
     munmap(p, len);
 }
 
@@ -157,22 +160,22 @@ TEST_F(MrCacheRxe, MremapAwayThenNewMemoryAtTheOldAddressIsAMiss) {
     void* p = map_anon(len);
     void* q = map_anon(len);
     ASSERT_TRUE(p && q);
-    struct fid_mr* m1 = reg(s, p, len, FI_REMOTE_WRITE);
+    held<struct fid_mr> m1 = reg(s, p, len, FI_REMOTE_WRITE);
     ASSERT_NE(m1, nullptr);
-    ASSERT_EQ(fi_close(&m1->fid), 0);
+    ASSERT_EQ(m1.close(), 0);
     auto before = stats(s);
     ASSERT_EQ(mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, q), q);
     ASSERT_EQ(map_anon(len, p), p);
-    struct fid_mr* m2 = reg(s, p, len, FI_REMOTE_WRITE);
+    held<struct fid_mr> m2 = reg(s, p, len, FI_REMOTE_WRITE);
     ASSERT_NE(m2, nullptr);
     EXPECT_TRUE(write_lands(p, len, m2, 4)) << "the write went to the moved pages";
     EXPECT_GE(stats(s).invalidations - before.invalidations, 1u);
     // the moved pages are registered afresh too
-    struct fid_mr* m3 = reg(s, q, len, FI_REMOTE_WRITE);
+    held<struct fid_mr> m3 = reg(s, q, len, FI_REMOTE_WRITE);
     ASSERT_NE(m3, nullptr);
     EXPECT_TRUE(write_lands(q, len, m3, 5));
-    EXPECT_EQ(fi_close(&m2->fid), 0);
-    EXPECT_EQ(fi_close(&m3->fid), 0);
+    EXPECT_EQ(m2.close(), 0);
+    EXPECT_EQ(m3.close(), 0);
     munmap(p, len);
     munmap(q, len);
 }
@@ -191,10 +194,10 @@ TEST_F(MrCacheRxe, FreeAndMallocOfALargeBufferGetsTheNewPages) {
         auto* b = static_cast<uint8_t*>(std::malloc(len));
         ASSERT_NE(b, nullptr);
         std::memset(b, 0x33, len);
-        struct fid_mr* m = reg(s, b, len, FI_REMOTE_WRITE);
+        held<struct fid_mr> m = reg(s, b, len, FI_REMOTE_WRITE);
         ASSERT_NE(m, nullptr);
         EXPECT_TRUE(write_lands(b + len - 4096, 4096, m, static_cast<uint8_t>(6 + i)));
-        EXPECT_EQ(fi_close(&m->fid), 0);
+        EXPECT_EQ(m.close(), 0);
         static void* last = nullptr;
         same += last == b;
         last = b;
@@ -211,15 +214,15 @@ TEST_F(MrCacheRxe, RegistrationOpenAcrossAnUnmapIsReplacedForNewUsers) {
     const size_t len = 64 * 1024;
     void* p = map_anon(len);
     ASSERT_NE(p, nullptr);
-    struct fid_mr* old = reg(s, p, len, FI_REMOTE_WRITE);
+    held<struct fid_mr> old = reg(s, p, len, FI_REMOTE_WRITE);
     ASSERT_NE(old, nullptr);
     ASSERT_EQ(munmap(p, len), 0);
     ASSERT_EQ(map_anon(len, p), p);
-    struct fid_mr* m = reg(s, p, len, FI_REMOTE_WRITE);
+    held<struct fid_mr> m = reg(s, p, len, FI_REMOTE_WRITE);
     ASSERT_NE(m, nullptr);
     EXPECT_TRUE(write_lands(p, len, m, 9));
-    EXPECT_EQ(fi_close(&old->fid), 0);
-    EXPECT_EQ(fi_close(&m->fid), 0);
+    EXPECT_EQ(old.close(), 0);
+    EXPECT_EQ(m.close(), 0);
     munmap(p, len);
 }
 
@@ -257,9 +260,9 @@ TEST_F(MrCacheRxe, ForkChildTouchingARegisteredBufferLeavesTheParentsCacheRight)
     void* p = map_anon(len);
     ASSERT_NE(p, nullptr);
     std::memset(p, 0x44, len);
-    struct fid_mr* m1 = reg(s, p, len, FI_REMOTE_WRITE);
+    held<struct fid_mr> m1 = reg(s, p, len, FI_REMOTE_WRITE);
     ASSERT_NE(m1, nullptr);
-    ASSERT_EQ(fi_close(&m1->fid), 0);
+    ASSERT_EQ(m1.close(), 0);
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
@@ -271,11 +274,11 @@ TEST_F(MrCacheRxe, ForkChildTouchingARegisteredBufferLeavesTheParentsCacheRight)
     ASSERT_EQ(waitpid(pid, &st, 0), pid);
     EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     auto before = stats(s);
-    struct fid_mr* m2 = reg(s, p, len, FI_REMOTE_WRITE);
+    held<struct fid_mr> m2 = reg(s, p, len, FI_REMOTE_WRITE);
     ASSERT_NE(m2, nullptr);
     EXPECT_EQ(stats(s).hits - before.hits, 1u) << "the child's munmap reached the parent's cache";
     EXPECT_TRUE(write_lands(p, len, m2, 10));
-    EXPECT_EQ(fi_close(&m2->fid), 0);
+    EXPECT_EQ(m2.close(), 0);
     munmap(p, len);
 }
 
@@ -313,10 +316,10 @@ TEST_F(MrCacheRxe, TwoThreadsRegisteringOverlappingRanges) {
     // pages the threads had registered
     ASSERT_EQ(munmap(p, len), 0);
     ASSERT_EQ(map_anon(len, p), p);
-    struct fid_mr* m = reg(s, p + 8 * kPage, 8 * kPage, FI_REMOTE_WRITE);
+    held<struct fid_mr> m = reg(s, p + 8 * kPage, 8 * kPage, FI_REMOTE_WRITE);
     ASSERT_NE(m, nullptr);
     EXPECT_TRUE(write_lands(p + 8 * kPage, 8 * kPage, m, 11));
-    EXPECT_EQ(fi_close(&m->fid), 0);
+    EXPECT_EQ(m.close(), 0);
     auto st = stats(s);
     std::printf("# cache: %llu hits, %llu misses, %llu registrations, %llu invalidations, %llu entries\n",
                 static_cast<unsigned long long>(st.hits), static_cast<unsigned long long>(st.misses),
@@ -336,12 +339,12 @@ TEST_F(MrCacheRxe, FileMappingIsRegisteredUncached) {
     close(fd);
     ASSERT_NE(p, MAP_FAILED);
     auto before = stats(s);
-    struct fid_mr* m = reg(s, p, 2 * kPage, FI_SEND);
+    held<struct fid_mr> m = reg(s, p, 2 * kPage, FI_SEND);
     ASSERT_NE(m, nullptr);
     auto after = stats(s);
     EXPECT_EQ(after.uncached - before.uncached, 1u);
     EXPECT_EQ(after.entries, before.entries);
-    EXPECT_EQ(fi_close(&m->fid), 0);
+    EXPECT_EQ(m.close(), 0);
     munmap(p, 2 * kPage);
 }
 
@@ -351,14 +354,14 @@ TEST_F(MrCacheRxe, ReadOnlyMemoryIsCachedForSends) {
     const size_t len = 16 * kPage;
     void* p = mmap(nullptr, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(p, MAP_FAILED);
-    struct fid_mr* m1 = reg(s, p, len, FI_SEND);
+    held<struct fid_mr> m1 = reg(s, p, len, FI_SEND);
     ASSERT_NE(m1, nullptr);
-    ASSERT_EQ(fi_close(&m1->fid), 0);
+    ASSERT_EQ(m1.close(), 0);
     auto before = stats(s);
-    struct fid_mr* m2 = reg(s, p, len, FI_SEND);
+    held<struct fid_mr> m2 = reg(s, p, len, FI_SEND);
     ASSERT_NE(m2, nullptr);
     EXPECT_EQ(stats(s).hits - before.hits, 1u);
-    EXPECT_EQ(fi_close(&m2->fid), 0);
+    EXPECT_EQ(m2.close(), 0);
     munmap(p, len);
 }
 
@@ -370,19 +373,19 @@ TEST_F(MrCacheRxe, SupersetMissesThenEverythingInsideHits) {
     auto* p = static_cast<uint8_t*>(map_anon(len));
     ASSERT_NE(p, nullptr);
     auto st0 = stats(s);
-    struct fid_mr* a = reg(s, p + 8 * kPage, 8 * kPage, FI_REMOTE_WRITE);
-    struct fid_mr* b = reg(s, p, 32 * kPage, FI_REMOTE_WRITE);  // contains a's range: a miss
+    held<struct fid_mr> a = reg(s, p + 8 * kPage, 8 * kPage, FI_REMOTE_WRITE);
+    held<struct fid_mr> b = reg(s, p, 32 * kPage, FI_REMOTE_WRITE);  // contains a's range: a miss
     ASSERT_TRUE(a && b);
     auto st1 = stats(s);
     EXPECT_EQ(st1.misses - st0.misses, 2u);
     EXPECT_EQ(st1.entries - st0.entries, 1u) << "a's entry left the cache, b's covers it";
-    struct fid_mr* c1 = reg(s, p + 4 * kPage, 4 * kPage, FI_REMOTE_WRITE);  // inside b: a hit
+    held<struct fid_mr> c1 = reg(s, p + 4 * kPage, 4 * kPage, FI_REMOTE_WRITE);  // inside b: a hit
     ASSERT_NE(c1, nullptr);
     EXPECT_EQ(stats(s).hits - st1.hits, 1u);
     EXPECT_EQ(fi_mr_key(c1), fi_mr_key(b));
     EXPECT_TRUE(write_lands(p + 4 * kPage, 4 * kPage, c1, 13));
     EXPECT_TRUE(write_lands(p + 8 * kPage, 8 * kPage, a, 14)) << "a stays valid for its user";
-    for (auto* m : {a, b, c1}) EXPECT_EQ(fi_close(&m->fid), 0);
+    for (auto* m : {&a, &b, &c1}) EXPECT_EQ(m->close(), 0);
     munmap(p, len);
 }
 
@@ -395,24 +398,24 @@ TEST_F(MrCacheRxe, EvictsTheLeastRecentlyUsedBeyondItsCount) {
     ASSERT_NE(p, nullptr);
     auto st0 = stats(s);
     for (size_t i = 0; i < n; i++) {
-        struct fid_mr* m = reg(s, p + 2 * i * kPage, kPage, FI_REMOTE_WRITE);
+        held<struct fid_mr> m = reg(s, p + 2 * i * kPage, kPage, FI_REMOTE_WRITE);
         ASSERT_NE(m, nullptr) << i;
-        ASSERT_EQ(fi_close(&m->fid), 0);
+        ASSERT_EQ(m.close(), 0);
     }
     auto st1 = stats(s);
     EXPECT_LE(st1.entries, 1024u);
     EXPECT_GE(st1.evictions - st0.evictions, n + st0.entries - 1024);
     // the first buffers were evicted (a miss), the last are cached (a hit)
-    struct fid_mr* first = reg(s, p, kPage, FI_REMOTE_WRITE);
-    struct fid_mr* last = reg(s, p + 2 * (n - 1) * kPage, kPage, FI_REMOTE_WRITE);
+    held<struct fid_mr> first = reg(s, p, kPage, FI_REMOTE_WRITE);
+    held<struct fid_mr> last = reg(s, p + 2 * (n - 1) * kPage, kPage, FI_REMOTE_WRITE);
     ASSERT_TRUE(first && last);
     auto st2 = stats(s);
     EXPECT_EQ(st2.misses - st1.misses, 1u);
     EXPECT_EQ(st2.hits - st1.hits, 1u);
     EXPECT_TRUE(write_lands(p, kPage, first, 15));
     EXPECT_TRUE(write_lands(p + 2 * (n - 1) * kPage, kPage, last, 16));
-    EXPECT_EQ(fi_close(&first->fid), 0);
-    EXPECT_EQ(fi_close(&last->fid), 0);
+    EXPECT_EQ(first.close(), 0);
+    EXPECT_EQ(last.close(), 0);
     munmap(p, 2 * n * kPage);
 }
 
