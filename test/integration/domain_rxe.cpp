@@ -17,6 +17,7 @@
 #include <rdma/fi_endpoint.h>
 
 #include "../common/common.h"
+#include "../common/held.h"
 
 namespace {
 
@@ -98,13 +99,13 @@ protected:
 
 TEST_F(DomainRxe, OpensAndCloses) {
     int ctx = 0;
-    fid_domain* d = open_domain(&ctx);
+    evdtest::held<fid_domain> d{open_domain(&ctx)};
     ASSERT_NE(d, nullptr);
     EXPECT_EQ(d->fid.fclass, FI_CLASS_DOMAIN);
     EXPECT_EQ(d->fid.context, &ctx);
     EXPECT_NE(d->ops, nullptr);
     EXPECT_NE(d->mr, nullptr);
-    EXPECT_EQ(fi_close(&d->fid), 0);
+    EXPECT_EQ(d.close(), 0);
 }
 
 TEST_F(DomainRxe, EveryListedDeviceOpens) {
@@ -117,9 +118,9 @@ TEST_F(DomainRxe, EveryListedDeviceOpens) {
     int n = 0;
     for (fi_info* i = all; i; i = i->next) {
         if (i->ep_attr->type != FI_EP_MSG) continue;  // ofi_rxm layered entries
-        fid_domain* d = nullptr;
-        ASSERT_EQ(fi_domain(fab, i, &d, nullptr), 0) << i->domain_attr->name;
-        EXPECT_EQ(fi_close(&d->fid), 0);
+        evdtest::held<fid_domain> d;
+        ASSERT_EQ(fi_domain(fab, i, d.out(), nullptr), 0) << i->domain_attr->name;
+        EXPECT_EQ(d.close(), 0);
         ++n;
     }
     fi_freeinfo(all);
@@ -127,36 +128,36 @@ TEST_F(DomainRxe, EveryListedDeviceOpens) {
 }
 
 TEST_F(DomainRxe, FabricIsBusyWhileADomainIsOpen) {
-    fid_domain* d = open_domain();
+    evdtest::held<fid_domain> d{open_domain()};
     ASSERT_NE(d, nullptr);
     EXPECT_EQ(fi_close(&fab->fid), -FI_EBUSY);
-    fid_domain* d2 = open_domain();  // a second domain on the same device
+    evdtest::held<fid_domain> d2{open_domain()};  // a second domain on the same device
     ASSERT_NE(d2, nullptr);
-    EXPECT_EQ(fi_close(&d->fid), 0);
+    EXPECT_EQ(d.close(), 0);
     EXPECT_EQ(fi_close(&fab->fid), -FI_EBUSY);
-    EXPECT_EQ(fi_close(&d2->fid), 0);
+    EXPECT_EQ(d2.close(), 0);
 }
 
 TEST_F(DomainRxe, DomainIsBusyWhileACqIsOpen) {
-    fid_domain* d = open_domain();
+    evdtest::held<fid_domain> d{open_domain()};
     ASSERT_NE(d, nullptr);
     fi_cq_attr attr{};
     attr.size = 16;
     attr.format = FI_CQ_FORMAT_CONTEXT;
-    fid_cq* cq = nullptr;
-    int rc = fi_cq_open(d, &attr, &cq, nullptr);
+    evdtest::held<fid_cq> cq;
+    int rc = fi_cq_open(d, &attr, cq.out(), nullptr);
     if (rc == -FI_ENOSYS) {
-        EXPECT_EQ(fi_close(&d->fid), 0);
+        EXPECT_EQ(d.close(), 0);
         GTEST_SKIP() << "fi_cq_open is not implemented in this build";
     }
     ASSERT_EQ(rc, 0);
-    EXPECT_EQ(fi_close(&d->fid), -FI_EBUSY);
-    EXPECT_EQ(fi_close(&cq->fid), 0);
-    EXPECT_EQ(fi_close(&d->fid), 0);
+    EXPECT_EQ(d.close(), -FI_EBUSY);
+    EXPECT_EQ(cq.close(), 0);
+    EXPECT_EQ(d.close(), 0);
 }
 
 TEST_F(DomainRxe, UnsupportedObjectsSayNotImplemented) {
-    fid_domain* d = open_domain();
+    evdtest::held<fid_domain> d{open_domain()};
     ASSERT_NE(d, nullptr);
     fi_av_attr av{};
     fid_av* a = nullptr;
@@ -165,16 +166,16 @@ TEST_F(DomainRxe, UnsupportedObjectsSayNotImplemented) {
     EXPECT_EQ(fi_stx_context(d, nullptr, &stx, nullptr), -FI_ENOSYS);
     fid_ep* sep = nullptr;
     EXPECT_EQ(fi_scalable_ep(d, info, &sep, nullptr), -FI_ENOSYS);
-    EXPECT_EQ(fi_close(&d->fid), 0);
+    EXPECT_EQ(d.close(), 0);
 }
 
 TEST_F(DomainRxe, BindEq) {
-    fid_domain* d = open_domain();
+    evdtest::held<fid_domain> d{open_domain()};
     ASSERT_NE(d, nullptr);
     bool skip = false;
-    fid_eq* eq = open_eq_or_skip_flag(&skip);
+    evdtest::held<fid_eq> eq{open_eq_or_skip_flag(&skip)};
     if (skip) {
-        EXPECT_EQ(fi_close(&d->fid), 0);
+        EXPECT_EQ(d.close(), 0);
         GTEST_SKIP() << "fi_eq_open is not implemented in this build";
     }
     ASSERT_NE(eq, nullptr);
@@ -183,44 +184,44 @@ TEST_F(DomainRxe, BindEq) {
     EXPECT_EQ(fi_domain_bind(d, &eq->fid, FI_SEND), -FI_EINVAL);
     ASSERT_EQ(fi_domain_bind(d, &eq->fid, 0), 0);
     EXPECT_EQ(fi_domain_bind(d, &eq->fid, 0), -FI_EINVAL);  // one EQ per domain
-    EXPECT_EQ(fi_close(&eq->fid), -FI_EBUSY);                // bound
+    EXPECT_EQ(eq.close(), -FI_EBUSY);                // bound
     // The EQ reads the device's async fd: reading finds nothing, blocks nothing.
     uint32_t ev = 0;
     fi_eq_entry e{};
     EXPECT_EQ(fi_eq_read(eq, &ev, &e, sizeof e, 0), -FI_EAGAIN);
-    EXPECT_EQ(fi_close(&d->fid), 0);
-    EXPECT_EQ(fi_close(&eq->fid), 0);
+    EXPECT_EQ(d.close(), 0);
+    EXPECT_EQ(eq.close(), 0);
 }
 
 TEST_F(DomainRxe, TwoDomainsShareOneEq) {
     bool skip = false;
-    fid_eq* eq = open_eq_or_skip_flag(&skip);
+    evdtest::held<fid_eq> eq{open_eq_or_skip_flag(&skip)};
     if (skip) {
         GTEST_SKIP() << "fi_eq_open is not implemented in this build";
     }
     ASSERT_NE(eq, nullptr);
-    fid_domain* a = open_domain();
-    fid_domain* b = open_domain();
+    evdtest::held<fid_domain> a{open_domain()};
+    evdtest::held<fid_domain> b{open_domain()};
     ASSERT_NE(a, nullptr);
     ASSERT_NE(b, nullptr);
     ASSERT_EQ(fi_domain_bind(a, &eq->fid, 0), 0);
     ASSERT_EQ(fi_domain_bind(b, &eq->fid, 0), 0);
-    EXPECT_EQ(fi_close(&a->fid), 0);
-    EXPECT_EQ(fi_close(&eq->fid), -FI_EBUSY);  // b still bound
-    EXPECT_EQ(fi_close(&b->fid), 0);
-    EXPECT_EQ(fi_close(&eq->fid), 0);
+    EXPECT_EQ(a.close(), 0);
+    EXPECT_EQ(eq.close(), -FI_EBUSY);  // b still bound
+    EXPECT_EQ(b.close(), 0);
+    EXPECT_EQ(eq.close(), 0);
 }
 
 TEST_F(DomainRxe, ThousandOpenCloseCyclesLeakNothing) {
     bool skip = false;
-    fid_eq* eq = open_eq_or_skip_flag(&skip);  // bind too when the EQ exists
+    evdtest::held<fid_eq> eq{open_eq_or_skip_flag(&skip)};  // bind too when the EQ exists
     auto cycle = [&] {
-        fid_domain* d = nullptr;
-        ASSERT_EQ(fi_domain(fab, info, &d, nullptr), 0);
+        evdtest::held<fid_domain> d;
+        ASSERT_EQ(fi_domain(fab, info, d.out(), nullptr), 0);
         if (eq) {
             ASSERT_EQ(fi_domain_bind(d, &eq->fid, 0), 0);
         }
-        ASSERT_EQ(fi_close(&d->fid), 0);
+        ASSERT_EQ(d.close(), 0);
     };
     for (int i = 0; i < 10; ++i) cycle();  // warm up caches and lazily opened state
     int fds = open_fds();
@@ -235,7 +236,7 @@ TEST_F(DomainRxe, ThousandOpenCloseCyclesLeakNothing) {
     EXPECT_LT(heap_after > heap ? heap_after - heap : 0, 64u * 1024) << "heap grew";
     EXPECT_LT(rss_kib() - rss, 4096) << "RSS grew (KiB)";
     if (eq) {
-        EXPECT_EQ(fi_close(&eq->fid), 0);
+        EXPECT_EQ(eq.close(), 0);
     }
 }
 
@@ -244,7 +245,7 @@ TEST_F(DomainRxe, ThousandOpenCloseCyclesLeakNothing) {
 // table, the per-device registry and the single async-fd reader are shared.
 TEST_F(DomainRxe, ConcurrentOpenBindCloseAndEqReads) {
     bool skip = false;
-    fid_eq* eq = open_eq_or_skip_flag(&skip);
+    evdtest::held<fid_eq> eq{open_eq_or_skip_flag(&skip)};
     std::atomic<int> failures{0};
     std::atomic<bool> stop{false};
     std::vector<std::thread> readers;
@@ -277,7 +278,7 @@ TEST_F(DomainRxe, ConcurrentOpenBindCloseAndEqReads) {
     for (auto& t : readers) t.join();
     EXPECT_EQ(failures.load(), 0);
     if (eq) {
-        EXPECT_EQ(fi_close(&eq->fid), 0);
+        EXPECT_EQ(eq.close(), 0);
     }
 }
 
