@@ -768,10 +768,16 @@ TEST_F(DataRxe, ReceiveTooSmallIsACompletionError) {
         EXPECT_EQ(err.prov_errno, IBV_WC_LOC_QP_OP_ERR);
         EXPECT_EQ(err.err, FI_EIO);
     }
-    // the sender learns it as a remote error
-    ASSERT_EQ(cq_one(c.tx, e), -FI_EAVAIL);
-    ASSERT_EQ(fi_cq_readerr(c.tx, &err, 0), 1);
-    EXPECT_NE(err.err, 0);
+    // the sender learns it as a remote error: on IB and RoCE the NAK comes
+    // back before its send completes. siw completes a send once it is on
+    // the wire, so there the receiver's TERMINATE may come after a success
+    // (seen once in a siw run of this suite, with the host loaded).
+    const ssize_t sent = cq_one(c.tx, e);
+    if (!(sent == 1 && rxetest::on_iwarp())) {
+        ASSERT_EQ(sent, -FI_EAVAIL);
+        ASSERT_EQ(fi_cq_readerr(c.tx, &err, 0), 1);
+        EXPECT_NE(err.err, 0);
+    }
     rm.close();
     sm.close();
 }
