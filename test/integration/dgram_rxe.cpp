@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../common/common.h"
+#include "../common/held.h"
 #include "rxe_util.h"
 
 namespace {
@@ -501,14 +502,14 @@ TEST_F(DgramRxe, InsertsvcAndAServiceInUse) {
     struct fi_info* info = nullptr;
     ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), addr0(), port.c_str(), FI_SOURCE, h, &info), 0);
     fi_freeinfo(h);
-    struct fid_ep* ep2 = nullptr;
-    ASSERT_EQ(fi_endpoint(a.dom, info, &ep2, nullptr), 0);
+    evdtest::held<struct fid_ep> ep2;
+    ASSERT_EQ(fi_endpoint(a.dom, info, ep2.out(), nullptr), 0);
     fi_freeinfo(info);
     ASSERT_EQ(fi_ep_bind(ep2, &a.av->fid, 0), 0);
     ASSERT_EQ(fi_ep_bind(ep2, &a.txcq->fid, FI_TRANSMIT), 0);
     ASSERT_EQ(fi_ep_bind(ep2, &a.rxcq->fid, FI_RECV), 0);
     EXPECT_EQ(fi_enable(ep2), -FI_EADDRINUSE);
-    EXPECT_EQ(fi_close(&ep2->fid), 0);
+    EXPECT_EQ(ep2.close(), 0);
 }
 
 // Datagram endpoints of one domain share a receive context: each receive
@@ -517,12 +518,12 @@ TEST_F(DgramRxe, SharedReceiveContextFeedsSeveralEndpoints) {
     REQUIRE_DGRAM();
     ASSERT_NO_FATAL_FAILURE(open_pair());
     struct fi_rx_attr ra = *a.info->rx_attr;
-    struct fid_ep* srx = nullptr;
-    ASSERT_EQ(fi_srx_context(a.dom, &ra, &srx, nullptr), 0);
-    struct fid_ep* eps[2] = {};
+    evdtest::held<struct fid_ep> srx;
+    ASSERT_EQ(fi_srx_context(a.dom, &ra, srx.out(), nullptr), 0);
+    evdtest::held<struct fid_ep> eps[2];
     fi_addr_t to[2];
     for (int k = 0; k < 2; ++k) {
-        ASSERT_EQ(fi_endpoint(a.dom, a.info, &eps[k], nullptr), 0);
+        ASSERT_EQ(fi_endpoint(a.dom, a.info, eps[k].out(), nullptr), 0);
         ASSERT_EQ(fi_ep_bind(eps[k], &a.av->fid, 0), 0);
         ASSERT_EQ(fi_ep_bind(eps[k], &a.txcq->fid, FI_TRANSMIT), 0);
         ASSERT_EQ(fi_ep_bind(eps[k], &a.rxcq->fid, FI_RECV), 0);
@@ -550,17 +551,17 @@ TEST_F(DgramRxe, SharedReceiveContextFeedsSeveralEndpoints) {
     // FI_SOURCE cannot be kept for receives of a shared context
     struct fi_info* src_info = dgram_info(addr0(), FI_MSG | FI_SOURCE);
     ASSERT_NE(src_info, nullptr);
-    struct fid_ep* ep3 = nullptr;
-    ASSERT_EQ(fi_endpoint(a.dom, src_info, &ep3, nullptr), 0);
+    evdtest::held<struct fid_ep> ep3;
+    ASSERT_EQ(fi_endpoint(a.dom, src_info, ep3.out(), nullptr), 0);
     fi_freeinfo(src_info);
     ASSERT_EQ(fi_ep_bind(ep3, &a.av->fid, 0), 0);
     ASSERT_EQ(fi_ep_bind(ep3, &a.txcq->fid, FI_TRANSMIT), 0);
     ASSERT_EQ(fi_ep_bind(ep3, &a.rxcq->fid, FI_RECV), 0);
     ASSERT_EQ(fi_ep_bind(ep3, &srx->fid, 0), 0);
     EXPECT_EQ(fi_enable(ep3), -FI_EOPNOTSUPP);
-    EXPECT_EQ(fi_close(&ep3->fid), 0);
-    for (struct fid_ep* e : eps) EXPECT_EQ(fi_close(&e->fid), 0);
-    EXPECT_EQ(fi_close(&srx->fid), 0);
+    EXPECT_EQ(ep3.close(), 0);
+    for (auto& e : eps) EXPECT_EQ(e.close(), 0);
+    EXPECT_EQ(srx.close(), 0);
 }
 
 // Several datagram endpoints on each domain, each pair talking (what
@@ -569,17 +570,18 @@ TEST_F(DgramRxe, SharedReceiveContextFeedsSeveralEndpoints) {
 TEST_F(DgramRxe, SeveralEndpointsPerDomainTalkPairwise) {
     REQUIRE_DGRAM();
     ASSERT_NO_FATAL_FAILURE(open_pair());
-    struct fid_ep* ea[2] = {a.ep, nullptr};
-    struct fid_ep* eb[2] = {b.ep, nullptr};
+    evdtest::held<struct fid_ep> a2, b2;  // a's and b's second endpoints
     fi_addr_t to_b[2] = {a_to_b, 0}, to_a[2] = {b_to_a, 0};
     for (dside* x : {&a, &b}) {
-        struct fid_ep*& e2 = (x == &a ? ea : eb)[1];
-        ASSERT_EQ(fi_endpoint(x->dom, x->info, &e2, nullptr), 0);
+        evdtest::held<struct fid_ep>& e2 = x == &a ? a2 : b2;
+        ASSERT_EQ(fi_endpoint(x->dom, x->info, e2.out(), nullptr), 0);
         ASSERT_EQ(fi_ep_bind(e2, &x->av->fid, 0), 0);
         ASSERT_EQ(fi_ep_bind(e2, &x->txcq->fid, FI_TRANSMIT), 0);
         ASSERT_EQ(fi_ep_bind(e2, &x->rxcq->fid, FI_RECV), 0);
         ASSERT_EQ(fi_enable(e2), 0);
     }
+    struct fid_ep* ea[2] = {a.ep, a2};
+    struct fid_ep* eb[2] = {b.ep, b2};
     uint8_t na[kNameLen], nb[kNameLen];
     size_t len = kNameLen;
     ASSERT_EQ(fi_getname(&ea[1]->fid, na, &len), 0);
@@ -606,8 +608,8 @@ TEST_F(DgramRxe, SeveralEndpointsPerDomainTalkPairwise) {
         ASSERT_EQ(rxetest::cq_wait_one(a.rxcq, e, 10000), 1);
         EXPECT_EQ(std::memcmp(a.at(100), "ping", 4), 0);
     }
-    EXPECT_EQ(fi_close(&ea[1]->fid), 0);
-    EXPECT_EQ(fi_close(&eb[1]->fid), 0);
+    EXPECT_EQ(a2.close(), 0);
+    EXPECT_EQ(b2.close(), 0);
 }
 
 // Sends and FI_SOURCE lookups run without a lock while another thread

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "../common/common.h"
+#include "../common/held.h"
 #include "rxe_util.h"
 
 namespace {
@@ -227,10 +228,10 @@ protected:
 TEST_F(LinkRxe, FailFastControlSetsGetsAndRejectsBadValues) {
     struct fi_info* info = rxetest::server_info("0");
     ASSERT_NE(info, nullptr);
-    struct fid_fabric* f = nullptr;
-    struct fid_domain* d = nullptr;
-    ASSERT_EQ(fi_fabric(info->fabric_attr, &f, nullptr), 0);
-    ASSERT_EQ(fi_domain(f, info, &d, nullptr), 0);
+    evdtest::held<struct fid_fabric> f;
+    evdtest::held<struct fid_domain> d;
+    ASSERT_EQ(fi_fabric(info->fabric_attr, f.out(), nullptr), 0);
+    ASSERT_EQ(fi_domain(f, info, d.out(), nullptr), 0);
     int v = -1;
     EXPECT_EQ(fi_control(&d->fid, FI_EVD_FAIL_FAST_GET, &v), 0);
     EXPECT_EQ(v, 0) << "off unless FI_EVD_FAIL_FAST says otherwise";
@@ -247,8 +248,8 @@ TEST_F(LinkRxe, FailFastControlSetsGetsAndRejectsBadValues) {
     v = -1;
     EXPECT_EQ(fi_control(&d->fid, FI_EVD_FAIL_FAST_GET, &v), 0);
     EXPECT_EQ(v, 1) << "a rejected value leaves the setting alone";
-    EXPECT_EQ(fi_close(&d->fid), 0);
-    EXPECT_EQ(fi_close(&f->fid), 0);
+    EXPECT_EQ(d.close(), 0);
+    EXPECT_EQ(f.close(), 0);
     fi_freeinfo(info);
 }
 

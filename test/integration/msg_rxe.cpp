@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "../common/common.h"
+#include "../common/held.h"
 #include "rdma/fi_ext_evd.h"
 #include "rxe_util.h"
 
@@ -161,7 +162,9 @@ struct CmRxe : ::testing::Test {
 TEST_F(CmRxe, ConnectAcceptShutdownWithData) {
     for (size_t len : {size_t{0}, size_t{1}, size_t{FI_EVD_CM_DATA_MAX}}) {
         SCOPED_TRACE(len);
-        auto [cep, sep] = connect(pattern(len, 0x11), pattern(len, 0x77));
+        auto eps = connect(pattern(len, 0x11), pattern(len, 0x77));
+        evdtest::held<struct fid_ep> cep{eps.first};
+        evdtest::held<struct fid_ep> sep{eps.second};
         ASSERT_NE(cep, nullptr);
         ASSERT_NE(sep, nullptr);
         size_t alen = 64;
@@ -177,8 +180,8 @@ TEST_F(CmRxe, ConnectAcceptShutdownWithData) {
         EXPECT_EQ(fi_shutdown(sep, 0), 0);  // already ended: no second event
         expect_quiet(cli.eq);
         expect_quiet(srv.eq);
-        EXPECT_EQ(fi_close(&cep->fid), 0);
-        EXPECT_EQ(fi_close(&sep->fid), 0);
+        EXPECT_EQ(cep.close(), 0);
+        EXPECT_EQ(sep.close(), 0);
     }
 }
 
@@ -186,7 +189,7 @@ TEST_F(CmRxe, CmDataSizeIsHonestAndEnforced) {
     size_t v = 0, len = sizeof(v);
     ASSERT_EQ(fi_getopt(&pep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &v, &len), 0);
     EXPECT_EQ(v, size_t{FI_EVD_CM_DATA_MAX});
-    struct fid_ep* cep = client_ep();
+    evdtest::held<struct fid_ep> cep{client_ep()};
     ASSERT_NE(cep, nullptr);
     v = 0;
     ASSERT_EQ(fi_getopt(&cep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &v, &len), 0);
@@ -200,8 +203,8 @@ TEST_F(CmRxe, CmDataSizeIsHonestAndEnforced) {
     ASSERT_NE(req.info, nullptr);
     EXPECT_EQ(req.data.size(), size_t{FI_EVD_CM_DATA_MAX});
     EXPECT_EQ(fi_reject(pep, req.info->handle, big.data(), big.size()), -FI_EINVAL);
-    struct fid_ep* sep = nullptr;
-    ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+    evdtest::held<struct fid_ep> sep;
+    ASSERT_EQ(fi_endpoint(srv.dom, req.info, sep.out(), nullptr), 0);
     fi_freeinfo(req.info);
     ASSERT_EQ(srv.setup_ep(sep), 0);
     EXPECT_EQ(fi_accept(sep, big.data(), big.size()), -FI_EINVAL);
@@ -212,16 +215,16 @@ TEST_F(CmRxe, CmDataSizeIsHonestAndEnforced) {
     rec s = next_event(srv.eq, kWait);
     EXPECT_EQ(s.event, static_cast<uint32_t>(FI_CONNECTED)) << describe(s);
     // closing a connected endpoint disconnects the peer: one FI_SHUTDOWN there
-    EXPECT_EQ(fi_close(&cep->fid), 0);
+    EXPECT_EQ(cep.close(), 0);
     expect_shutdown(srv.eq, sep);
     expect_quiet(srv.eq);
-    EXPECT_EQ(fi_close(&sep->fid), 0);
+    EXPECT_EQ(sep.close(), 0);
 }
 
 TEST_F(CmRxe, RejectDeliversPeerDataAndReason) {
     for (size_t len : {size_t{0}, size_t{1}, size_t{FI_EVD_CM_DATA_MAX}}) {
         SCOPED_TRACE(len);
-        struct fid_ep* cep = client_ep();
+        evdtest::held<struct fid_ep> cep{client_ep()};
         ASSERT_NE(cep, nullptr);
         ASSERT_EQ(fi_connect(cep, nullptr, nullptr, 0), 0);
         rec req = next_event(srv.eq, kWait);
@@ -238,15 +241,15 @@ TEST_F(CmRxe, RejectDeliversPeerDataAndReason) {
         EXPECT_EQ(r.err_data, rdata);
         expect_quiet(cli.eq);
         expect_quiet(srv.eq);
-        EXPECT_EQ(fi_close(&cep->fid), 0);
+        EXPECT_EQ(cep.close(), 0);
     }
 }
 
 TEST_F(CmRxe, ConnectToPortNobodyListensOn) {
     side c2;
     ASSERT_TRUE(c2.open(client_info(std::to_string(std::stoi(port) + 1000))));
-    struct fid_ep* ep = nullptr;
-    ASSERT_EQ(fi_endpoint(c2.dom, c2.info, &ep, nullptr), 0);
+    evdtest::held<struct fid_ep> ep;
+    ASSERT_EQ(fi_endpoint(c2.dom, c2.info, ep.out(), nullptr), 0);
     ASSERT_EQ(c2.setup_ep(ep), 0);
     ASSERT_EQ(fi_connect(ep, nullptr, "x", 1), 0);
     rec r = next_event(c2.eq, kWait);
@@ -256,15 +259,15 @@ TEST_F(CmRxe, ConnectToPortNobodyListensOn) {
     EXPECT_TRUE(r.err_data.empty());
     EXPECT_EQ(r.fid, &ep->fid);
     expect_quiet(c2.eq);
-    EXPECT_EQ(fi_close(&ep->fid), 0);
+    EXPECT_EQ(ep.close(), 0);
     c2.close();
 }
 
 TEST_F(CmRxe, ConnectToAddressNobodyHas) {
     side c2;
     ASSERT_TRUE(c2.open(client_info(port)));
-    struct fid_ep* ep = nullptr;
-    ASSERT_EQ(fi_endpoint(c2.dom, c2.info, &ep, nullptr), 0);
+    evdtest::held<struct fid_ep> ep;
+    ASSERT_EQ(fi_endpoint(c2.dom, c2.info, ep.out(), nullptr), 0);
     ASSERT_EQ(c2.setup_ep(ep), 0);
     struct sockaddr_in nobody = {};
     nobody.sin_family = AF_INET;
@@ -283,13 +286,13 @@ TEST_F(CmRxe, ConnectToAddressNobodyHas) {
                                            std::chrono::steady_clock::now() - t0)
                                            .count()));
     expect_quiet(c2.eq);
-    EXPECT_EQ(fi_close(&ep->fid), 0);
+    EXPECT_EQ(ep.close(), 0);
     c2.close();
 }
 
 TEST_F(CmRxe, MalformedOrUnansweredRequestsDoNotStallTheListener) {
     // A request closed without an answer is refused; the listener goes on.
-    struct fid_ep* cep = client_ep();
+    evdtest::held<struct fid_ep> cep{client_ep()};
     ASSERT_NE(cep, nullptr);
     ASSERT_EQ(fi_connect(cep, nullptr, nullptr, 0), 0);
     rec req = next_event(srv.eq, kWait);
@@ -299,12 +302,14 @@ TEST_F(CmRxe, MalformedOrUnansweredRequestsDoNotStallTheListener) {
     rec r = next_event(cli.eq, kWait);
     ASSERT_EQ(r.rc, -FI_EAVAIL) << describe(r);
     EXPECT_EQ(r.err.err, FI_ECONNREFUSED);
-    EXPECT_EQ(fi_close(&cep->fid), 0);
-    auto [c2, s2] = connect(pattern(3, 1), pattern(4, 2));
+    EXPECT_EQ(cep.close(), 0);
+    auto eps = connect(pattern(3, 1), pattern(4, 2));
+    evdtest::held<struct fid_ep> c2{eps.first};
+    evdtest::held<struct fid_ep> s2{eps.second};
     ASSERT_NE(s2, nullptr);
-    EXPECT_EQ(fi_close(&c2->fid), 0);
+    EXPECT_EQ(c2.close(), 0);
     expect_shutdown(srv.eq, s2);
-    EXPECT_EQ(fi_close(&s2->fid), 0);
+    EXPECT_EQ(s2.close(), 0);
 }
 
 // FI_EVD_CONNECT_TIMEOUT (run-in-guest.sh runs this test alone with it set):
@@ -316,7 +321,7 @@ TEST_F(CmRxe, ConnectNotAnsweredInTimeEndsWithEtimedout) {
     const char* t = getenv("FI_EVD_CONNECT_TIMEOUT");
     const int ms = t ? atoi(t) : 0;
     if (ms <= 0 || ms > 10000) GTEST_SKIP() << "needs FI_EVD_CONNECT_TIMEOUT=1..10000 (run-in-guest.sh)";
-    struct fid_ep* cep = client_ep();
+    evdtest::held<struct fid_ep> cep{client_ep()};
     ASSERT_NE(cep, nullptr);
     const auto start = std::chrono::steady_clock::now();
     ASSERT_EQ(fi_connect(cep, nullptr, nullptr, 0), 0);
@@ -336,14 +341,16 @@ TEST_F(CmRxe, ConnectNotAnsweredInTimeEndsWithEtimedout) {
     EXPECT_GE(took_ms, ms - 20.0);
     EXPECT_LE(took_ms, ms + 5000.0) << "the timer fired late";
     expect_quiet(cli.eq, 500);  // one terminal event, nothing after it
-    EXPECT_EQ(fi_close(&cep->fid), 0);
+    EXPECT_EQ(cep.close(), 0);
     EXPECT_EQ(fi_close(req.info->handle), 0);
     fi_freeinfo(req.info);
-    auto [c2, s2] = connect(pattern(5, 1), pattern(6, 2));
+    auto eps = connect(pattern(5, 1), pattern(6, 2));
+    evdtest::held<struct fid_ep> c2{eps.first};
+    evdtest::held<struct fid_ep> s2{eps.second};
     ASSERT_NE(s2, nullptr);
-    EXPECT_EQ(fi_close(&c2->fid), 0);
+    EXPECT_EQ(c2.close(), 0);
     expect_shutdown(srv.eq, s2);
-    EXPECT_EQ(fi_close(&s2->fid), 0);
+    EXPECT_EQ(s2.close(), 0);
 }
 
 // ---- FI_CONNREQ handle lifetime (fi_evd(7), "Connection request handles")
@@ -395,55 +402,55 @@ void expect_message_flows(CmRxe& t, struct fid_ep* cep, struct fid_ep* sep) {
 // (a) fi_close(handle) after fi_endpoint adopted it is harmless: the ep owns
 // the id, fi_accept still works; a second fi_close is refused, not a crash.
 TEST_F(CmRxe, HandleClosedAfterAdoptionThenAccept) {
-    struct fid_ep* cep = nullptr;
-    rec req = request(*this, &cep);
+    evdtest::held<struct fid_ep> cep;
+    rec req = request(*this, cep.out());
     ASSERT_NE(req.info, nullptr);
-    struct fid_ep* sep = nullptr;
-    ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+    evdtest::held<struct fid_ep> sep;
+    ASSERT_EQ(fi_endpoint(srv.dom, req.info, sep.out(), nullptr), 0);
     EXPECT_EQ(fi_close(req.info->handle), 0);
     EXPECT_EQ(fi_close(req.info->handle), -FI_EINVAL);  // twice: refused
     fi_freeinfo(req.info);
     accept_and_wait(*this, cep, sep);
     expect_message_flows(*this, cep, sep);
-    EXPECT_EQ(fi_close(&cep->fid), 0);
+    EXPECT_EQ(cep.close(), 0);
     expect_shutdown(srv.eq, sep);
-    EXPECT_EQ(fi_close(&sep->fid), 0);
+    EXPECT_EQ(sep.close(), 0);
 }
 
 // (b) fi_reject after the request was adopted and accepted is an error and
 // leaves the connection alone.
 TEST_F(CmRxe, RejectAfterAdoptAndAcceptIsRefused) {
-    struct fid_ep* cep = nullptr;
-    rec req = request(*this, &cep);
+    evdtest::held<struct fid_ep> cep;
+    rec req = request(*this, cep.out());
     ASSERT_NE(req.info, nullptr);
-    struct fid_ep* sep = nullptr;
-    ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+    evdtest::held<struct fid_ep> sep;
+    ASSERT_EQ(fi_endpoint(srv.dom, req.info, sep.out(), nullptr), 0);
     accept_and_wait(*this, cep, sep);
     EXPECT_EQ(fi_reject(pep, req.info->handle, "no", 2), -FI_EINVAL);
     // a second fi_endpoint on the same request is refused too
-    struct fid_ep* sep2 = nullptr;
-    EXPECT_EQ(fi_endpoint(srv.dom, req.info, &sep2, nullptr), -FI_EINVAL);
+    evdtest::held<struct fid_ep> sep2;
+    EXPECT_EQ(fi_endpoint(srv.dom, req.info, sep2.out(), nullptr), -FI_EINVAL);
     EXPECT_EQ(sep2, nullptr);
     expect_quiet(cli.eq);
     expect_message_flows(*this, cep, sep);
     // closing the server ep first, then the handle: the handle outlives it
-    EXPECT_EQ(fi_close(&sep->fid), 0);
+    EXPECT_EQ(sep.close(), 0);
     EXPECT_EQ(fi_close(req.info->handle), 0);
     fi_freeinfo(req.info);
     expect_shutdown(cli.eq, cep);
-    EXPECT_EQ(fi_close(&cep->fid), 0);
+    EXPECT_EQ(cep.close(), 0);
 }
 
 // (c) fi_endpoint with a rejected request's info is refused.
 // (d) a second fi_reject is refused; the client sees exactly one reject.
 TEST_F(CmRxe, RejectedRequestCannotBeAdoptedOrRejectedAgain) {
-    struct fid_ep* cep = nullptr;
-    rec req = request(*this, &cep);
+    evdtest::held<struct fid_ep> cep;
+    rec req = request(*this, cep.out());
     ASSERT_NE(req.info, nullptr);
     EXPECT_EQ(fi_reject(pep, req.info->handle, "r1", 2), 0);
     EXPECT_EQ(fi_reject(pep, req.info->handle, "r2", 2), -FI_EINVAL);
-    struct fid_ep* sep = nullptr;
-    EXPECT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), -FI_EINVAL);
+    evdtest::held<struct fid_ep> sep;
+    EXPECT_EQ(fi_endpoint(srv.dom, req.info, sep.out(), nullptr), -FI_EINVAL);
     EXPECT_EQ(sep, nullptr);
     EXPECT_EQ(fi_close(req.info->handle), 0);  // still safe after the reject
     fi_freeinfo(req.info);
@@ -452,7 +459,7 @@ TEST_F(CmRxe, RejectedRequestCannotBeAdoptedOrRejectedAgain) {
     EXPECT_EQ(r.err.err, FI_ECONNREFUSED);
     EXPECT_EQ(r.err_data, (std::vector<uint8_t>{'r', '1'}));
     expect_quiet(cli.eq);
-    EXPECT_EQ(fi_close(&cep->fid), 0);
+    EXPECT_EQ(cep.close(), 0);
 }
 
 // (e) fi_freeinfo does not close info->handle (libfabric frees only the
@@ -460,8 +467,8 @@ TEST_F(CmRxe, RejectedRequestCannotBeAdoptedOrRejectedAgain) {
 // pep rejects it and frees the id and the handle (ASan/LSan checks the
 // memory). The listener's EQ can then be closed (no ref left behind).
 TEST_F(CmRxe, FreeinfoOfUnansweredRequestIsRejectedAtPepClose) {
-    struct fid_ep* cep = nullptr;
-    rec req = request(*this, &cep);
+    evdtest::held<struct fid_ep> cep;
+    rec req = request(*this, cep.out());
     ASSERT_NE(req.info, nullptr);
     fi_freeinfo(req.info);
     expect_quiet(cli.eq);  // still pending: nobody answered
@@ -471,7 +478,7 @@ TEST_F(CmRxe, FreeinfoOfUnansweredRequestIsRejectedAtPepClose) {
     ASSERT_EQ(r.rc, -FI_EAVAIL) << describe(r);
     EXPECT_EQ(r.err.err, FI_ECONNREFUSED);
     EXPECT_EQ(r.fid, &cep->fid);
-    EXPECT_EQ(fi_close(&cep->fid), 0);
+    EXPECT_EQ(cep.close(), 0);
 }
 
 // Issue #16 item 1 (bind vs dispatch) asked whether fi_ep_bind, moving an
@@ -493,16 +500,16 @@ TEST_F(CmRxe, FreeinfoOfUnansweredRequestIsRejectedAtPepClose) {
 // goes out and its failure is the endpoint's one terminal error on the EQ it
 // was moved to.
 TEST_F(CmRxe, AnAdoptedEndpointGetsNoEventBeforeItsAcceptSoItsMoveNeverWaits) {
-    struct fid_ep* cep = nullptr;
-    struct fid_ep* sep = adopted(*this, &cep);
+    evdtest::held<struct fid_eq> eq2;  // declared first: sep, bound to it, closes first
+    evdtest::held<struct fid_ep> cep;
+    evdtest::held<struct fid_ep> sep{adopted(*this, cep.out())};
     ASSERT_NE(sep, nullptr);
-    ASSERT_EQ(fi_close(&cep->fid), 0);  // the peer gives up: the kernel sends its REJ
+    ASSERT_EQ(cep.close(), 0);  // the peer gives up: the kernel sends its REJ
     expect_quiet(srv.eq, 1500);           // dropped by rdma_ucm: sep is not accepted
     struct fi_eq_attr ea = {};
     ea.size = 64;
     ea.wait_obj = FI_WAIT_UNSPEC;
-    struct fid_eq* eq2 = nullptr;
-    ASSERT_EQ(fi_eq_open(srv.fab, &ea, &eq2, nullptr), 0);
+    ASSERT_EQ(fi_eq_open(srv.fab, &ea, eq2.out(), nullptr), 0);
     auto t0 = std::chrono::steady_clock::now();
     ASSERT_EQ(fi_ep_bind(sep, &eq2->fid, 0), 0);
     auto bind_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -530,8 +537,8 @@ TEST_F(CmRxe, AnAdoptedEndpointGetsNoEventBeforeItsAcceptSoItsMoveNeverWaits) {
         expect_quiet(eq2, 300);
     }
     expect_quiet(srv.eq, 300);
-    EXPECT_EQ(fi_close(&sep->fid), 0);
-    EXPECT_EQ(fi_close(&eq2->fid), 0);
+    EXPECT_EQ(sep.close(), 0);
+    EXPECT_EQ(eq2.close(), 0);
 }
 
 // The same move raced against a thread reading the listener's EQ at
@@ -546,13 +553,14 @@ TEST_F(CmRxe, BindingAnAdoptedEndpointWhileItsRequestEndsDoesNotHang) {
     int binds_ok = 0;
     for (int i = 0; i < 12; i++) {
         SCOPED_TRACE("round " + std::to_string(i));
-        struct fid_ep* cep = nullptr;
-        struct fid_ep* sep = adopted(*this, &cep);
+        evdtest::held<struct fid_eq> eq2;  // declared first: sep, bound to it, closes first
+        // (the threads below only borrow sep and eq2: both are joined before they close)
+        evdtest::held<struct fid_ep> cep;
+        evdtest::held<struct fid_ep> sep{adopted(*this, cep.out())};
         ASSERT_NE(sep, nullptr);
-        ASSERT_EQ(fi_close(&cep->fid), 0);  // the peer gives up: its REJ reaches sep's id
+        ASSERT_EQ(cep.close(), 0);  // the peer gives up: its REJ reaches sep's id
         std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let it arrive (not read)
-        struct fid_eq* eq2 = nullptr;
-        ASSERT_EQ(fi_eq_open(srv.fab, &ea, &eq2, nullptr), 0);
+        ASSERT_EQ(fi_eq_open(srv.fab, &ea, eq2.out(), nullptr), 0);
         std::atomic<int> done{0};
         std::atomic<int> bind_rc{1};
         std::thread reader([&] {
@@ -580,31 +588,31 @@ TEST_F(CmRxe, BindingAnAdoptedEndpointWhileItsRequestEndsDoesNotHang) {
         // whatever the listener EQ still holds for sep (its error record) goes
         for (int k = 0; k < 10 && next_event(srv.eq, 50).rc != -FI_EAGAIN; k++) {
         }
-        EXPECT_EQ(fi_close(&sep->fid), 0);
-        EXPECT_EQ(fi_close(&eq2->fid), 0);
+        EXPECT_EQ(sep.close(), 0);
+        EXPECT_EQ(eq2.close(), 0);
     }
     EXPECT_GT(binds_ok, 0) << "fi_ep_bind never moved an adopted endpoint";
 }
 
 // The adopting ep may outlive the pep: the handle's ref keeps what it needs.
 TEST_F(CmRxe, AdoptedEndpointOutlivesItsListener) {
-    struct fid_ep* cep = nullptr;
-    struct fid_ep* sep = adopted(*this, &cep);
+    evdtest::held<struct fid_ep> cep;
+    evdtest::held<struct fid_ep> sep{adopted(*this, cep.out())};
     ASSERT_NE(sep, nullptr);
     ASSERT_EQ(fi_close(&pep->fid), 0);  // the adopted request is not rejected
     pep = nullptr;
     accept_and_wait(*this, cep, sep);
     expect_message_flows(*this, cep, sep);
-    EXPECT_EQ(fi_close(&cep->fid), 0);
+    EXPECT_EQ(cep.close(), 0);
     expect_shutdown(srv.eq, sep);
-    EXPECT_EQ(fi_close(&sep->fid), 0);
+    EXPECT_EQ(sep.close(), 0);
 }
 
 // An active endpoint is bound to its address by fi_connect, not fi_enable
 // (ep_msg.cpp); fi_getname in between binds it then and tells the real
 // address: rxe1's, with the ephemeral port the server then sees.
 TEST_F(CmRxe, ClientGetnameAfterEnableIsTheAddressItConnectsFrom) {
-    struct fid_ep* cep = client_ep();
+    evdtest::held<struct fid_ep> cep{client_ep()};
     ASSERT_NE(cep, nullptr);
     struct sockaddr_in me = {};
     size_t len = sizeof(me);
@@ -620,8 +628,8 @@ TEST_F(CmRxe, ClientGetnameAfterEnableIsTheAddressItConnectsFrom) {
     ASSERT_NE(req.info, nullptr);
     ASSERT_NE(req.info->dest_addr, nullptr);
     EXPECT_EQ(static_cast<struct sockaddr_in*>(req.info->dest_addr)->sin_port, me.sin_port);
-    struct fid_ep* sep = nullptr;
-    ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+    evdtest::held<struct fid_ep> sep;
+    ASSERT_EQ(fi_endpoint(srv.dom, req.info, sep.out(), nullptr), 0);
     fi_freeinfo(req.info);
     accept_and_wait(*this, cep, sep);
     struct sockaddr_in after = {};
@@ -629,41 +637,41 @@ TEST_F(CmRxe, ClientGetnameAfterEnableIsTheAddressItConnectsFrom) {
     ASSERT_EQ(fi_getname(&cep->fid, &after, &len), 0);
     EXPECT_EQ(after.sin_port, me.sin_port);
     expect_message_flows(*this, cep, sep);
-    EXPECT_EQ(fi_close(&cep->fid), 0);
+    EXPECT_EQ(cep.close(), 0);
     expect_shutdown(srv.eq, sep);
-    EXPECT_EQ(fi_close(&sep->fid), 0);
+    EXPECT_EQ(sep.close(), 0);
 }
 
 // The QP exists from fi_enable on, so a receive posted before fi_connect
 // takes the first message. (Without a source address the route picks the
 // source; in the VM that is rxe0's address, so the info keeps rxe1's.)
 TEST_F(CmRxe, ReceivePostedBeforeConnectTakesTheFirstMessage) {
-    struct fid_ep* cep = nullptr;
-    ASSERT_EQ(fi_endpoint(cli.dom, cli.info, &cep, nullptr), 0);
+    evdtest::held<struct fid_ep> cep;
+    ASSERT_EQ(fi_endpoint(cli.dom, cli.info, cep.out(), nullptr), 0);
     ASSERT_EQ(cli.setup_ep(cep), 0);
     std::vector<uint8_t> in(64, 0);
     auto out = pattern(64, 0x51);
-    struct fid_mr *rmr = nullptr, *smr = nullptr;
-    ASSERT_EQ(fi_mr_reg(cli.dom, in.data(), in.size(), FI_RECV, 0, 0, 0, &rmr, nullptr), 0);
-    ASSERT_EQ(fi_mr_reg(srv.dom, out.data(), out.size(), FI_SEND, 0, 0, 0, &smr, nullptr), 0);
+    evdtest::held<struct fid_mr> rmr, smr;
+    ASSERT_EQ(fi_mr_reg(cli.dom, in.data(), in.size(), FI_RECV, 0, 0, 0, rmr.out(), nullptr), 0);
+    ASSERT_EQ(fi_mr_reg(srv.dom, out.data(), out.size(), FI_SEND, 0, 0, 0, smr.out(), nullptr), 0);
     int rctx = 0, sctx = 0;
     ASSERT_EQ(fi_recv(cep, in.data(), in.size(), fi_mr_desc(rmr), 0, &rctx), 0);
     ASSERT_EQ(fi_connect(cep, nullptr, nullptr, 0), 0);
     rec req = next_event(srv.eq, kWait);
     ASSERT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ)) << describe(req);
-    struct fid_ep* sep = nullptr;
-    ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+    evdtest::held<struct fid_ep> sep;
+    ASSERT_EQ(fi_endpoint(srv.dom, req.info, sep.out(), nullptr), 0);
     fi_freeinfo(req.info);
     accept_and_wait(*this, cep, sep);
     ASSERT_EQ(fi_send(sep, out.data(), out.size(), fi_mr_desc(smr), 0, &sctx), 0);
     expect_completion(cli.rxcq, &rctx);
     EXPECT_EQ(in, out);
     expect_completion(srv.txcq, &sctx);
-    EXPECT_EQ(fi_close(&cep->fid), 0);
+    EXPECT_EQ(cep.close(), 0);
     expect_shutdown(srv.eq, sep);
-    EXPECT_EQ(fi_close(&sep->fid), 0);
-    EXPECT_EQ(fi_close(&rmr->fid), 0);
-    EXPECT_EQ(fi_close(&smr->fid), 0);
+    EXPECT_EQ(sep.close(), 0);
+    EXPECT_EQ(rmr.close(), 0);
+    EXPECT_EQ(smr.close(), 0);
 }
 
 // An endpoint whose source address is on another device than its domain:
@@ -676,8 +684,8 @@ TEST_F(CmRxe, SourceAddressOnAnotherDeviceIsOneErrorEvent) {
     ASSERT_NE(sin, nullptr);
     inet_pton(AF_INET, env_or("EVD_VM_ADDR0", "192.0.2.1"), &sin->sin_addr);  // rxe0's
     sin->sin_port = 0;
-    struct fid_ep* cep = nullptr;
-    ASSERT_EQ(fi_endpoint(cli.dom, ci, &cep, nullptr), 0);
+    evdtest::held<struct fid_ep> cep;
+    ASSERT_EQ(fi_endpoint(cli.dom, ci, cep.out(), nullptr), 0);
     fi_freeinfo(ci);
     ASSERT_EQ(cli.setup_ep(cep), 0);
     ASSERT_EQ(fi_connect(cep, nullptr, nullptr, 0), 0);
@@ -687,7 +695,7 @@ TEST_F(CmRxe, SourceAddressOnAnotherDeviceIsOneErrorEvent) {
     EXPECT_EQ(r.fid, &cep->fid);
     expect_quiet(cli.eq);
     expect_quiet(srv.eq);  // no request ever left
-    EXPECT_EQ(fi_close(&cep->fid), 0);
+    EXPECT_EQ(cep.close(), 0);
 }
 
 TEST_F(CmRxe, HundredConcurrentConnectionsOnOneEq) {
@@ -696,16 +704,16 @@ TEST_F(CmRxe, HundredConcurrentConnectionsOnOneEq) {
     // there, which these sizes allow.
     const int kN = rxetest::on_iwarp() ? 32 : 100;
     // Fresh sides with CQs big enough for 100 endpoints' worth of nothing.
-    std::vector<struct fid_ep*> ceps(kN, nullptr);
+    std::vector<evdtest::held<struct fid_ep>> ceps(kN);
     std::map<fid_t, int> cidx;
     for (int i = 0; i < kN; i++) {
-        ceps[i] = client_ep();
+        ceps[i] = evdtest::held<struct fid_ep>{client_ep()};
         ASSERT_NE(ceps[i], nullptr) << i;
         cidx[&ceps[i]->fid] = i;
         uint8_t tag[2] = {static_cast<uint8_t>(i), static_cast<uint8_t>(~i)};
         ASSERT_EQ(fi_connect(ceps[i], nullptr, tag, sizeof(tag)), 0) << i;
     }
-    std::vector<struct fid_ep*> seps;
+    std::vector<evdtest::held<struct fid_ep>> seps;
     std::set<int> requested;
     std::map<fid_t, int> srv_connected, cli_connected;
     auto t0 = std::chrono::steady_clock::now();
@@ -718,12 +726,12 @@ TEST_F(CmRxe, HundredConcurrentConnectionsOnOneEq) {
             int i = s.data[0];
             ASSERT_EQ(s.data[1], static_cast<uint8_t>(~i));
             ASSERT_TRUE(requested.insert(i).second) << "duplicate request " << i;
-            struct fid_ep* sep = nullptr;
-            ASSERT_EQ(fi_endpoint(srv.dom, s.info, &sep, nullptr), 0);
+            evdtest::held<struct fid_ep> sep;
+            ASSERT_EQ(fi_endpoint(srv.dom, s.info, sep.out(), nullptr), 0);
             fi_freeinfo(s.info);
             ASSERT_EQ(srv.setup_ep(sep), 0);
             ASSERT_EQ(fi_accept(sep, &i, sizeof(i)), 0);
-            seps.push_back(sep);
+            seps.push_back(std::move(sep));
         } else if (s.rc > 0 && s.event == FI_CONNECTED) {
             ASSERT_TRUE(srv_connected.emplace(s.fid, 1).second) << "second FI_CONNECTED";
         } else if (s.rc != -FI_EAGAIN) {
@@ -745,7 +753,7 @@ TEST_F(CmRxe, HundredConcurrentConnectionsOnOneEq) {
     ASSERT_EQ(srv_connected.size(), size_t(kN));
     ASSERT_EQ(cli_connected.size(), size_t(kN));
     // Tear all down from the client side at once: 100 FI_SHUTDOWN each side.
-    for (auto* ep : ceps) ASSERT_EQ(fi_shutdown(ep, 0), 0);
+    for (auto& ep : ceps) ASSERT_EQ(fi_shutdown(ep, 0), 0);
     std::set<fid_t> cdown, sdown;
     t0 = std::chrono::steady_clock::now();
     while ((cdown.size() < size_t(kN) || sdown.size() < size_t(kN)) &&
@@ -770,8 +778,8 @@ TEST_F(CmRxe, HundredConcurrentConnectionsOnOneEq) {
     expect_quiet(cli.eq);
     expect_quiet(srv.eq);
     std::printf("# %d connections up in %.0f ms\n", kN, up_ms);
-    for (auto* ep : ceps) EXPECT_EQ(fi_close(&ep->fid), 0);
-    for (auto* ep : seps) EXPECT_EQ(fi_close(&ep->fid), 0);
+    for (auto& ep : ceps) EXPECT_EQ(ep.close(), 0);
+    for (auto& ep : seps) EXPECT_EQ(ep.close(), 0);
 }
 
 // The child of the SIGKILL test: connects, reports, then waits to be killed.
@@ -780,8 +788,8 @@ TEST(CmRxeHelper, KillableClient) {
     if (!port) GTEST_SKIP() << "only run as the child of CmRxe.PeerKilledMidConnection";
     side c;
     ASSERT_TRUE(c.open(client_info(port)));
-    struct fid_ep* ep = nullptr;
-    ASSERT_EQ(fi_endpoint(c.dom, c.info, &ep, nullptr), 0);
+    evdtest::held<struct fid_ep> ep;
+    ASSERT_EQ(fi_endpoint(c.dom, c.info, ep.out(), nullptr), 0);
     ASSERT_EQ(c.setup_ep(ep), 0);
     ASSERT_EQ(fi_connect(ep, nullptr, "k", 1), 0);
     rec r = next_event(c.eq, kWait);
@@ -807,8 +815,8 @@ TEST_F(CmRxe, PeerKilledMidConnection) {
     close(pipefd[1]);
     rec req = next_event(srv.eq, 60000);
     ASSERT_EQ(req.event, static_cast<uint32_t>(FI_CONNREQ)) << describe(req);
-    struct fid_ep* sep = nullptr;
-    ASSERT_EQ(fi_endpoint(srv.dom, req.info, &sep, nullptr), 0);
+    evdtest::held<struct fid_ep> sep;
+    ASSERT_EQ(fi_endpoint(srv.dom, req.info, sep.out(), nullptr), 0);
     fi_freeinfo(req.info);
     ASSERT_EQ(srv.setup_ep(sep), 0);
     ASSERT_EQ(fi_accept(sep, nullptr, 0), 0);
@@ -836,7 +844,7 @@ TEST_F(CmRxe, PeerKilledMidConnection) {
         EXPECT_EQ(t.event, static_cast<uint32_t>(FI_SHUTDOWN));
     }
     expect_quiet(srv.eq, 1000);
-    EXPECT_EQ(fi_close(&sep->fid), 0);
+    EXPECT_EQ(sep.close(), 0);
 }
 
 }  // namespace
@@ -863,30 +871,30 @@ TEST(CmRxeHelper, RemovalVictim) {
     side srv, cli;
     ASSERT_TRUE(srv.open(server_info(port)));
     ASSERT_TRUE(cli.open(client_info(port)));
-    struct fid_pep* pep = nullptr;
-    ASSERT_EQ(fi_passive_ep(srv.fab, srv.info, &pep, nullptr), 0);
+    evdtest::held<struct fid_pep> pep;
+    ASSERT_EQ(fi_passive_ep(srv.fab, srv.info, pep.out(), nullptr), 0);
     ASSERT_EQ(fi_pep_bind(pep, &srv.eq->fid, 0), 0);
     ASSERT_EQ(fi_listen(pep), 0);
     // a listener on the doomed device too
     std::string port2 = std::to_string(std::stoi(port) + 1);
     struct fi_info* i1 = client_info(port2);
     ASSERT_NE(i1, nullptr);
-    struct fid_pep* pep1 = nullptr;
-    ASSERT_EQ(fi_passive_ep(cli.fab, i1, &pep1, nullptr), 0);
+    evdtest::held<struct fid_pep> pep1;
+    ASSERT_EQ(fi_passive_ep(cli.fab, i1, pep1.out(), nullptr), 0);
     fi_freeinfo(i1);
     ASSERT_EQ(fi_pep_bind(pep1, &cli.eq->fid, 0), 0);
     ASSERT_EQ(fi_listen(pep1), 0);
 
-    std::vector<struct fid_ep*> ceps, seps;
+    std::vector<evdtest::held<struct fid_ep>> ceps, seps;
     for (int i = 0; i < kN; i++) {
-        struct fid_ep* ep = nullptr;
-        ASSERT_EQ(fi_endpoint(cli.dom, cli.info, &ep, nullptr), 0);
+        evdtest::held<struct fid_ep> ep;
+        ASSERT_EQ(fi_endpoint(cli.dom, cli.info, ep.out(), nullptr), 0);
         ASSERT_EQ(cli.setup_ep(ep), 0);
-        ceps.push_back(ep);
-        struct fid_ep* sep = accept_on(srv, cli, pep, ep, {}, {});
+        ceps.push_back(std::move(ep));
+        evdtest::held<struct fid_ep> sep{accept_on(srv, cli, pep, ceps.back(), {}, {})};
         ASSERT_FALSE(::testing::Test::HasFatalFailure());
         ASSERT_NE(sep, nullptr);
-        seps.push_back(sep);
+        seps.push_back(std::move(sep));
     }
     // Remove rxe1 in the background (it completes once this process lets go).
     std::string dev1 = env_or("EVD_VM_DEV1", "rxe1");
@@ -905,7 +913,7 @@ TEST(CmRxeHelper, RemovalVictim) {
         ASSERT_NE(r.event, static_cast<uint32_t>(FI_SHUTDOWN)) << "after removal";
         ASSERT_NE(r.event, static_cast<uint32_t>(FI_CONNECTED));
     }
-    for (auto* ep : ceps) EXPECT_EQ(errors[&ep->fid], 1) << "one terminal error per endpoint";
+    for (auto& ep : ceps) EXPECT_EQ(errors[&ep->fid], 1) << "one terminal error per endpoint";
     EXPECT_EQ(errors[&pep1->fid], 1) << "the listener on the removed device";
     // then nothing more from them
     t0 = std::chrono::steady_clock::now();
@@ -916,10 +924,10 @@ TEST(CmRxeHelper, RemovalVictim) {
             EXPECT_TRUE(r.event != FI_SHUTDOWN && r.event != FI_CONNECTED);
         }
     }
-    for (auto* ep : ceps) EXPECT_EQ(fi_close(&ep->fid), 0);
-    EXPECT_EQ(fi_close(&pep1->fid), 0);
-    for (auto* ep : seps) EXPECT_EQ(fi_close(&ep->fid), 0);
-    EXPECT_EQ(fi_close(&pep->fid), 0);
+    for (auto& ep : ceps) EXPECT_EQ(ep.close(), 0);
+    EXPECT_EQ(pep1.close(), 0);
+    for (auto& ep : seps) EXPECT_EQ(ep.close(), 0);
+    EXPECT_EQ(pep.close(), 0);
     cli.close();
     srv.close();
     std::printf("VICTIM-DONE\n");

@@ -26,6 +26,7 @@
 #include <rdma/fi_errno.h>
 
 #include "../common/common.h"
+#include "../common/held.h"
 #include "rxe_util.h"
 
 namespace {
@@ -150,28 +151,28 @@ TEST_F(RemovalRxe, DeleteCompletesOnceEveryObjectIsClosed) {
     ASSERT_NE(info, nullptr) << "fi_getinfo(" << addr1 << ")";
     ASSERT_STREQ(info->domain_attr->name, dev1.c_str());
 
-    fid_fabric* fab = nullptr;
-    fid_domain* dom = nullptr;
-    fid_eq* eq = nullptr;
-    fid_cq* cq = nullptr;
-    fid_mr* mr = nullptr;
-    fid_pep* pep = nullptr;
-    ASSERT_EQ(fi_fabric(info->fabric_attr, &fab, nullptr), 0);
-    ASSERT_EQ(fi_domain(fab, info, &dom, nullptr), 0);
+    evdtest::held<fid_fabric> fab;
+    evdtest::held<fid_eq> eq;  // before dom: dom is bound to it and closes first
+    evdtest::held<fid_domain> dom;
+    evdtest::held<fid_cq> cq;
+    evdtest::held<fid_mr> mr;
+    evdtest::held<fid_pep> pep;
+    ASSERT_EQ(fi_fabric(info->fabric_attr, fab.out(), nullptr), 0);
+    ASSERT_EQ(fi_domain(fab, info, dom.out(), nullptr), 0);
     fi_eq_attr ea{};
     ea.size = 64;
     ea.wait_obj = FI_WAIT_UNSPEC;
-    ASSERT_EQ(fi_eq_open(fab, &ea, &eq, nullptr), 0);
+    ASSERT_EQ(fi_eq_open(fab, &ea, eq.out(), nullptr), 0);
     ASSERT_EQ(fi_domain_bind(dom, &eq->fid, 0), 0);
     fi_cq_attr ca{};
     ca.size = 16;
     ca.format = FI_CQ_FORMAT_CONTEXT;
-    ASSERT_EQ(fi_cq_open(dom, &ca, &cq, nullptr), 0);
+    ASSERT_EQ(fi_cq_open(dom, &ca, cq.out(), nullptr), 0);
     static char buf[4096];
-    ASSERT_EQ(fi_mr_reg(dom, buf, sizeof buf, FI_SEND | FI_RECV, 0, 0, 0, &mr, nullptr), 0);
+    ASSERT_EQ(fi_mr_reg(dom, buf, sizeof buf, FI_SEND | FI_RECV, 0, 0, 0, mr.out(), nullptr), 0);
     // A listener on the device: rxe reports the removal through rdma_cm
     // (DEVICE_REMOVAL on its id), not with IBV_EVENT_DEVICE_FATAL.
-    ASSERT_EQ(fi_passive_ep(fab, info, &pep, nullptr), 0);
+    ASSERT_EQ(fi_passive_ep(fab, info, pep.out(), nullptr), 0);
     ASSERT_EQ(fi_pep_bind(pep, &eq->fid, 0), 0);
     ASSERT_EQ(fi_listen(pep), 0);
 
@@ -205,12 +206,12 @@ TEST_F(RemovalRxe, DeleteCompletesOnceEveryObjectIsClosed) {
     std::printf("# removal reported after %.2f s\n", seen);
 
     double tc = now_s();
-    EXPECT_EQ(fi_close(&pep->fid), 0);
-    EXPECT_EQ(fi_close(&mr->fid), 0);
-    EXPECT_EQ(fi_close(&cq->fid), 0);
-    EXPECT_EQ(fi_close(&dom->fid), 0);
-    EXPECT_EQ(fi_close(&eq->fid), 0);
-    EXPECT_EQ(fi_close(&fab->fid), 0);
+    EXPECT_EQ(pep.close(), 0);
+    EXPECT_EQ(mr.close(), 0);
+    EXPECT_EQ(cq.close(), 0);
+    EXPECT_EQ(dom.close(), 0);
+    EXPECT_EQ(eq.close(), 0);
+    EXPECT_EQ(fab.close(), 0);
     fi_freeinfo(info);
 
     ASSERT_TRUE(reap_delete(20)) << "rdma link delete did not complete within 20 s of closing every object";
@@ -233,15 +234,15 @@ TEST_F(RemovalRxe, DeleteCompletesOnceEveryObjectIsClosed) {
         fi_info* i0 = nullptr;
         ASSERT_EQ(fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &i0), 0);
         fi_freeinfo(h);
-        fid_fabric* f0 = nullptr;
-        fid_domain* d0 = nullptr;
-        fid_cq* c0 = nullptr;
-        ASSERT_EQ(fi_fabric(i0->fabric_attr, &f0, nullptr), 0);
-        ASSERT_EQ(fi_domain(f0, i0, &d0, nullptr), 0);
-        ASSERT_EQ(fi_cq_open(d0, &ca, &c0, nullptr), 0);
-        EXPECT_EQ(fi_close(&c0->fid), 0);
-        EXPECT_EQ(fi_close(&d0->fid), 0);
-        EXPECT_EQ(fi_close(&f0->fid), 0);
+        evdtest::held<fid_fabric> f0;
+        evdtest::held<fid_domain> d0;
+        evdtest::held<fid_cq> c0;
+        ASSERT_EQ(fi_fabric(i0->fabric_attr, f0.out(), nullptr), 0);
+        ASSERT_EQ(fi_domain(f0, i0, d0.out(), nullptr), 0);
+        ASSERT_EQ(fi_cq_open(d0, &ca, c0.out(), nullptr), 0);
+        EXPECT_EQ(c0.close(), 0);
+        EXPECT_EQ(d0.close(), 0);
+        EXPECT_EQ(f0.close(), 0);
         fi_freeinfo(i0);
     }
     // A domain on the removed device's name is refused.
@@ -263,14 +264,14 @@ TEST_F(RemovalRxe, DeleteCompletesOnceEveryObjectIsClosed) {
     fi_info* again = source_info(addr1, port);
     ASSERT_NE(again, nullptr);
     EXPECT_STREQ(again->domain_attr->name, dev1.c_str());
-    fid_fabric* f1 = nullptr;
-    fid_domain* d1 = nullptr;
-    ASSERT_EQ(fi_fabric(again->fabric_attr, &f1, nullptr), 0);
-    EXPECT_EQ(fi_domain(f1, again, &d1, nullptr), 0);
+    evdtest::held<fid_fabric> f1;
+    evdtest::held<fid_domain> d1;
+    ASSERT_EQ(fi_fabric(again->fabric_attr, f1.out(), nullptr), 0);
+    EXPECT_EQ(fi_domain(f1, again, d1.out(), nullptr), 0);
     if (d1) {
-        EXPECT_EQ(fi_close(&d1->fid), 0);
+        EXPECT_EQ(d1.close(), 0);
     }
-    EXPECT_EQ(fi_close(&f1->fid), 0);
+    EXPECT_EQ(f1.close(), 0);
     fi_freeinfo(again);
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "../common/common.h"
+#include "../common/held.h"
 #include "cq/cntr.h"
 #include "cq/cq.h"
 #include "domain.h"
@@ -101,28 +102,28 @@ TEST_F(Cntr, NullAttrMeansDefaults) {
 }
 
 TEST_F(Cntr, AttrValidation) {
-    struct fid_cntr* c = nullptr;
+    evdtest::held<struct fid_cntr> c;  // none of these opens may succeed
     struct fi_cntr_attr a {};
     a.events = static_cast<enum fi_cntr_events>(1);  // not FI_CNTR_EVENTS_COMP
-    EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, &c, nullptr), -FI_ENOSYS);
+    EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, c.out(), nullptr), -FI_ENOSYS);
     a = {};
     a.flags = 1;
-    EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, &c, nullptr), -FI_EINVAL);
+    EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, c.out(), nullptr), -FI_EINVAL);
     for (auto w : {FI_WAIT_MUTEX_COND, FI_WAIT_YIELD, FI_WAIT_POLLFD}) {
         a = {};
         a.wait_obj = w;
-        EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, &c, nullptr), -FI_ENOSYS) << "wait_obj " << w;
+        EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, c.out(), nullptr), -FI_ENOSYS) << "wait_obj " << w;
     }
     a = {};
     a.wait_obj = FI_WAIT_SET;  // and no set
-    EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, &c, nullptr), -FI_EINVAL);
+    EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, c.out(), nullptr), -FI_EINVAL);
     a = {};
-    EXPECT_EQ(evd::cntr_open(nullptr, &a, &c, nullptr), -FI_EINVAL);
+    EXPECT_EQ(evd::cntr_open(nullptr, &a, c.out(), nullptr), -FI_EINVAL);
     EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, nullptr, nullptr), -FI_EINVAL);
     for (bool short_table : {false, true}) {
         foreign<struct fid_domain> not_evd(short_table);
         not_evd.f.fid.fclass = FI_CLASS_DOMAIN;
-        EXPECT_EQ(evd::cntr_open(&not_evd.f, &a, &c, nullptr), -FI_EINVAL);
+        EXPECT_EQ(evd::cntr_open(&not_evd.f, &a, c.out(), nullptr), -FI_EINVAL);
     }
     EXPECT_EQ(dom_.refs.n.load(), 0);
 }
@@ -135,25 +136,25 @@ TEST_F(Cntr, JoinsAnFdWaitSetThatWakesOnAChange) {
     fab.fid.fid.fclass = FI_CLASS_FABRIC;
     struct fi_wait_attr wa {};
     wa.wait_obj = FI_WAIT_MUTEX_COND;
-    struct fid_wait* mc = nullptr;
-    ASSERT_EQ(evd::wait_open(&fab.fid, &wa, &mc), 0);
+    evdtest::held<struct fid_wait> mc;
+    ASSERT_EQ(evd::wait_open(&fab.fid, &wa, mc.out()), 0);
     struct fi_cntr_attr a {};
     a.events = FI_CNTR_EVENTS_COMP;
     a.wait_obj = FI_WAIT_SET;
     a.wait_set = mc;
-    struct fid_cntr* c = nullptr;
-    EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, &c, nullptr), -FI_ENOSYS);
-    EXPECT_EQ(fi_close(&mc->fid), 0);
+    evdtest::held<struct fid_wait> ws;  // before c: c joins it and closes first
+    evdtest::held<struct fid_cntr> c;
+    EXPECT_EQ(evd::cntr_open(&dom_.fid, &a, c.out(), nullptr), -FI_ENOSYS);
+    EXPECT_EQ(mc.close(), 0);
 
     wa.wait_obj = FI_WAIT_FD;
-    struct fid_wait* ws = nullptr;
-    ASSERT_EQ(evd::wait_open(&fab.fid, &wa, &ws), 0);
+    ASSERT_EQ(evd::wait_open(&fab.fid, &wa, ws.out()), 0);
     a.wait_set = ws;
-    ASSERT_EQ(evd::cntr_open(&dom_.fid, &a, &c, nullptr), 0);
+    ASSERT_EQ(evd::cntr_open(&dom_.fid, &a, c.out(), nullptr), 0);
     enum fi_wait_obj w = FI_WAIT_NONE;
     EXPECT_EQ(fi_control(&c->fid, FI_GETWAITOBJ, &w), 0);
     EXPECT_EQ(w, FI_WAIT_SET);
-    EXPECT_EQ(fi_close(&ws->fid), -FI_EBUSY);  // a member is still in it
+    EXPECT_EQ(ws.close(), -FI_EBUSY);  // a member is still in it
 
     EXPECT_EQ(fi_wait(ws, 50), -FI_ETIMEDOUT);  // nothing new
     auto t0 = std::chrono::steady_clock::now();
@@ -174,8 +175,8 @@ TEST_F(Cntr, JoinsAnFdWaitSetThatWakesOnAChange) {
     EXPECT_EQ(fi_cntr_readerr(c), 1u);
     EXPECT_EQ(fi_cntr_wait(c, 3, 100), 0);  // and the counter still waits on its own
 
-    EXPECT_EQ(fi_close(&c->fid), 0);
-    EXPECT_EQ(fi_close(&ws->fid), 0);
+    EXPECT_EQ(c.close(), 0);
+    EXPECT_EQ(ws.close(), 0);
     EXPECT_EQ(fab.refs.n.load(), 0);
 }
 
@@ -402,10 +403,10 @@ TEST_F(CntrBind, RejectsForeignObjectsAndLateBinding) {
     struct fid_cntr* c = open_ok(FI_WAIT_NONE);
     evd::domain other;
     other.fid.fid.fclass = FI_CLASS_DOMAIN;
-    struct fid_cntr* other_cntr = nullptr;
-    ASSERT_EQ(evd::cntr_open(&other.fid, nullptr, &other_cntr, nullptr), 0);
+    evdtest::held<struct fid_cntr> other_cntr;
+    ASSERT_EQ(evd::cntr_open(&other.fid, nullptr, other_cntr.out(), nullptr), 0);
     EXPECT_EQ(evd::ep_data_bind(&ep_, &other_cntr->fid, FI_SEND), -FI_EINVAL) << "other domain";
-    EXPECT_EQ(fi_close(&other_cntr->fid), 0);
+    EXPECT_EQ(other_cntr.close(), 0);
     foreign<struct fid> bogus;
     bogus.f.fclass = FI_CLASS_CNTR;
     EXPECT_EQ(evd::ep_data_bind(&ep_, &bogus.f, FI_SEND), -FI_EINVAL);

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/held.h"
 #include "eq_util.h"
 
 // Wait and poll sets are deprecated in libfabric 2.x, not removed: evd keeps
@@ -68,34 +69,36 @@ TEST_F(EqConformance, AffinityAndSignalingVectorAccepted) {
     a.flags = FI_WRITE | FI_AFFINITY;
     a.signaling_vector = 0;
     a.wait_obj = FI_WAIT_FD;
-    struct fid_eq* q = nullptr;
-    ASSERT_EQ(fi_eq_open(fab, &a, &q, nullptr), 0);
+    evdtest::held<struct fid_eq> q;
+    ASSERT_EQ(fi_eq_open(fab, &a, q.out(), nullptr), 0);
     EXPECT_EQ(write_entry(q, FI_NOTIFY, q, 1), (ssize_t)sizeof(fi_eq_entry));
-    EXPECT_EQ(fi_close(&q->fid), 0);
+    EXPECT_EQ(q.close(), 0);
     a.signaling_vector = -1;
-    EXPECT_EQ(fi_eq_open(fab, &a, &q, nullptr), -FI_EINVAL);
+    EXPECT_EQ(fi_eq_open(fab, &a, q.out(), nullptr), -FI_EINVAL);
 }
 
 TEST_F(EqConformance, BadAttributesRejected) {
     struct fi_eq_attr a {};
-    struct fid_eq* q = nullptr;
+    evdtest::held<struct fid_eq> q;  // none of these opens may succeed
     a.flags = FI_READ;  // not an EQ flag
-    EXPECT_EQ(fi_eq_open(fab, &a, &q, nullptr), -FI_EINVAL);
+    EXPECT_EQ(fi_eq_open(fab, &a, q.out(), nullptr), -FI_EINVAL);
     a.flags = 0;
     const int bogus = 99;  // stored bytewise: an out-of-range enum value
     memcpy(&a.wait_obj, &bogus, sizeof bogus);
-    EXPECT_EQ(fi_eq_open(fab, &a, &q, nullptr), -FI_EINVAL);
+    EXPECT_EQ(fi_eq_open(fab, &a, q.out(), nullptr), -FI_EINVAL);
     a.wait_obj = FI_WAIT_SET;  // without a wait set
-    EXPECT_EQ(fi_eq_open(fab, &a, &q, nullptr), -FI_EINVAL);
+    EXPECT_EQ(fi_eq_open(fab, &a, q.out(), nullptr), -FI_EINVAL);
     a.wait_obj = FI_WAIT_NONE;
     a.size = size_t{1} << 40;
-    EXPECT_EQ(fi_eq_open(fab, &a, &q, nullptr), -FI_EINVAL);
-    EXPECT_EQ(fi_eq_open(fab, nullptr, &q, nullptr), -FI_EINVAL);
+    EXPECT_EQ(fi_eq_open(fab, &a, q.out(), nullptr), -FI_EINVAL);
+    EXPECT_EQ(fi_eq_open(fab, nullptr, q.out(), nullptr), -FI_EINVAL);
 }
 
 TEST_F(EqConformance, EveryWaitObjectOpensAndReportsItself) {
     struct fi_wait_attr wa {};
     wa.wait_obj = FI_WAIT_FD;
+    // raw: the fixture's EQs in the set close only in TearDown, after the test
+    // body (a held set would try to close first, and fail, on an early return)
     struct fid_wait* ws = nullptr;
     ASSERT_EQ(fi_wait_open(fab, &wa, &ws), 0);
     struct {
@@ -300,13 +303,13 @@ TEST_F(EqConformance, ReaderrWithZeroSizeUsesAProviderBufferValidUntilNextRead) 
 }
 
 TEST_F(EqConformance, ReaderrOnAPre15FabricAlwaysUsesTheProviderBuffer) {
-    struct fid_fabric* old = open_fabric_api(FI_VERSION(1, 4));
+    evdtest::held<struct fid_fabric> old{open_fabric_api(FI_VERSION(1, 4))};
     ASSERT_NE(old, nullptr);
     EXPECT_EQ(old->api_version, FI_VERSION(1, 4));
     struct fi_eq_attr a {};
     a.flags = FI_WRITE;
-    struct fid_eq* q = nullptr;
-    ASSERT_EQ(fi_eq_open(old, &a, &q, nullptr), 0);
+    evdtest::held<struct fid_eq> q;
+    ASSERT_EQ(fi_eq_open(old, &a, q.out(), nullptr), 0);
     const char d[] = "old-api-detail";
     ASSERT_GT(write_error(ext(q), q, q, FI_EIO, 1, d, sizeof d), 0);
     char mine[64] = {};
@@ -318,8 +321,8 @@ TEST_F(EqConformance, ReaderrOnAPre15FabricAlwaysUsesTheProviderBuffer) {
     EXPECT_STREQ(static_cast<const char*>(err.err_data), d);
     EXPECT_EQ(err.err_data_size, 12345u);  // untouched: not part of a 1.4 entry
     EXPECT_EQ(mine[0], 0);
-    EXPECT_EQ(fi_close(&q->fid), 0);
-    EXPECT_EQ(fi_close(&old->fid), 0);
+    EXPECT_EQ(q.close(), 0);
+    EXPECT_EQ(old.close(), 0);
 }
 
 TEST_F(EqConformance, ReaderrPeekLeavesTheError) {
@@ -635,6 +638,8 @@ TEST_F(EqConformance, WaitSetIsBusyWhileAnEqUsesIt) {
     // device; covered by eq_internal.cpp through eq_bind_ref.)
     struct fi_wait_attr wa {};
     wa.wait_obj = FI_WAIT_FD;
+    // raw: the fixture's EQs in the set close only in TearDown, after the test
+    // body (a held set would try to close first, and fail, on an early return)
     struct fid_wait* ws = nullptr;
     ASSERT_EQ(fi_wait_open(fab, &wa, &ws), 0);
     struct fid_eq* q = open(8, FI_WAIT_SET, FI_WRITE, ws);

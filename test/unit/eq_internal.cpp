@@ -16,6 +16,7 @@
 #include <rdma/fi_ext_evd.h>
 
 #include "../common/common.h"
+#include "../common/held.h"
 #include "eq/eq.h"
 #include "eq/wait.h"
 #include "fabric.h"
@@ -41,7 +42,7 @@ bool readable(int fd) {
 }
 
 TEST_F(EqInternal, ProviderOverrunIsFatalAndReportedAfterEveryValidEvent) {
-    struct fid_eq* q = open(4);
+    evdtest::held<struct fid_eq> q{open(4)};
     evd::eq* e = evd::eq_from_fid(q);
     ASSERT_NE(e, nullptr);
     int ep;
@@ -74,11 +75,11 @@ TEST_F(EqInternal, ProviderOverrunIsFatalAndReportedAfterEveryValidEvent) {
         EXPECT_EQ(err.fid, &q->fid);
     }
     EXPECT_EQ(fi_eq_sread(q, &ev, &out, sizeof out, 1000, 0), -FI_EAVAIL);
-    EXPECT_EQ(fi_close(&q->fid), 0);
+    EXPECT_EQ(q.close(), 0);
 }
 
 TEST_F(EqInternal, PostErrCopiesErrDataAndIgnoresTheEntrysPointer) {
-    struct fid_eq* q = open(8);
+    evdtest::held<struct fid_eq> q{open(8)};
     evd::eq* e = evd::eq_from_fid(q);
     struct fi_eq_err_entry in {};
     in.fid = &q->fid;
@@ -97,16 +98,16 @@ TEST_F(EqInternal, PostErrCopiesErrDataAndIgnoresTheEntrysPointer) {
     EXPECT_EQ(out.prov_errno, 28);
     EXPECT_EQ(out.err_data_size, sizeof data);
     EXPECT_STREQ(buf, data);
-    EXPECT_EQ(fi_close(&q->fid), 0);
+    EXPECT_EQ(q.close(), 0);
 }
 
 TEST_F(EqInternal, CloseIsBusyWhileBound) {
-    struct fid_eq* q = open(8);
+    evdtest::held<struct fid_eq> q{open(8)};
     evd::eq* e = evd::eq_from_fid(q);
     evd::eq_bind_ref(e);
-    EXPECT_EQ(fi_close(&q->fid), -FI_EBUSY);
+    EXPECT_EQ(q.close(), -FI_EBUSY);
     evd::eq_bind_unref(e);
-    EXPECT_EQ(fi_close(&q->fid), 0);
+    EXPECT_EQ(q.close(), 0);
 }
 
 // A source: an eventfd standing for an rdma_cm channel; progress turns each
@@ -140,8 +141,8 @@ struct fake_source {
 
 TEST_F(EqInternal, SourceProgressRunsFromReadAndItsFdJoinsTheWaitFd) {
     for (auto w : {FI_WAIT_FD, FI_WAIT_NONE, FI_WAIT_YIELD, FI_WAIT_MUTEX_COND}) {
-        struct fid_eq* q = open(8, w);
-        fake_source s;
+        fake_source s;  // before q: closing q detaches s if an ASSERT left it added
+        evdtest::held<struct fid_eq> q{open(8, w)};
         s.q = evd::eq_from_fid(q);
         ASSERT_EQ(evd::eq_add_source(s.q, &s.src), 0);
         EXPECT_EQ(evd::eq_add_source(s.q, &s.src), -FI_EALREADY);
@@ -166,12 +167,12 @@ TEST_F(EqInternal, SourceProgressRunsFromReadAndItsFdJoinsTheWaitFd) {
         evd::eq_remove_source(s.q, &s.src);
         s.fire(1);
         EXPECT_EQ(fi_eq_read(q, &ev, &out, sizeof out, 0), -FI_EAGAIN);  // no longer polled
-        EXPECT_EQ(fi_close(&q->fid), 0);
+        EXPECT_EQ(q.close(), 0);
     }
 }
 
 TEST_F(EqInternal, SreadWakesForASourceAddedWhileBlocked) {
-    struct fid_eq* q = open(8, FI_WAIT_FD);
+    evdtest::held<struct fid_eq> q{open(8, FI_WAIT_FD)};
     fake_source s;
     s.q = evd::eq_from_fid(q);
     std::thread t([&] {
@@ -195,16 +196,16 @@ TEST_F(EqInternal, SreadWakesForASourceAddedWhileBlocked) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
     t.join();
     evd::eq_remove_source(s.q, &s.src);
-    EXPECT_EQ(fi_close(&q->fid), 0);
+    EXPECT_EQ(q.close(), 0);
 }
 
 TEST_F(EqInternal, PollfdListsSourcesAndChangeIndexMoves) {
-    struct fid_eq* q = open(8, FI_WAIT_POLLFD);
+    fake_source s;  // before q: closing q detaches s if an ASSERT left it added
+    evdtest::held<struct fid_eq> q{open(8, FI_WAIT_POLLFD)};
     struct fi_wait_pollfd p {};
     EXPECT_EQ(fi_control(&q->fid, FI_GETWAIT, &p), -FI_ETOOSMALL);
     uint64_t idx0 = p.change_index;
     EXPECT_EQ(p.nfds, 1u);
-    fake_source s;
     s.q = evd::eq_from_fid(q);
     ASSERT_EQ(evd::eq_add_source(s.q, &s.src), 0);
     struct pollfd fds[2];
@@ -217,13 +218,13 @@ TEST_F(EqInternal, PollfdListsSourcesAndChangeIndexMoves) {
     for (auto& f : fds) found |= f.fd == s.src.fd;
     EXPECT_TRUE(found);
     evd::eq_remove_source(s.q, &s.src);
-    EXPECT_EQ(fi_close(&q->fid), 0);
+    EXPECT_EQ(q.close(), 0);
 }
 
 // eq_remove_source returns only when the callback is not running and never
 // runs again, even with readers hammering the EQ from other threads.
 TEST_F(EqInternal, RemoveSourceWaitsForARunningCallback) {
-    struct fid_eq* q = open(1024, FI_WAIT_FD);
+    evdtest::held<struct fid_eq> q{open(1024, FI_WAIT_FD)};
     evd::eq* e = evd::eq_from_fid(q);
     for (int round = 0; round < 20; round++) {
         auto* s = new fake_source;
@@ -251,11 +252,11 @@ TEST_F(EqInternal, RemoveSourceWaitsForARunningCallback) {
         for (auto& r : readers) r.join();
         delete s;
     }
-    EXPECT_EQ(fi_close(&q->fid), 0);
+    EXPECT_EQ(q.close(), 0);
 }
 
 TEST_F(EqInternal, TrywaitRunsSourceProgress) {
-    struct fid_eq* q = open(8, FI_WAIT_FD);
+    evdtest::held<struct fid_eq> q{open(8, FI_WAIT_FD)};
     fake_source s;
     s.q = evd::eq_from_fid(q);
     ASSERT_EQ(evd::eq_add_source(s.q, &s.src), 0);
@@ -264,7 +265,7 @@ TEST_F(EqInternal, TrywaitRunsSourceProgress) {
     EXPECT_EQ(evd::eq_trywait(s.q), -FI_EAGAIN);
     EXPECT_EQ(s.calls.load(), 1);
     evd::eq_remove_source(s.q, &s.src);
-    EXPECT_EQ(fi_close(&q->fid), 0);
+    EXPECT_EQ(q.close(), 0);
 }
 
 // fi_trywait(f) on another thread while it holds mu (fi_poll(3)'s pattern);
@@ -295,8 +296,8 @@ int trywait_holding(pthread_mutex_t* mu, struct fid_fabric* fab, struct fid* f, 
 TEST_F(EqInternal, TrywaitWithTheWaitSetMutexHeldDoesNotDeadlock) {
     struct fi_wait_attr wa {};
     wa.wait_obj = FI_WAIT_MUTEX_COND;
-    struct fid_wait* ws = nullptr;
-    ASSERT_EQ(evd::wait_open(fab, &wa, &ws), 0);
+    evdtest::held<struct fid_wait> ws;
+    ASSERT_EQ(evd::wait_open(fab, &wa, ws.out()), 0);
     struct fi_mutex_cond mc {};
     ASSERT_EQ(fi_control(&ws->fid, FI_GETWAIT, &mc), 0);
     for (bool through_set : {false, true}) {
@@ -305,8 +306,8 @@ TEST_F(EqInternal, TrywaitWithTheWaitSetMutexHeldDoesNotDeadlock) {
         a.size = 8;
         a.wait_obj = FI_WAIT_SET;
         a.wait_set = ws;
-        struct fid_eq* q = nullptr;
-        ASSERT_EQ(evd::eq_open(fab, &a, &q, nullptr), 0);
+        evdtest::held<struct fid_eq> q;
+        ASSERT_EQ(evd::eq_open(fab, &a, q.out(), nullptr), 0);
         fake_source s;
         s.q = evd::eq_from_fid(q);
         ASSERT_EQ(evd::eq_add_source(s.q, &s.src), 0);
@@ -319,9 +320,9 @@ TEST_F(EqInternal, TrywaitWithTheWaitSetMutexHeldDoesNotDeadlock) {
         struct fi_eq_cm_entry out {};
         EXPECT_EQ(fi_eq_read(q, &ev, &out, sizeof out, 0), (ssize_t)sizeof out);
         evd::eq_remove_source(s.q, &s.src);
-        EXPECT_EQ(fi_close(&q->fid), 0);
+        EXPECT_EQ(q.close(), 0);
     }
-    EXPECT_EQ(fi_close(&ws->fid), 0);
+    EXPECT_EQ(ws.close(), 0);
 }
 
 // The same across objects: the application holds EQ A's mutex (FI_WAIT_MUTEX_COND)
@@ -329,8 +330,8 @@ TEST_F(EqInternal, TrywaitWithTheWaitSetMutexHeldDoesNotDeadlock) {
 // reading a device's async fd posts to the EQ of the endpoint an event is
 // about). Signalling A must not take the mutex this thread holds.
 TEST_F(EqInternal, TrywaitOnAnEqPostingToAnotherWhoseMutexIsHeldDoesNotDeadlock) {
-    struct fid_eq* a = open(8, FI_WAIT_MUTEX_COND);
-    struct fid_eq* b = open(8, FI_WAIT_FD);
+    evdtest::held<struct fid_eq> a{open(8, FI_WAIT_MUTEX_COND)};
+    evdtest::held<struct fid_eq> b{open(8, FI_WAIT_FD)};
     struct fi_mutex_cond mc {};
     ASSERT_EQ(fi_control(&a->fid, FI_GETWAIT, &mc), 0);
     fake_source s;
@@ -346,14 +347,14 @@ TEST_F(EqInternal, TrywaitOnAnEqPostingToAnotherWhoseMutexIsHeldDoesNotDeadlock)
     struct fi_eq_cm_entry out {};
     EXPECT_EQ(fi_eq_read(a, &ev, &out, sizeof out, 0), (ssize_t)sizeof out);
     evd::eq_remove_source(evd::eq_from_fid(b), &s.src);
-    EXPECT_EQ(fi_close(&b->fid), 0);
-    EXPECT_EQ(fi_close(&a->fid), 0);
+    EXPECT_EQ(b.close(), 0);
+    EXPECT_EQ(a.close(), 0);
 }
 
 // eq_remove_source waits for a callback that is running; it must sleep,
 // not spin: while a callback takes 300 ms, the remover uses far less CPU.
 TEST_F(EqInternal, RemovingASourceWaitsForItsCallbackWithoutSpinning) {
-    struct fid_eq* q = open(8, FI_WAIT_FD);
+    evdtest::held<struct fid_eq> q{open(8, FI_WAIT_FD)};
     evd::eq* e = evd::eq_from_fid(q);
     struct slow {
         evd::eq_source src;
@@ -386,11 +387,11 @@ TEST_F(EqInternal, RemovingASourceWaitsForItsCallbackWithoutSpinning) {
     EXPECT_GE(waited, 100ms) << "eq_remove_source returned while the callback ran";
     EXPECT_LT(cpu_ms, 50.0) << "eq_remove_source spun for the callback";
     ::close(sl.src.fd);
-    EXPECT_EQ(fi_close(&q->fid), 0);
+    EXPECT_EQ(q.close(), 0);
 }
 
 TEST_F(EqInternal, ProviderEventsLargerThanInlineUseThePool) {
-    struct fid_eq* q = open(8);
+    evdtest::held<struct fid_eq> q{open(8)};
     evd::eq* e = evd::eq_from_fid(q);
     unsigned char big[2000];
     for (size_t i = 0; i < sizeof big; i++) big[i] = (unsigned char)(i ^ 0x5a);
@@ -400,7 +401,7 @@ TEST_F(EqInternal, ProviderEventsLargerThanInlineUseThePool) {
     uint32_t ev;
     ASSERT_EQ(fi_eq_read(q, &ev, out, sizeof out, 0), (ssize_t)sizeof out);
     EXPECT_EQ(memcmp(out, big, sizeof big), 0);
-    EXPECT_EQ(fi_close(&q->fid), 0);
+    EXPECT_EQ(q.close(), 0);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "../common/common.h"
+#include "../common/held.h"
 
 namespace {
 
@@ -111,69 +112,69 @@ TEST_F(FabricApi, ParamsAreVisible) {
 }
 
 TEST_F(FabricApi, FabricOpensAndClosesWithoutDevice) {
-    fid_fabric* fab = evdtest::open_fabric();
+    evdtest::held<fid_fabric> fab{evdtest::open_fabric()};
     ASSERT_NE(fab, nullptr);
     EXPECT_EQ(fab->fid.fclass, FI_CLASS_FABRIC);
-    EXPECT_EQ(fi_close(&fab->fid), 0);
+    EXPECT_EQ(fab.close(), 0);
 }
 
 TEST_F(FabricApi, CoreRefusesNullFabricAttr) {
     // The core refuses fi_fabric(NULL) before any provider is asked; evd's
     // own check is FabricOpen.NullArgumentsAreInvalid (fabric_internal.cpp).
-    fid_fabric* fab = nullptr;
-    EXPECT_NE(fi_fabric(nullptr, &fab, nullptr), 0);
+    evdtest::held<fid_fabric> fab;
+    EXPECT_NE(fi_fabric(nullptr, fab.out(), nullptr), 0);
     EXPECT_EQ(fab, nullptr);
 }
 
 TEST_F(FabricApi, ManyFabricsOpenAndClose) {
     for (int i = 0; i < 200; ++i) {
-        fid_fabric* fab = evdtest::open_fabric();
+        evdtest::held<fid_fabric> fab{evdtest::open_fabric()};
         ASSERT_NE(fab, nullptr) << i;
-        ASSERT_EQ(fi_close(&fab->fid), 0) << i;
+        ASSERT_EQ(fab.close(), 0) << i;
     }
 }
 
 TEST_F(FabricApi, DomainArgumentsAreChecked) {
-    fid_fabric* fab = evdtest::open_fabric();
+    evdtest::held<fid_fabric> fab{evdtest::open_fabric()};
     ASSERT_NE(fab, nullptr);
-    fid_domain* dom = nullptr;
+    evdtest::held<fid_domain> dom;  // none of these opens may succeed
     // No info: -FI_EINVAL.
-    EXPECT_EQ(fi_domain(fab, nullptr, &dom, nullptr), -FI_EINVAL);
+    EXPECT_EQ(fi_domain(fab, nullptr, dom.out(), nullptr), -FI_EINVAL);
     fi_info* info = fi_allocinfo();
     ASSERT_NE(info, nullptr);
     // No device name: -FI_EINVAL.
-    EXPECT_EQ(fi_domain(fab, info, &dom, nullptr), -FI_EINVAL);
+    EXPECT_EQ(fi_domain(fab, info, dom.out(), nullptr), -FI_EINVAL);
     // Not a MSG endpoint type: -FI_EINVAL.
     info->domain_attr->name = strdup("rxe0");
     info->ep_attr->type = FI_EP_RDM;
-    EXPECT_EQ(fi_domain(fab, info, &dom, nullptr), -FI_EINVAL);
+    EXPECT_EQ(fi_domain(fab, info, dom.out(), nullptr), -FI_EINVAL);
     // A device that does not exist: -FI_ENODEV.
     info->ep_attr->type = FI_EP_MSG;
     free(info->domain_attr->name);
     info->domain_attr->name = strdup("no_such_device_0");
-    EXPECT_EQ(fi_domain(fab, info, &dom, nullptr), -FI_ENODEV);
+    EXPECT_EQ(fi_domain(fab, info, dom.out(), nullptr), -FI_ENODEV);
     EXPECT_EQ(dom, nullptr);
     fi_freeinfo(info);
     // Failed opens left nothing behind: the fabric closes.
-    EXPECT_EQ(fi_close(&fab->fid), 0);
+    EXPECT_EQ(fab.close(), 0);
 }
 
 TEST_F(FabricApi, FabricCloseIsBusyWhileAnEqIsOpen) {
-    fid_fabric* fab = evdtest::open_fabric();
+    evdtest::held<fid_fabric> fab{evdtest::open_fabric()};
     ASSERT_NE(fab, nullptr);
     fi_eq_attr attr{};
     attr.size = 8;
     attr.wait_obj = FI_WAIT_NONE;
-    fid_eq* eq = nullptr;
-    int rc = fi_eq_open(fab, &attr, &eq, nullptr);
+    evdtest::held<fid_eq> eq;
+    int rc = fi_eq_open(fab, &attr, eq.out(), nullptr);
     if (rc == -FI_ENOSYS) {
-        EXPECT_EQ(fi_close(&fab->fid), 0);
+        EXPECT_EQ(fab.close(), 0);
         GTEST_SKIP() << "fi_eq_open is not implemented in this build";
     }
     ASSERT_EQ(rc, 0);
-    EXPECT_EQ(fi_close(&fab->fid), -FI_EBUSY);
-    EXPECT_EQ(fi_close(&eq->fid), 0);
-    EXPECT_EQ(fi_close(&fab->fid), 0);
+    EXPECT_EQ(fab.close(), -FI_EBUSY);
+    EXPECT_EQ(eq.close(), 0);
+    EXPECT_EQ(fab.close(), 0);
 }
 
 }  // namespace

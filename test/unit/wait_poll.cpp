@@ -8,6 +8,7 @@
 #include <atomic>
 #include <thread>
 
+#include "../common/held.h"
 #include "eq_util.h"
 
 // Wait and poll sets are deprecated in libfabric 2.x, not removed: evd keeps
@@ -104,6 +105,8 @@ TEST_F(WaitPoll, FdStaysSignalledUntilAReaderSeesTheQueueEmpty) {
 
 TEST_F(WaitPoll, WaitSetOfEveryKindWakesForAnyMember) {
     for (auto w : {FI_WAIT_FD, FI_WAIT_UNSPEC, FI_WAIT_MUTEX_COND, FI_WAIT_YIELD, FI_WAIT_POLLFD}) {
+        // raw: the fixture's EQs in the set close only in TearDown, after the test
+        // body (a held set would try to close first, and fail, on an early return)
         struct fid_wait* ws = wait_set(w);
         ASSERT_NE(ws, nullptr);
         struct fid_eq* a = open(8, FI_WAIT_SET, FI_WRITE, ws);
@@ -146,6 +149,8 @@ TEST_F(WaitPoll, WaitSetOfEveryKindWakesForAnyMember) {
 }
 
 TEST_F(WaitPoll, WaitSetFdWorksNatively) {
+    // raw: the fixture's EQs in the set close only in TearDown, after the test
+    // body (a held set would try to close first, and fail, on an early return)
     struct fid_wait* ws = wait_set(FI_WAIT_FD);
     struct fid_eq* q = open(8, FI_WAIT_SET, FI_WRITE, ws);
     int fd = -1;
@@ -163,22 +168,22 @@ TEST_F(WaitPoll, WaitSetFdWorksNatively) {
 }
 
 TEST_F(WaitPoll, WaitSetMutexCondGivesItsObjects) {
-    struct fid_wait* ws = wait_set(FI_WAIT_MUTEX_COND);
+    evdtest::held<struct fid_wait> ws{wait_set(FI_WAIT_MUTEX_COND)};
     struct fi_mutex_cond mc {};
     ASSERT_EQ(fi_control(&ws->fid, FI_GETWAIT, &mc), 0);
     EXPECT_NE(mc.mutex, nullptr);
     EXPECT_NE(mc.cond, nullptr);
-    EXPECT_EQ(fi_close(&ws->fid), 0);
+    EXPECT_EQ(ws.close(), 0);
 }
 
 TEST_F(WaitPoll, WaitSetRejectsBadAttributes) {
     struct fi_wait_attr a {};
-    struct fid_wait* ws = nullptr;
+    evdtest::held<struct fid_wait> ws;  // neither open may succeed
     a.wait_obj = FI_WAIT_NONE;
-    EXPECT_EQ(fi_wait_open(fab, &a, &ws), -FI_EINVAL);
+    EXPECT_EQ(fi_wait_open(fab, &a, ws.out()), -FI_EINVAL);
     a.wait_obj = FI_WAIT_FD;
     a.flags = 1;
-    EXPECT_EQ(fi_wait_open(fab, &a, &ws), -FI_EINVAL);
+    EXPECT_EQ(fi_wait_open(fab, &a, ws.out()), -FI_EINVAL);
 }
 
 TEST_F(WaitPoll, TrywaitTakesSeveralFids) {
@@ -203,13 +208,14 @@ TEST_F(WaitPoll, PollSetReturnsContextsOfEqsWithEvents) {
     int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info);
     fi_freeinfo(hints);
     if (rc || !info) GTEST_SKIP() << "no RDMA device: poll sets need a domain";
-    struct fid_fabric* dfab = nullptr;
-    ASSERT_EQ(fi_fabric(info->fabric_attr, &dfab, nullptr), 0);
-    struct fid_domain* dom = nullptr;
-    rc = fi_domain(dfab, info, &dom, nullptr);
+    evdtest::held<struct fid_fabric> dfab;
+    ASSERT_EQ(fi_fabric(info->fabric_attr, dfab.out(), nullptr), 0);
+    evdtest::held<struct fid_domain> dom;
+    rc = fi_domain(dfab, info, dom.out(), nullptr);
     fi_freeinfo(info);
     ASSERT_EQ(rc, 0) << fi_strerror(-rc);
     struct fi_poll_attr pa {};
+    // raw: the fixture's EQs join the set, and close only in TearDown
     struct fid_poll* ps = nullptr;
     ASSERT_EQ(fi_poll_open(dom, &pa, &ps), 0);
     int ctx_a, ctx_b;
@@ -231,8 +237,8 @@ TEST_F(WaitPoll, PollSetReturnsContextsOfEqsWithEvents) {
     EXPECT_EQ(fi_close(&ps->fid), 0);
     EXPECT_EQ(close_eq(a), 0);
     EXPECT_EQ(close_eq(b), 0);
-    EXPECT_EQ(fi_close(&dom->fid), 0);
-    EXPECT_EQ(fi_close(&dfab->fid), 0);
+    EXPECT_EQ(dom.close(), 0);
+    EXPECT_EQ(dfab.close(), 0);
 }
 
 }  // namespace
