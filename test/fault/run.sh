@@ -44,9 +44,12 @@ trap 'rm -rf "$work"' EXIT
 one() {
     mkdir -p "$2"
     rm -f "$2/counts"
+    local t0=$EPOCHREALTIME
     timeout -k 5 90 env EVD_FAULT="$1" EVD_FAULT_COUNT="$2/counts" LD_PRELOAD="$lib" \
         "$scenario" >"$2/out" 2>&1
-    echo $? >"$2/rc.tmp" && mv -f "$2/rc.tmp" "$2/rc"
+    local rc=$?
+    awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f\n", b - a }' >"$2/secs"
+    echo $rc >"$2/rc.tmp" && mv -f "$2/rc.tmp" "$2/rc"
 }
 sanitizer_report() {  # sanitizer_report DIR
     grep -E 'ERROR: (Address|Leak)Sanitizer|runtime error:|SUMMARY: .*Sanitizer' "$1/out" | head -3
@@ -94,13 +97,14 @@ fi
 
 # report SPEC DIR: the ok / not ok line of one site
 report() {
-    local site=$1 d=$2 name="${1%:*}#${1##*:}" rc saw san why=
+    local site=$1 d=$2 name="${1%:*}#${1##*:}" rc saw san why= secs
     rc=$(cat "$d/rc")
+    secs=$(cat "$d/secs" 2>/dev/null || echo "?")
     saw=$(grep -m1 '^saw:' "$d/out" | sed 's/^saw: //')
     san=$(sanitizer_report "$d")
     if ! grep -q '^fired ' "$d/counts" 2>/dev/null && [ "$rc" -eq 0 ] && [ -z "$san" ]; then
         # call counts of waits vary from run to run: this call did not happen
-        echo "# fault $name: not reached in this run"
+        echo "# fault $name: not reached in this run ($secs s)"
         unreached=$((unreached + 1))
         return
     fi
@@ -109,10 +113,10 @@ report() {
     [ -z "$why" ] && [ "$rc" -ne 0 ] && [ "$rc" -ne 2 ] && why="exit $rc"
     [ -z "$why" ] && ! grep -q '^fired ' "$d/counts" 2>/dev/null && why="fault not reached, exit $rc"
     if [ -z "$why" ]; then
-        echo "ok - fault $name: ${saw:-?}"
+        echo "ok - fault $name: ${saw:-?} ($secs s)"
         passed=$((passed + 1))
     else
-        echo "not ok - fault $name: $why; saw: ${saw:-?}"
+        echo "not ok - fault $name: $why; saw: ${saw:-?} ($secs s)"
         grep -v '^saw:' "$d/out" | tail -n 30 | sed 's/^/#   /'
     fi
 }
