@@ -8,10 +8,10 @@
 namespace evd {
 
 // rdma_cm's view of the connection is read under ep::mu only.
-bool lock_violation_peek(ep* e) { return e->cm_established; }
+bool lock_violation_peek(msg_ep* e) { return e->cm_established; }
 
 // The case issue 34 found: the QP destroyed without ep::mu
 // (ep_close -> retire_qp once did this).
-void lock_violation_destroy(ep* e) { ep_destroy_qp(e); }
+void lock_violation_destroy(msg_ep* e) { ep_destroy_qp(e); }
 
 }  // namespace evd

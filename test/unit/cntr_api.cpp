@@ -353,7 +353,7 @@ protected:
         evd::ep_data_close(&ep_);
         Cntr::TearDown();
     }
-    evd::ep ep_;
+    evd::msg_ep ep_;
 };
 
 TEST_F(CntrBind, BindsEachDirectionAndHoldsRefs) {

@@ -20,19 +20,20 @@ using cqtest::test_cq;
 uint64_t ctx_id(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 
 // An endpoint as fi_enable leaves it for the CQ's purposes: bound to `tx`
-// and `rx`, of `kind`, with no counters (no data-path state).
+// and `rx`, of kind T (an FI_EP_MSG endpoint unless said), with no
+// counters (no data-path state).
+template <class T = evd::msg_ep>
 struct test_ep {
-    evd::ep e;
-    test_ep(evd::cq* tx, evd::cq* rx, const evd::ep_kind* kind = &evd::kMsgKind) {
+    T e;
+    test_ep(evd::cq* tx, evd::cq* rx) {
         e.tx_cq = tx;
         e.rx_cq = rx;
-        e.ekind = kind;
     }
 };
 
 TEST(CqRoute, AnAttachedQpIsListedAndItsDetachForgetsIt) {
     test_cq t;
-    test_ep a(&t.c, &t.c), b(&t.c, &t.c);
+    test_ep<> a(&t.c, &t.c), b(&t.c, &t.c);
     ASSERT_EQ(evd::cq_attach_qp(&t.c, 10, &a.e), 0);
     ASSERT_EQ(evd::cq_attach_qp(&t.c, 11, &b.e), 0);
     EXPECT_EQ(t.qps(), (std::vector<uint32_t>{10, 11}));
@@ -45,8 +46,8 @@ TEST(CqRoute, AnAttachedQpIsListedAndItsDetachForgetsIt) {
 
 TEST(CqRoute, OnlyADatagramEndpointsReceiveCqAdmitsItsQpAsDatagrams) {
     test_cq rx, tx;
-    test_ep ud(&tx.c, &rx.c, &evd::kDgramKind);
-    test_ep rc(&tx.c, &rx.c);
+    test_ep<evd::ud_ep> ud(&tx.c, &rx.c);
+    test_ep<> rc(&tx.c, &rx.c);
     ASSERT_EQ(evd::cq_attach_qp(&rx.c, 20, &ud.e), 0);
     ASSERT_EQ(evd::cq_attach_qp(&tx.c, 20, &ud.e), 0);
     ASSERT_EQ(evd::cq_attach_qp(&rx.c, 21, &rc.e), 0);
@@ -60,7 +61,7 @@ TEST(CqRoute, OnlyADatagramEndpointsReceiveCqAdmitsItsQpAsDatagrams) {
 
 TEST(CqRoute, ADetachedQpNumberLeavesNoMarkerOrProbeForTheNextQpOfThatNumber) {
     test_cq t;
-    test_ep a(&t.c, &t.c);
+    test_ep<> a(&t.c, &t.c);
     ASSERT_EQ(evd::cq_attach_qp(&t.c, kQpn, &a.e), 0);
     t.push(evd::wr_id_flush_marker());
     t.push(evd::wr_id_probe());
@@ -72,7 +73,7 @@ TEST(CqRoute, ADetachedQpNumberLeavesNoMarkerOrProbeForTheNextQpOfThatNumber) {
     EXPECT_TRUE(t.markers().empty());
     EXPECT_TRUE(t.probes().empty());
     // a later QP given the same number: its own flush waits for its own marker
-    test_ep b(&t.c, &t.c);
+    test_ep<> b(&t.c, &t.c);
     ASSERT_EQ(evd::cq_attach_qp(&t.c, kQpn, &b.e), 0);
     EXPECT_EQ(evd::cq_pull_marker(&t.c, kQpn), 0) << "the old QP's marker counted for it";
     evd::cq_detach_qp(&t.c, kQpn);
@@ -80,7 +81,7 @@ TEST(CqRoute, ADetachedQpNumberLeavesNoMarkerOrProbeForTheNextQpOfThatNumber) {
 
 TEST(CqRoute, PullingAMarkerKeepsWhatCameBeforeItForTheApplicationInOrder) {
     test_cq t;
-    test_ep a(&t.c, &t.c);
+    test_ep<> a(&t.c, &t.c);
     ASSERT_EQ(evd::cq_attach_qp(&t.c, kQpn, &a.e), 0);
     int x, y, z;
     t.push(ctx_id(&x));
@@ -103,7 +104,7 @@ TEST(CqRoute, PullingAMarkerKeepsWhatCameBeforeItForTheApplicationInOrder) {
 
 TEST(CqRoute, AnotherQpsMarkerDoesNotEndThePull) {
     test_cq t;
-    test_ep a(&t.c, &t.c), b(&t.c, &t.c);
+    test_ep<> a(&t.c, &t.c), b(&t.c, &t.c);
     ASSERT_EQ(evd::cq_attach_qp(&t.c, kQpn, &a.e), 0);
     ASSERT_EQ(evd::cq_attach_qp(&t.c, kQpn + 1, &b.e), 0);
     t.push(evd::wr_id_flush_marker(), IBV_WC_SUCCESS, IBV_WC_SEND, 0, kQpn + 1);
@@ -116,7 +117,7 @@ TEST(CqRoute, AnotherQpsMarkerDoesNotEndThePull) {
 
 TEST(CqRoute, AProbePullFindsItsProbeBehindTheApplicationsCompletions) {
     test_cq t;
-    test_ep a(&t.c, &t.c);
+    test_ep<> a(&t.c, &t.c);
     ASSERT_EQ(evd::cq_attach_qp(&t.c, kQpn, &a.e), 0);
     int x;
     t.push(ctx_id(&x));

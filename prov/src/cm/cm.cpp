@@ -81,7 +81,7 @@ cm_id_ptr hand_to_owner(cm_chan* chan, struct rdma_cm_event* ev, const cm_action
     switch (owner->okind) {
         case cm_owner_kind::pep: return pep_cm_event(owner_of<pep>(owner), ev, a, chan);
         case cm_owner_kind::connreq: return connreq_cm_event(owner_of<connreq>(owner), ev, a);
-        case cm_owner_kind::ep: return ep_cm_event(owner_of<ep>(owner), ev, a);
+        case cm_owner_kind::ep: return ep_cm_event(owner_of<msg_ep>(owner), ev, a);
         case cm_owner_kind::linger: return linger_cm_event(owner, ev, a);
     }
     return nullptr;

@@ -29,6 +29,7 @@ namespace evd {
 struct eq;
 struct pep;
 struct ep;
+struct msg_ep;
 struct connreq;
 struct cm_owner;
 
@@ -122,7 +123,7 @@ struct cm_chan {
     // setup, or the progress probe of a connected endpoint (probe.h); a
     // timerfd armed at the earliest, an EQ source of q. One per endpoint.
     struct deadline {
-        ep* e;
+        msg_ep* e;
         std::chrono::steady_clock::time_point at;
         bool probe;
     };
@@ -176,7 +177,7 @@ cm_stats& cm_get_stats();
 // destroy after the event is acknowledged (or nothing).
 cm_id_ptr pep_cm_event(pep* p, struct rdma_cm_event* ev, const cm_action& a, cm_chan* chan);
 cm_id_ptr connreq_cm_event(connreq* r, struct rdma_cm_event* ev, const cm_action& a);
-cm_id_ptr ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a);
+cm_id_ptr ep_cm_event(msg_ep* e, struct rdma_cm_event* ev, const cm_action& a);
 
 // Sockaddr length by family (0 if unknown).
 size_t cm_addrlen(const struct sockaddr* sa);

@@ -96,7 +96,7 @@ void cm_deadline_close(cm_chan* chan) {
 
 namespace {
 
-void set_deadline(cm_chan* chan, ep* e, int ms, bool probe) {
+void set_deadline(cm_chan* chan, msg_ep* e, int ms, bool probe) {
     if (!chan || !e || ms <= 0 || chan->timer.fd < 0) return;
     evd::lock_guard lk(chan->dl_mu);
     const auto at = clock::now() + std::chrono::milliseconds(ms);
@@ -109,7 +109,7 @@ void set_deadline(cm_chan* chan, ep* e, int ms, bool probe) {
     rearm(chan);
 }
 
-void clear_deadline(cm_chan* chan, ep* e, bool setup_only) {
+void clear_deadline(cm_chan* chan, msg_ep* e, bool setup_only) {
     if (!chan || !e) return;
     evd::lock_guard lk(chan->dl_mu);
     auto it = std::find_if(chan->deadlines.begin(), chan->deadlines.end(), [&](const auto& d) {
@@ -122,14 +122,14 @@ void clear_deadline(cm_chan* chan, ep* e, bool setup_only) {
 
 }  // namespace
 
-void cm_deadline_set(cm_chan* chan, ep* e) {
+void cm_deadline_set(cm_chan* chan, msg_ep* e) {
     set_deadline(chan, e, get_params().connect_timeout_ms, false);
 }
 
-void cm_deadline_set_probe(cm_chan* chan, ep* e, int ms) { set_deadline(chan, e, ms, true); }
+void cm_deadline_set_probe(cm_chan* chan, msg_ep* e, int ms) { set_deadline(chan, e, ms, true); }
 
-void cm_deadline_clear(cm_chan* chan, ep* e) { clear_deadline(chan, e, false); }
+void cm_deadline_clear(cm_chan* chan, msg_ep* e) { clear_deadline(chan, e, false); }
 
-void cm_deadline_clear_setup(cm_chan* chan, ep* e) { clear_deadline(chan, e, true); }
+void cm_deadline_clear_setup(cm_chan* chan, msg_ep* e) { clear_deadline(chan, e, true); }
 
 }  // namespace evd

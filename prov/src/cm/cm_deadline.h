@@ -27,17 +27,17 @@ void cm_deadline_close(cm_chan* chan);
 // e sent its connect request or accept on c: it must be connected by now +
 // FI_EVD_CONNECT_TIMEOUT (nothing when the timeout is 0). Any thread, with or
 // without cm_chan::mu.
-void cm_deadline_set(cm_chan* chan, ep* e);
+void cm_deadline_set(cm_chan* chan, msg_ep* e);
 // e (connected) posted a progress probe: probe_due(e) runs `ms` from now.
 // Any thread, with or without cm_chan::mu.
-void cm_deadline_set_probe(cm_chan* chan, ep* e, int ms);
+void cm_deadline_set_probe(cm_chan* chan, msg_ep* e, int ms);
 // e is closing: no deadline. With cm_chan::mu held or not.
-void cm_deadline_clear(cm_chan* chan, ep* e);
+void cm_deadline_clear(cm_chan* chan, msg_ep* e);
 // e is connected or ended: no setup deadline (a probe's stays).
-void cm_deadline_clear_setup(cm_chan* chan, ep* e);
+void cm_deadline_clear_setup(cm_chan* chan, msg_ep* e);
 
-// Provided by ep_msg.cpp: e's setup ran out of time (called under
+// Provided by ep_cm.cpp: e's setup ran out of time (called under
 // cm_chan::mu, e still open): its one terminal error, FI_ETIMEDOUT.
-void ep_setup_timed_out(ep* e);
+void ep_setup_timed_out(msg_ep* e);
 
 }  // namespace evd

@@ -220,7 +220,7 @@ bool list_record(linger* l) noexcept {
 
 }  // namespace
 
-linger* linger_begin(ep* e, bool keepable, qp_verdict* verdict) {
+linger* linger_begin(msg_ep* e, bool keepable, qp_verdict* verdict) {
     *verdict = qp_verdict::destroy;
     reap();
     if (!e->id || !e->chan) return nullptr;

@@ -38,6 +38,7 @@ namespace evd {
 
 struct devctx;
 struct ep;
+struct msg_ep;
 struct eq;
 struct linger;
 
@@ -55,7 +56,7 @@ enum class qp_verdict {
 // its port active, moves its id to a new linger record (the id's events go
 // to the record from now on) and returns it; nullptr otherwise (then the
 // caller destroys the id as usual). Also frees records that ended.
-linger* linger_begin(ep* e, bool keepable, qp_verdict* verdict);
+linger* linger_begin(msg_ep* e, bool keepable, qp_verdict* verdict);
 // After the QP is gone (destroyed, or kept under `token`, 0 for none): the
 // record takes e's id and channel reference (the caller forgets the
 // reference), sends the DREQ now if one is due and the port is active, and

@@ -44,7 +44,8 @@ void probe_port_active(devctx* d, uint8_t port) {
     if (base <= 0) return;
     for (auto& [key, t] : d->qps) {
         if (!t.fid || t.fid->fclass != FI_CLASS_EP) continue;
-        auto* e = static_cast<ep*>(t.owner);
+        msg_ep* e = ep_msg(static_cast<ep*>(t.owner));
+        if (!e) continue;  // a datagram endpoint: no connection to probe
         if (e->dom->port_num != port || e->terminal.load() || !e->chan || !e->tx_cq) continue;
         if (static_cast<ep_state>(e->state.load()) != ep_state::connected) continue;
         // one probe at a time: a port that flaps again before the deadline
@@ -66,7 +67,7 @@ void probe_port_active(devctx* d, uint8_t port) {
     }
 }
 
-void probe_due(ep* e) {
+void probe_due(msg_ep* e) {
     if (!e->probing.exchange(false)) return;
     if (!ep_qp_of(e) || !e->tx_cq || e->terminal.load()) return;
     if (static_cast<ep_state>(e->state.load()) != ep_state::connected) return;

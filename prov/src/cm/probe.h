@@ -34,6 +34,6 @@ namespace evd {
 void probe_port_active(devctx* d, uint8_t port) EVD_REQUIRES(d->reg_mu);
 
 // The deadline of e's probe (cm_deadline.cpp, under e->chan->mu, e open).
-void probe_due(ep* e);
+void probe_due(msg_ep* e);
 
 }  // namespace evd

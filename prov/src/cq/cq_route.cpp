@@ -61,9 +61,9 @@ int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
             evd::lock_guard g(c->reg_mu);
             c->qps.emplace_back(qp_num, owner);
         }
-        if (owner->ekind->rx_admit && c == owner->rx_cq) {
+        if (ud_ep* u = ep_ud(owner); u && c == owner->rx_cq) {  // its receives carry a header
             evd::lock_guard g(c->mu);
-            c->ud.emplace_back(qp_num, owner);
+            c->ud.emplace_back(qp_num, u);
         }
         cntr_route* r = ep_data_route(owner);
         if (!r) return 0;

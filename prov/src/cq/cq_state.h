@@ -37,6 +37,7 @@ namespace evd {
 
 struct cntr_route;
 struct ep;
+struct ud_ep;
 
 constexpr size_t kBatch = kCqPollBatch;  // ibv_wc polled per ibv_poll_cq call (stack array)
 
@@ -78,7 +79,7 @@ struct cq : object_head<struct fid_cq, kind::cq> {
     std::vector<route_ent> routes EVD_GUARDED_BY(mu);  // endpoints with counters
     // Datagram endpoints whose receives complete here (under mu): their
     // completions drop the receive header and may name the sender.
-    std::vector<std::pair<uint32_t, ep*>> ud EVD_GUARDED_BY(mu);
+    std::vector<std::pair<uint32_t, ud_ep*>> ud EVD_GUARDED_BY(mu);
 
     wait_set* wset = nullptr;  // FI_WAIT_SET: the (FD) set this CQ joined
     wait_member wmember;

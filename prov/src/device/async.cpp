@@ -242,7 +242,7 @@ void async_dispatch(devctx* d, const struct ibv_async_event& ev) noexcept {
 
 void async_ep_consequence(void* owner, const struct ibv_async_event& ev) {
     if (async_event_type(ev) != IBV_EVENT_COMM_EST) return;
-    auto* e = static_cast<ep*>(owner);
+    msg_ep* e = ep_msg(static_cast<ep*>(owner));  // set on RC QPs only (ep_create_qp)
     if (!e || !e->id) return;
     if (rdma_notify(e->id.get(), IBV_EVENT_COMM_EST))
         EVD_WARN(FI_LOG_EP_CTRL, "rdma_notify(COMM_EST) on QP %u: %d\n",

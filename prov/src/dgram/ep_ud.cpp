@@ -4,7 +4,8 @@
 // and takes it to RTS, fi_getname tells its FI_ADDR_IB_UD name, sends go to
 // addresses of its bound AV (av.h). The data path is in ep_ud_data.cpp; the
 // rest of its life (binds of CQs, counters and EQ, fi_close with its flush,
-// async events and fatal completions) is the MSG endpoint's (ep_msg.cpp).
+// async events and fatal completions) is what every endpoint shares
+// (ep_control.cpp, ep_close.cpp); its fi_close is its own (ud_close).
 #include <rdma/fi_atomic.h>
 
 #include <cstring>
@@ -53,7 +54,7 @@ int ud_to_rts(struct ibv_qp* qp, uint8_t port) {
 // The GID the endpoint is named by: its info's source name (FI_ADDR_IB_UD,
 // from fi_getinfo), else the port's first IPv4-mapped RoCE v2 GID (or GID 0
 // on InfiniBand). Checked against the port's table.
-int local_gid(ep* e, ud_name* n) {
+int local_gid(ud_ep* e, ud_name* n) {
     domain* d = e->dom;
     struct ibv_context* verbs = d->dev->ctx.get();
     const fi_info* info = e->info;
@@ -78,7 +79,7 @@ int local_gid(ep* e, ud_name* n) {
                      "GID index %d instead\n", text, d->dev->name.c_str(), g.index);
             std::memcpy(n->gid, g.gid, 16);
         }
-        e->ud.sgid_index = g.index;
+        e->sgid_index = g.index;
         return 0;
     }
     static const uint8_t v4_any[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 0, 0};
@@ -90,26 +91,25 @@ int local_gid(ep* e, ud_name* n) {
     }
     *n = {};
     std::memcpy(n->gid, g.gid, 16);
-    e->ud.sgid_index = g.index;
+    e->sgid_index = g.index;
     return 0;
 }
 
-// The slots the headers of receives land in (ep.h, ud_state::slots), for a
+// The slots the headers of receives land in (ep.h, ud_ep::slots), for a
 // receive queue of max_recv_wr. Slot k is reused by the receive posted
 // nslots after the one that last had it; by then that one has completed
 // (at most max_recv_wr are outstanding) and its completion has been read,
 // since no more than the CQ's entries plus one poll batch of completions
 // can be waiting to be read.
-int make_rx_slots(ep* e, uint32_t max_recv_wr) {
-    static_assert(sizeof(ep::ud_state::rx_slot::hdr) == kGrhLen);
-    e->ud.nslots = e->ud.source ? max_recv_wr + static_cast<uint32_t>(cq_ibv(e->rx_cq)->cqe) +
-                                      static_cast<uint32_t>(kCqPollBatch) + 1
-                                : 1;
-    const size_t bytes = static_cast<size_t>(e->ud.nslots) * sizeof(ep::ud_state::rx_slot);
-    e->ud.slots.reset(new ep::ud_state::rx_slot[e->ud.nslots]());  // fi_enable's guard: -FI_ENOMEM
-    e->ud.slots_mr.reset(
-        ibv_reg_mr(e->dom->pd.get(), e->ud.slots.get(), bytes, IBV_ACCESS_LOCAL_WRITE));
-    if (!e->ud.slots_mr) {
+int make_rx_slots(ud_ep* e, uint32_t max_recv_wr) {
+    static_assert(sizeof(ud_ep::rx_slot::hdr) == kGrhLen);
+    e->nslots = e->source ? max_recv_wr + static_cast<uint32_t>(cq_ibv(e->rx_cq)->cqe) +
+                                static_cast<uint32_t>(kCqPollBatch) + 1
+                          : 1;
+    const size_t bytes = static_cast<size_t>(e->nslots) * sizeof(ud_ep::rx_slot);
+    e->slots.reset(new ud_ep::rx_slot[e->nslots]());  // fi_enable's guard: -FI_ENOMEM
+    e->slots_mr.reset(ibv_reg_mr(e->dom->pd.get(), e->slots.get(), bytes, IBV_ACCESS_LOCAL_WRITE));
+    if (!e->slots_mr) {
         int err = errno ? errno : ENOMEM;
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: registering %zu bytes of receive headers: %s\n", bytes,
                  strerror(err));
@@ -118,16 +118,16 @@ int make_rx_slots(ep* e, uint32_t max_recv_wr) {
     return 0;
 }
 
-int make_self_ah(ep* e) {
+int make_self_ah(ud_ep* e) {
     struct ibv_ah_attr at {};
     at.port_num = e->dom->port_num;
     at.is_global = 1;
-    std::memcpy(at.grh.dgid.raw, e->ud.name.gid, 16);
-    at.grh.sgid_index = static_cast<uint8_t>(e->ud.sgid_index);
+    std::memcpy(at.grh.dgid.raw, e->name.gid, 16);
+    at.grh.sgid_index = static_cast<uint8_t>(e->sgid_index);
     at.grh.hop_limit = 64;
-    at.dlid = e->ud.name.lid;
-    e->ud.self_ah.reset(ibv_create_ah(e->dom->pd.get(), &at));
-    if (!e->ud.self_ah) {
+    at.dlid = e->name.lid;
+    e->self_ah.reset(ibv_create_ah(e->dom->pd.get(), &at));
+    if (!e->self_ah) {
         int err = errno ? errno : EINVAL;
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: address handle to itself: %s\n", strerror(err));
         return fi_err(err);
@@ -138,7 +138,7 @@ int make_self_ah(ep* e) {
 // ---------------------------------------------------------------- fi_ops_cm
 int ud_getname(fid_t f, void* addr, size_t* addrlen) {
     return guard([&] {
-        ep* e = ep_from_fid(f);
+        ud_ep* e = ep_ud(ep_from_fid(f));
         if (!e || !addrlen) return -FI_EINVAL;
         evd::lock_guard lk(e->mu);
         if (!e->enabled) {
@@ -148,7 +148,7 @@ int ud_getname(fid_t f, void* addr, size_t* addrlen) {
         const size_t have = *addrlen;
         *addrlen = kUdNameLen;
         if (!addr || have < kUdNameLen) return -FI_ETOOSMALL;
-        std::memcpy(addr, &e->ud.name, kUdNameLen);
+        std::memcpy(addr, &e->name, kUdNameLen);
         return 0;
     });
 }
@@ -214,35 +214,40 @@ struct fi_ops_atomic ud_atomic_ops = {
 
 }  // namespace
 
+namespace {
+int ud_enable(ep* base) EVD_REQUIRES(base->mu);
+int ud_close(ep* base);
+int ud_marker_dest(ep* base, struct ibv_send_wr& wr);
+}  // namespace
+
 const ep_kind kDgramKind = {
     .name = "FI_EP_DGRAM",
     .qp_type = IBV_QPT_UD,
     .connected = false,
-    .rx_admit = true,
-    .enable = ep_ud_enable,
-    .closing = ep_ud_closing,
-    .release = ep_ud_release,
+    .enable = ud_enable,
+    .close = ud_close,
     .not_enabled = "datagram endpoint not enabled",
-    .marker_dest = ep_ud_marker_dest,
+    .marker_dest = ud_marker_dest,
 };
 
-int ep_ud_open(ep* e) {
-    e->ekind = &kDgramKind;
+ud_ep::ud_ep() : ep(&kDgramKind) {}
+
+void ep_ud_set_ops(ud_ep* e) {
     e->fid.cm = &ep_ud_cm_ops;
     e->fid.msg = &ep_ud_msg_ops;
     e->fid.rma = &ud_rma_ops;
     e->fid.atomic = &ud_atomic_ops;
-    e->ud.source = e->info->caps & FI_SOURCE;
-    return 0;
+    e->source = e->info->caps & FI_SOURCE;
 }
 
-int ep_ud_bind_av(ep* e, struct fid* bfid) {
+int ep_ud_bind_av(ep* base, struct fid* bfid) {
     av* a = av_from_fid(bfid);
     if (!a) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: not an evd AV\n");
         return -FI_EINVAL;
     }
-    if (e->ekind != &kDgramKind) {
+    ud_ep* e = ep_ud(base);
+    if (!e) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: an FI_EP_MSG endpoint takes no AV\n");
         return -FI_EINVAL;
     }
@@ -250,39 +255,45 @@ int ep_ud_bind_av(ep* e, struct fid* bfid) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: the AV belongs to another domain\n");
         return -FI_EINVAL;
     }
-    if (e->ud.av_bound) {
+    if (e->av_bound) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: an AV is already bound\n");
         return -FI_EINVAL;
     }
     a->refs.get();
-    e->ud.av_bound = a;
+    e->av_bound = a;
     return 0;
 }
 
-int ep_ud_enable(ep* e) {
-    if (!e->ud.av_bound) {
+namespace {
+
+// fi_enable: the UD QP (in RTS), its header buffer, its name.
+int ud_enable(ep* base) {
+    ud_ep* e = ep_ud(base);
+    e->mu.assert_held();  // base's own lock
+    if (!e->av_bound) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: a datagram endpoint needs an AV bound\n");
         return -FI_ENOAV;
     }
-    if (e->srx_fid && e->ud.source) {
+    if (e->srx_fid && e->source) {
         // receives of a shared context complete in no endpoint's order: the
-        // header of each cannot be kept for it (ep.h, ud_state::slots)
+        // header of each cannot be kept for it (ep.h, ud_ep::slots)
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: FI_SOURCE and a shared receive context together are "
                  "not supported on datagram endpoints\n");
         return -FI_EOPNOTSUPP;
     }
     domain* d = e->dom;
-    if (int r = local_gid(e, &e->ud.name)) return r;
+    if (int r = local_gid(e, &e->name)) return r;
     struct ibv_port_attr pa {};
     if (ibv_query_port(d->dev->ctx.get(), d->port_num, &pa) == 0) {
-        e->ud.name.lid = pa.lid;
-        e->ud.name.sl = pa.sm_sl;
-        e->ud.max_msg = static_cast<size_t>(128) << pa.active_mtu;
+        e->name.lid = pa.lid;
+        e->name.sl = pa.sm_sl;
+        e->max_msg = static_cast<size_t>(128) << pa.active_mtu;
     } else {
-        e->ud.max_msg = 256;
+        e->max_msg = 256;
     }
-    if (const fi_ep_attr* ea = e->info->ep_attr; ea && ea->max_msg_size && ea->max_msg_size < e->ud.max_msg)
-        e->ud.max_msg = ea->max_msg_size;
+    if (const fi_ep_attr* ea = e->info->ep_attr;
+        ea && ea->max_msg_size && ea->max_msg_size < e->max_msg)
+        e->max_msg = ea->max_msg_size;
     struct ibv_qp_init_attr a;
     // one receive SGE more than the user's: the header goes to a buffer of evd's own
     if (int rc = ep_qp_init_attr(e, e->ekind->qp_type, 1, &a)) return rc;
@@ -310,22 +321,22 @@ int ep_ud_enable(ep* e) {
         if (own_rx) cq_detach_qp(e->rx_cq, qpn);
     });
     if (int rc = ud_to_rts(qp.get(), d->port_num)) return fi_err(rc);
-    e->ud.name.qpn = qpn;
+    e->name.qpn = qpn;
     // qp stays this function's until every step succeeded: declared before
     // the undo steps, it is destroyed after them, once its CQs forgot it
     if (int r = make_self_ah(e)) return r;
-    undo_on_exit unah([&] { e->ud.self_ah.reset(); });
+    undo_on_exit unah([&] { e->self_ah.reset(); });
     // peers that know its IP and service find it by SIDR (ud_cm.h); a
     // service asked for must be had, an ephemeral one is best effort
     struct sockaddr_storage ss {};
     socklen_t sl = 0;
-    gid_to_sockaddr(e->ud.name.gid, e->ud.name.service, &ss, &sl);
+    gid_to_sockaddr(e->name.gid, e->name.service, &ss, &sl);
     int lerr = 0;
     uint16_t port = 0;
-    ud_listener* listener = ud_listen(reinterpret_cast<sockaddr*>(&ss), qpn, &port, &lerr);
+    ud_listener* listener = evd::ud_listen(reinterpret_cast<sockaddr*>(&ss), qpn, &port, &lerr);
     if (listener) {
-        e->ud.name.service = port;
-    } else if (e->ud.name.service) {
+        e->name.service = port;
+    } else if (e->name.service) {
         return lerr ? lerr : -FI_EADDRNOTAVAIL;
     } else {
         EVD_INFO(FI_LOG_EP_CTRL, "fi_enable: no SIDR listener (%d): peers need its fi_getname\n",
@@ -338,38 +349,51 @@ int ep_ud_enable(ep* e) {
     unah.dismiss();
     unlisten.dismiss();
     e->qp = std::move(qp);
-    e->ud.listener = listener;
+    e->listener = listener;
     char text[128];
-    ud_straddr(e->ud.name, text, sizeof text);
+    ud_straddr(e->name, text, sizeof text);
     EVD_INFO(FI_LOG_EP_CTRL, "datagram endpoint %s on %s port %u (GID index %d, %zu-byte "
-             "messages)\n", text, d->dev->name.c_str(), d->port_num, e->ud.sgid_index,
-             e->ud.max_msg);
+             "messages)\n", text, d->dev->name.c_str(), d->port_num, e->sgid_index,
+             e->max_msg);
     e->qp_ready.store(true);
     return 0;
 }
 
-void ep_ud_closing(ep* e) {
-    ud_unlisten(e->ud.listener);  // no peer learns its QP number any more
-    e->ud.listener = nullptr;
+// fi_close: no peer learns its QP number any more, its QP goes (its
+// queued work flushed first: the send marker is addressed to itself, so the
+// address handle lives until then), then what fi_enable and fi_ep_bind(AV)
+// took, then what every endpoint holds.
+int ud_close(ep* base) {
+    ud_ep* e = ep_ud(base);
+    ud_unlisten(e->listener);
+    e->listener = nullptr;
+    ep_close_quiesce(e);
+    ep_close_data(e);
+    {
+        evd::lock_guard lk(e->mu);
+        e->qp.reset();
+    }
+    e->self_ah.reset();
+    e->slots_mr.reset();
+    e->slots.reset();
+    if (e->av_bound) e->av_bound->refs.put();
+    e->av_bound = nullptr;
+    ep_close_common(e);
+    return retire(e, &e->dom->refs);
 }
 
-void ep_ud_release(ep* e) {
-    ud_unlisten(e->ud.listener);
-    e->ud.listener = nullptr;
-    e->ud.self_ah.reset();
-    e->ud.slots_mr.reset();
-    e->ud.slots.reset();
-    if (e->ud.av_bound) e->ud.av_bound->refs.put();
-    e->ud.av_bound = nullptr;
-}
-
-int ep_ud_marker_dest(ep* e, struct ibv_send_wr& wr) {
-    if (!e->ud.self_ah) return EINVAL;  // a UD send needs an address: the endpoint itself
-    wr.wr.ud.ah = e->ud.self_ah.get();
-    wr.wr.ud.remote_qpn = e->ud.name.qpn;
+// The work request of the closing flush's send marker needs an address on
+// UD: itself (qp_flush.cpp).
+int ud_marker_dest(ep* base, struct ibv_send_wr& wr) {
+    ud_ep* e = ep_ud(base);
+    if (!e->self_ah) return EINVAL;  // a UD send needs an address: the endpoint itself
+    wr.wr.ud.ah = e->self_ah.get();
+    wr.wr.ud.remote_qpn = e->name.qpn;
     wr.wr.ud.remote_qkey = kUdQkey;
     return 0;
 }
+
+}  // namespace
 
 struct fi_ops_cm ep_ud_cm_ops = {
     .size = sizeof(struct fi_ops_cm),

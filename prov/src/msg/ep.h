@@ -1,28 +1,31 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 // Locks (which guards what, their order, what runs under which): docs/locking.md.
-// Passive and active MSG endpoints (fi_endpoint(3), fi_cm(3)): an active
-// endpoint's lifetime, bindings and connection calls in ep_msg.cpp, its
-// connection state machine in ep_cm.cpp, its QP in ep_qp.cpp and its
-// data-path ops in ep_data.cpp; listeners and connection requests in
-// pep.cpp; the rdma_cm channels in cm.cpp.
+// Active endpoints (fi_endpoint(3), fi_cm(3)) and MSG listeners. What every
+// active endpoint is (ep) and does the same way: fi_endpoint in
+// ep_open.cpp, binds and fi_enable in ep_control.cpp, fi_close in
+// ep_close.cpp, data-path ops in ep_data.cpp. An FI_EP_MSG endpoint
+// (msg_ep): connection calls in ep_msg.cpp, its connection state machine in
+// ep_cm.cpp, its QP in ep_qp.cpp; listeners and connection requests in
+// pep.cpp; the rdma_cm channels in cm.cpp. A datagram endpoint (ud_ep):
+// dgram/ep_ud.cpp, dgram/ep_ud_data.cpp.
 //
-// How the connection-management half (ep_msg.cpp) and the data path
+// How the control half (ep_control.cpp, ep_msg.cpp) and the data path
 // (ep_data.cpp) share an endpoint:
-//  * ep_open() allocates the ep, sets fid.fid.ops / fid.ops / fid.cm itself
-//    and calls ep_data_init(ep) once, which sets fid.msg, fid.rma and
-//    fid.atomic (ep_atomic.cpp) and may use ep->dp (its own state).
-//  * fi_ep_bind: the CM half handles FI_CLASS_EQ, FI_CLASS_CQ (cq.h contract:
+//  * ep_open() makes the endpoint as its kind's type, sets fid.fid.ops /
+//    fid.ops / fid.cm and calls ep_data_init(ep) once, which sets fid.msg,
+//    fid.rma and fid.atomic (ep_atomic.cpp) and may use ep->dp (its own
+//    state); a datagram endpoint then gets its own tables (ep_ud_set_ops).
+//  * fi_ep_bind: the control half handles FI_CLASS_EQ, FI_CLASS_CQ (cq.h contract:
 //    fills tx_cq/rx_cq/tx_flags/rx_flags, holds cq_bind_ref) and
 //    FI_CLASS_SRX_CTX (srx_fid, srx_bind_ref); FI_CLASS_CNTR is handed to
 //    ep_data_bind(), which validates the counter, fills the *_cntr fields and
 //    takes its refs; ep_data_close() drops them at fi_close.
-//  * The CM half creates the QP (ibv_create_qp on the domain's PD, handed to
-//    the cm_id),
-//    at fi_enable (or fi_connect/fi_accept when the device is only known
-//    then), with send_cq = cq_ibv(tx_cq), recv_cq = cq_ibv(rx_cq),
-//    srq = srx_ibv(srx_fid). Once ep->qp is non-null (release store on qp_ready)
-//    the data path may post to it. The CM half destroys it at fi_close after
-//    calling ep_data_close(ep), which drops the data path's refs.
+//  * The kind's enable creates the QP (ibv_create_qp on the domain's PD; an
+//    FI_EP_MSG endpoint's is handed to its cm_id) at fi_enable (or
+//    fi_connect/fi_accept), with send_cq = cq_ibv(tx_cq), recv_cq =
+//    cq_ibv(rx_cq), srq = srx_ibv(srx_fid). Once ep->qp is non-null (release
+//    store on qp_ready) the data path may post to it. The kind's close
+//    destroys it after ep_close_data(ep), which drops the data path's refs.
 //  * Terminal-event rule: each ep delivers at most one terminal event
 //    (FI_SHUTDOWN or a terminal error). Anyone that sees the end (a fatal
 //    completion, an async QP event, rdma_cm) calls ep_terminal_error() (or
@@ -131,53 +134,31 @@ bool connreq_claim(connreq* r, connreq_state to);
 int connreq_release(connreq* r, bool reject, const void* data, size_t len);
 const char* connreq_state_name(int st);
 
+// What every active endpoint is, whatever its kind: its handle, bindings,
+// QP and data-path state. An endpoint is made and freed as its kind's own
+// type (msg_ep, ud_ep below; the destructor is protected, so nothing deletes
+// it as an ep); ep_kind (below) says what differs.
 struct ep : object_head<struct fid_ep, kind::ep> {
-    cm_owner owner{cm_owner_kind::ep, this};
     refcount refs;
     domain* dom = nullptr;
     struct fi_info* info = nullptr;       // fi_dupinfo of what was opened (handle cleared)
+    // --- what kind of endpoint it is (ep_kind below, `ekind`): set at fi_endpoint,
+    // never changes.
+    const ep_kind* ekind = nullptr;
 
-    // --- connection management (ep_msg.cpp, ep_cm.cpp, cm.cpp)
-    cm_id_ptr id;
-    connreq* creq = nullptr;              // adopted FI_CONNREQ handle (passive side)
-    bool from_connreq = false;            // opened from an FI_CONNREQ info (fi_accept ok)
-    bool keep_src_port = false;           // opened from a pep handle: connect from its port
-    bool name_set = false;                // fi_setname: bind to exactly that address
-    std::atomic<bool> gone{false};        // that request ended before fi_accept
+    // --- events and state (ep_msg.cpp, ep_cm.cpp)
     std::atomic<eq*> eq_bound{nullptr};
     uint64_t eq_flags = 0;                // flags of fi_ep_bind(ep, eq, flags)
-    cm_chan* chan = nullptr;              // the channel `id` lives on
     std::atomic<int> state{static_cast<int>(ep_state::idle)};
     std::atomic<bool> terminal{false};    // one terminal event already posted
     std::atomic<uint64_t> suppressed{0};  // later terminal causes, dropped
     bool enabled = false;
-    mutex mu;                             // serializes CM calls on this ep
-    bool disconnect_sent EVD_GUARDED_BY(mu) = false;  // rdma_disconnect already called
-    bool migrating EVD_GUARDED_BY(mu) = false;  // fi_ep_bind(EQ) moves the id, mu released
-    // rdma_cm's view of the connection (under mu, set by ep_cm_event): it was
-    // established, and rdma_cm has since reported it over (DISCONNECTED, an
-    // error, device removal). fi_close lingers while established and not over.
-    bool cm_established EVD_GUARDED_BY(mu) = false;
-    bool cm_disconnected EVD_GUARDED_BY(mu) = false;
-    // ... and what ended it was a disconnect (DISCONNECTED with status 0),
-    // not an error or the device's removal: the QP may be kept (qp_pool.h).
-    bool cm_clean_end EVD_GUARDED_BY(mu) = false;
-    bool cm_timewait_over EVD_GUARDED_BY(mu) = false;  // RDMA_CM_EVENT_TIMEWAIT_EXIT came
-    // The kernel's CM has state for id: rdma_connect or rdma_accept was
-    // called, or id came from a connection request. Destroying such an id
-    // makes the CM send a message (REJ, DREQ), so fi_close keeps it while its
-    // port is down (linger.h).
-    bool cm_started EVD_GUARDED_BY(mu) = false;
-    uint8_t conn_data[256];               // header + user data for rdma_connect
-    size_t conn_data_len = 0;
+    mutex mu;                             // serializes control calls on this ep
 
-    // --- QP (created by the CM half, used by the data path). An active
-    // endpoint's QP is made at fi_enable on the domain's PD and handed to
-    // its id (id->qp) once address resolution bound the id to a device;
-    // until then id->qp is null. Either way e owns it: the id only drives it.
+    // --- QP (created by the kind's fi_enable, used by the data path).
     // Written under mu; the data path reads it without a lock once qp_ready
     // is set (release/acquire), through ep_qp_of().
-    ibv_qp_ptr qp EVD_GUARDED_BY(mu);  // destroyed by ep_destroy_qp, which takes it from the id first
+    ibv_qp_ptr qp EVD_GUARDED_BY(mu);  // destroyed by ep_destroy_qp
     qp_key qkey;    // what qp was made (or taken from the pool) for
     // A receive flush marker is queued behind the application's receives
     // (qp_flush.h), posted before the QP was moved to the error state; set
@@ -187,8 +168,6 @@ struct ep : object_head<struct fid_ep, kind::ep> {
     std::atomic<bool> rq_marked{false};
     std::atomic<bool> rq_after_marker{false};
     std::atomic<bool> qp_ready{false};
-    // A progress probe is posted and its deadline armed (probe.h).
-    std::atomic<bool> probing{false};
 
     // --- bindings (CQ/SRX by ep_msg.cpp, counters by ep_data_bind)
     cq* tx_cq = nullptr;
@@ -208,58 +187,106 @@ struct ep : object_head<struct fid_ep, kind::ep> {
     // alone; made by ep_data_init, dropped by ep_data_close.
     std::unique_ptr<ep_dp, ep_dp_free> dp;
 
-    // --- what kind of endpoint it is (ep_kind below, `ekind`): set at fi_endpoint,
-    // never changes.
-    const ep_kind* ekind = &kMsgKind;
-    // --- FI_EP_DGRAM (ep_ud.cpp, ep_ud_data.cpp): a UD QP, no id, no
-    // connection.
-    struct ud_state {
-        av* av_bound = nullptr;           // fi_ep_bind(AV); sends address it
-        ud_name name{};                   // fi_getname (valid once enabled)
-        int sgid_index = -1;              // the port's GID entry of the name
-        ibv_ah_ptr self_ah;               // to itself: the closing flush's send marker
-        ud_listener* listener = nullptr;  // answers SIDR for its IP and service (ud_cm.h)
-        // Where the 40-byte header a UD receive starts with lands, never in
-        // the user's buffer. Without FI_SOURCE one slot all receives share
-        // (nobody reads it). With FI_SOURCE each receive takes the next
-        // slot of a ring, and its wr_id is the slot, which keeps the user's
-        // wr_id: the CQ finds the header and the context from the
-        // completion itself, in error too, whatever the completion order.
-        // The ring is larger than the receive queue plus the receive CQ plus
-        // one poll batch, so a slot is never reused before the completion
-        // of its last receive was read (ep_ud.cpp).
-        struct rx_slot {
-            uint8_t hdr[40];
-            uint64_t wr_id;               // what the user's completion carries
-        };
-        std::unique_ptr<rx_slot[]> slots;
-        ibv_mr_ptr slots_mr;
-        uint32_t nslots = 1;
-        bool source = false;              // FI_SOURCE: fi_cq_readfrom reports the sender
-        mutex rx_mu;                 // FI_SOURCE: the ring's next slot, and the post
-        uint64_t rx_posted EVD_GUARDED_BY(rx_mu) = 0;  // receives posted
-        size_t max_msg = 0;               // payload limit (the port's MTU)
-    } ud;
+  protected:
+    explicit ep(const ep_kind* k) : ekind(k) {}
+    ~ep() = default;
 };
 
-// What differs between the kinds of active endpoint: the code outside the
-// files that make each kind asks e->ekind, never which kind e is. kMsgKind
-// (ep_msg.cpp): an RC QP driven by an rdma_cm id and its connection;
-// kDgramKind (ep_ud.cpp): a UD QP in RTS at fi_enable, no id.
+// An FI_EP_MSG endpoint: an RC QP driven by an rdma_cm id and its connection
+// (ep_msg.cpp, ep_cm.cpp, ep_qp.cpp; linger.h, probe.h, cm_deadline.h).
+struct msg_ep final : ep {
+    msg_ep();
+    cm_owner owner{cm_owner_kind::ep, this};
+    cm_id_ptr id;
+    connreq* creq = nullptr;              // adopted FI_CONNREQ handle (passive side)
+    bool from_connreq = false;            // opened from an FI_CONNREQ info (fi_accept ok)
+    bool keep_src_port = false;           // opened from a pep handle: connect from its port
+    bool name_set = false;                // fi_setname: bind to exactly that address
+    std::atomic<bool> gone{false};        // that request ended before fi_accept
+    cm_chan* chan = nullptr;              // the channel `id` lives on
+    bool disconnect_sent EVD_GUARDED_BY(mu) = false;  // rdma_disconnect already called
+    bool migrating EVD_GUARDED_BY(mu) = false;  // fi_ep_bind(EQ) moves the id, mu released
+    // rdma_cm's view of the connection (under mu, set by ep_cm_event): it was
+    // established, and rdma_cm has since reported it over (DISCONNECTED, an
+    // error, device removal). fi_close lingers while established and not over.
+    bool cm_established EVD_GUARDED_BY(mu) = false;
+    bool cm_disconnected EVD_GUARDED_BY(mu) = false;
+    // ... and what ended it was a disconnect (DISCONNECTED with status 0),
+    // not an error or the device's removal: the QP may be kept (qp_pool.h).
+    bool cm_clean_end EVD_GUARDED_BY(mu) = false;
+    bool cm_timewait_over EVD_GUARDED_BY(mu) = false;  // RDMA_CM_EVENT_TIMEWAIT_EXIT came
+    // The kernel's CM has state for id: rdma_connect or rdma_accept was
+    // called, or id came from a connection request. Destroying such an id
+    // makes the CM send a message (REJ, DREQ), so fi_close keeps it while its
+    // port is down (linger.h).
+    bool cm_started EVD_GUARDED_BY(mu) = false;
+    uint8_t conn_data[256];               // header + user data for rdma_connect
+    size_t conn_data_len = 0;
+    // A progress probe is posted and its deadline armed (probe.h).
+    std::atomic<bool> probing{false};
+};
+
+// An FI_EP_DGRAM endpoint (ep_ud.cpp, ep_ud_data.cpp): a UD QP, no id, no
+// connection.
+struct ud_ep final : ep {
+    ud_ep();
+    av* av_bound = nullptr;           // fi_ep_bind(AV); sends address it
+    ud_name name{};                   // fi_getname (valid once enabled)
+    int sgid_index = -1;              // the port's GID entry of the name
+    ibv_ah_ptr self_ah;               // to itself: the closing flush's send marker
+    ud_listener* listener = nullptr;  // answers SIDR for its IP and service (ud_cm.h)
+    // Where the 40-byte header a UD receive starts with lands, never in
+    // the user's buffer. Without FI_SOURCE one slot all receives share
+    // (nobody reads it). With FI_SOURCE each receive takes the next
+    // slot of a ring, and its wr_id is the slot, which keeps the user's
+    // wr_id: the CQ finds the header and the context from the
+    // completion itself, in error too, whatever the completion order.
+    // The ring is larger than the receive queue plus the receive CQ plus
+    // one poll batch, so a slot is never reused before the completion
+    // of its last receive was read (ep_ud.cpp).
+    struct rx_slot {
+        uint8_t hdr[40];
+        uint64_t wr_id;               // what the user's completion carries
+    };
+    std::unique_ptr<rx_slot[]> slots;
+    ibv_mr_ptr slots_mr;
+    uint32_t nslots = 1;
+    bool source = false;              // FI_SOURCE: fi_cq_readfrom reports the sender
+    mutex rx_mu;                      // FI_SOURCE: the ring's next slot, and the post
+    uint64_t rx_posted EVD_GUARDED_BY(rx_mu) = 0;  // receives posted
+    size_t max_msg = 0;               // payload limit (the port's MTU)
+};
+
+// What differs between the kinds of active endpoint, for the code every
+// kind shares: it calls e->ekind's hooks, and reaches a kind's own state
+// only through ep_msg()/ep_ud() (below). kMsgKind (ep_msg.cpp): a msg_ep,
+// an RC QP driven by an rdma_cm id and its connection; kDgramKind
+// (ep_ud.cpp): a ud_ep, a UD QP in RTS at fi_enable, no id.
 struct ep_kind {
     const char* name;             // "FI_EP_MSG", "FI_EP_DGRAM"
     enum ibv_qp_type qp_type;     // IBV_QPT_RC, IBV_QPT_UD
     bool connected;               // has an rdma_cm id: fi_enable needs an EQ for its events
-    bool rx_admit;                // its receive CQ rewrites completions (cq_admit: UD headers)
     int (*enable)(ep* e);         // fi_enable's QP, CQs checked, e->mu held
-    void (*closing)(ep* e);       // fi_close, first (may be null)
-    void (*release)(ep* e);       // fi_close, once its QP is gone (may be null)
+    // fi_close once nothing is bound to e: its kind's steps and those
+    // every endpoint shares (ep_close_quiesce, ep_close_data,
+    // ep_close_common), then frees e as its own type. 0 or -FI_E*.
+    int (*close)(ep* e);
     const char* not_enabled;      // why fi_recv refuses before fi_enable (logged)
     // The closing flush's send marker needs an address: fills wr's, 0 or an
     // errno (may be null: none needed).
     int (*marker_dest)(ep* e, struct ibv_send_wr& wr);
 };
 extern const ep_kind kDgramKind;
+
+// e as its kind's type: nullptr when it is not of that kind. The kind is
+// fixed at fi_endpoint, so code that was handed e by its own kind's table or
+// hook may rely on the answer.
+inline msg_ep* ep_msg(ep* e) noexcept {
+    return e && e->ekind == &kMsgKind ? static_cast<msg_ep*>(e) : nullptr;
+}
+inline ud_ep* ep_ud(ep* e) noexcept {
+    return e && e->ekind == &kDgramKind ? static_cast<ud_ep*>(e) : nullptr;
+}
 
 // v within [lo, hi], as a QP size (ep_qp.cpp, ep_ud.cpp).
 inline uint32_t clamp_u32(size_t v, uint32_t lo, uint32_t hi) noexcept {
@@ -287,13 +314,36 @@ int pep_open(struct fid_fabric* fab, struct fi_info* info, struct fid_pep** pep,
 int ep_open(struct fid_domain* dom, struct fi_info* info, struct fid_ep** ep, void* context);
 
 ep* ep_from_fid(struct fid* f);  // nullptr unless f is an evd active ep
-// Sets a new active endpoint's fid, ep and cm ops (ep_msg.cpp).
-void ep_msg_set_ops(ep* e);
-// fi_close of an active endpoint (ep_close.cpp).
+// Sets a new endpoint's fid and ep ops, the ones every kind shares
+// (ep_control.cpp); its kind then sets its own (cm ops, data ops).
+void ep_set_ops(ep* e);
+// fi_enable (FI_ENABLE, and fi_connect/fi_accept of an endpoint not enabled
+// yet): its EQ (a connected kind) and CQs checked, its counters prepared,
+// then its kind's enable. 0 once enabled (ep_control.cpp).
+int ep_enable(ep* e) EVD_REQUIRES(e->mu);
+// The cm ops of FI_EP_MSG endpoints (ep_msg.cpp).
+extern struct fi_ops_cm ep_msg_cm_ops;
+// fi_ep_bind(ep, eq) of an FI_EP_MSG endpoint: its id is made on the EQ's
+// rdma_cm channel, or moved there (one adopted from a connection request
+// lives on the listener's); ep_control.cpp's bind does the rest (ep_msg.cpp).
+int ep_msg_bind_eq(msg_ep* e, eq* q) EVD_REQUIRES(e->mu);
+// fi_close of an active endpoint (ep_close.cpp): its kind's close.
 int ep_close(struct fid* f);
+// The steps of fi_close every kind takes (ep_close.cpp), in this order:
+// ep_close_quiesce: the QP's queued work completes in its CQs (true when
+// the flush came out in full), then no async event or fatal completion is
+// routed to e any more; ep_close_data: the data path lets go (its counter
+// refs; no post reaches the QP); ep_close_common, after the QP is gone:
+// what e holds of other objects (CQs, SRX, EQ) is let go, the EQs forget
+// e's events, its info is freed.
+bool ep_close_quiesce(ep* e) EVD_EXCLUDES(e->mu);
+void ep_close_data(ep* e);
+void ep_close_common(ep* e);
+// fi_close of an FI_EP_MSG endpoint (ep_close.cpp).
+int ep_msg_close(ep* e);
 // The adopted FI_CONNREQ handle is let go: the id now lives on e's own
 // binding, or e closes (ep_msg.cpp).
-void ep_drop_connreq(ep* e);
+void ep_drop_connreq(msg_ep* e);
 
 // ---- provided by ep_data.cpp (data path)
 void ep_data_init(ep* e);                                   // set fid.msg, fid.rma, fid.atomic
@@ -358,10 +408,10 @@ int ep_qp_init_attr(ep* e, enum ibv_qp_type type, uint32_t hdr_sge, struct ibv_q
 // rdma_cm says); an endpoint not yet bound hands it to its id at
 // ADDR_RESOLVED (ep_cm_event), which spares the address queries binding
 // first would cost. From then on rdma_cm moves it (RTR, RTS, ERR).
-int ep_create_qp(ep* e) EVD_REQUIRES(e->mu);
+int ep_create_qp(msg_ep* e) EVD_REQUIRES(e->mu);
 // Takes e->qp back from its id (id->qp) and destroys it. Caller holds e->mu,
 // after qp_ready was cleared.
-void ep_destroy_qp(ep* e) EVD_REQUIRES(e->mu);
+void ep_destroy_qp(msg_ep* e) EVD_REQUIRES(e->mu);
 
 // ---- the connection state machine (ep_cm.cpp), callable from anywhere
 // Moves e to ep_state::error and posts its terminal error record (err is a
@@ -384,25 +434,16 @@ eq* ep_route_eq(void* owner);
 // The Q_Key of evd's UD QPs: rdma_cm's RDMA_UDP_QKEY, which its SIDR tells
 // peers.
 inline constexpr uint32_t kUdQkey = RDMA_UDP_QKEY;
-// fi_endpoint of an FI_EP_DGRAM info: e is set up as a datagram endpoint.
-int ep_ud_open(ep* e);
+// fi_endpoint of an FI_EP_DGRAM info: the new endpoint's own ops.
+void ep_ud_set_ops(ud_ep* e);
 // fi_ep_bind(ep, av): the AV its sends address (one, of its domain).
 int ep_ud_bind_av(ep* e, struct fid* bfid);
-// fi_enable: the UD QP (in RTS), its header buffer, its name. Caller holds e->mu.
-int ep_ud_enable(ep* e) EVD_REQUIRES(e->mu);
-// fi_close, first: stops answering SIDR for e (its QP is about to go).
-void ep_ud_closing(ep* e);
-// fi_close: what ep_ud_enable and ep_ud_bind_av took, after the QP is gone.
-void ep_ud_release(ep* e);
-// The work request of the closing flush's send marker needs an address on
-// UD: itself (qp_flush.cpp).
-int ep_ud_marker_dest(ep* e, struct ibv_send_wr& wr);
 // A completion of e's UD QP, under its CQ's lock (cq.cpp): a receive's
 // wr_id is turned back into the user's (FI_SOURCE slots, in error too);
 // a successful receive loses the header from its length, and true is
 // returned with the sender's fi_addr_t in *from (FI_ADDR_NOTAVAIL without
 // FI_SOURCE or when the AV does not hold it).
-bool ep_ud_completion(ep* e, struct ibv_wc& wc, fi_addr_t* from);
+bool ep_ud_completion(ud_ep* e, struct ibv_wc& wc, fi_addr_t* from);
 extern struct fi_ops_msg ep_ud_msg_ops;
 extern struct fi_ops_cm ep_ud_cm_ops;
 // The endpoint behind an fi_ep of the data-path tables (every caller is in

@@ -27,7 +27,7 @@ namespace {
 
 // ADDR_RESOLVED: the id is on a device now; the QP goes with it, then the
 // route is resolved.
-void on_addr_resolved(ep* e) EVD_REQUIRES(e->mu) {
+void on_addr_resolved(msg_ep* e) EVD_REQUIRES(e->mu) {
     if (ep_state_of(e) != ep_state::resolving) return;
     int ret = 0;
     if (!e->qp) {
@@ -55,7 +55,7 @@ void on_addr_resolved(ep* e) EVD_REQUIRES(e->mu) {
 }
 
 // ROUTE_RESOLVED: the connect request goes out, unless the port is down.
-void on_route_resolved(ep* e) EVD_REQUIRES(e->mu) {
+void on_route_resolved(msg_ep* e) EVD_REQUIRES(e->mu) {
     if (ep_state_of(e) != ep_state::resolving) return;
     struct rdma_conn_param cp;
     cm_fill_conn_param(&cp, e->conn_data, e->conn_data_len,
@@ -87,7 +87,7 @@ void on_route_resolved(ep* e) EVD_REQUIRES(e->mu) {
 }
 
 // ESTABLISHED: FI_CONNECTED, with the accept data on the active side.
-void on_established(ep* e, const cm_action& a) EVD_REQUIRES(e->mu) {
+void on_established(msg_ep* e, const cm_action& a) EVD_REQUIRES(e->mu) {
     auto st = ep_state_of(e);
     if (st != ep_state::connecting && st != ep_state::accepting) {
         EVD_WARN(FI_LOG_EP_CTRL, "ep %p: ESTABLISHED in state %d: ignored\n",
@@ -112,7 +112,7 @@ void on_established(ep* e, const cm_action& a) EVD_REQUIRES(e->mu) {
 
 // DISCONNECTED: the peer's DREQ is answered and the endpoint ends with
 // FI_SHUTDOWN.
-void on_disconnected(ep* e) EVD_REQUIRES(e->mu) {
+void on_disconnected(msg_ep* e) EVD_REQUIRES(e->mu) {
     // Answer the peer's DREQ (DREP) now, so the side that called
     // fi_shutdown sees its DISCONNECTED without waiting for a timeout.
     // The side that called fi_shutdown already sent its DREQ: this
@@ -130,7 +130,7 @@ void on_disconnected(ep* e) EVD_REQUIRES(e->mu) {
 }
 
 // Every other end (unreachable, rejected, device removal): one terminal error.
-void on_error(ep* e, const cm_row& r, const cm_action& a) {
+void on_error(msg_ep* e, const cm_row& r, const cm_action& a) {
     if (ep_claim_terminal(e)) {
         const void* data = a.peer_reject && a.data_ok ? a.data : nullptr;
         EVD_INFO(FI_LOG_EP_CTRL, "ep %p: %s (status %d)\n", static_cast<void*>(e),
@@ -141,7 +141,7 @@ void on_error(ep* e, const cm_row& r, const cm_action& a) {
 
 }  // namespace
 
-cm_id_ptr ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a) {
+cm_id_ptr ep_cm_event(msg_ep* e, struct rdma_cm_event* ev, const cm_action& a) {
     evd::lock_guard lk(e->mu);
     const cm_row& r = *a.row;
     if (r.outcome == cm_outcome::shutdown || r.outcome == cm_outcome::error ||
@@ -196,7 +196,7 @@ cm_id_ptr ep_cm_event(ep* e, struct rdma_cm_event* ev, const cm_action& a) {
     return nullptr;
 }
 
-void ep_setup_timed_out(ep* e) {
+void ep_setup_timed_out(msg_ep* e) {
     evd::lock_guard lk(e->mu);
     const auto st = ep_state_of(e);
     if (st != ep_state::connecting && st != ep_state::accepting) return;  // raced with the end

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// Active endpoints: lifetime (fi_close), bindings, fi_enable and the
-// connection half (fi_connect, fi_accept, fi_shutdown, names, options)
-// driven by rdma_cm events read on the bound EQ. fi_endpoint: ep_open.cpp;
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
+// FI_EP_MSG endpoints (msg_ep, ep.h): the connection half (fi_connect,
+// fi_accept, fi_shutdown, names) driven by rdma_cm events read on the bound
+// EQ (ep_cm.cpp), its fi_enable (bound to its source, its QP: ep_qp.cpp) and
+// its EQ binding (its id moves to the EQ's channel). What every endpoint
+// shares: ep_control.cpp; fi_endpoint: ep_open.cpp; fi_close: ep_close.cpp;
 // data ops: ep_data.cpp.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -30,12 +33,11 @@ namespace evd {
 
 namespace {
 
-
 // Binds an active endpoint's id to its source address now, for the cases
 // that need the address itself before fi_connect: fi_setname, an endpoint
 // that reuses its pep's port, fi_getname after fi_enable. Otherwise the id
 // is bound by rdma_resolve_addr (see ep_create_qp).
-int bind_source(ep* e, const struct sockaddr* dst) {
+int bind_source(msg_ep* e, const struct sockaddr* dst) {
     if (e->id->verbs) return 0;
     struct sockaddr_storage src = {};
     auto* given = static_cast<const struct sockaddr*>(e->info->src_addr);
@@ -59,25 +61,11 @@ int bind_source(ep* e, const struct sockaddr* dst) {
     return 0;
 }
 
-int do_enable(ep* e) EVD_REQUIRES(e->mu) {
-    if (e->enabled) return 0;
-    if (!e->eq_bound.load() && e->ekind->connected) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: no EQ bound\n");
-        return -FI_ENOEQ;
-    }
-    if (int r = ep_data_enable(e)) return r;  // counters: internal CQs, send slots
-    if (!e->tx_cq || !e->rx_cq) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: bind a transmit and a receive CQ first\n");
-        return -FI_ENOCQ;
-    }
-    if (int ret = e->ekind->enable(e)) return ret;
-    e->enabled = true;
-    return 0;
-}
-
 // fi_enable of an FI_EP_MSG endpoint: bound to its source when it must
 // connect from one, then its QP (handed to its id once the id is on a device).
-int msg_enable(ep* e) EVD_REQUIRES(e->mu) {
+int msg_enable(ep* base) EVD_REQUIRES(base->mu) {
+    msg_ep* e = ep_msg(base);
+    e->mu.assert_held();  // base's own lock
     if (e->keep_src_port || e->name_set) {
         int ret = bind_source(e, static_cast<const struct sockaddr*>(e->info->dest_addr));
         if (ret) return ret;
@@ -90,7 +78,7 @@ int msg_enable(ep* e) EVD_REQUIRES(e->mu) {
 // event already read from the old channel for the id is acknowledged, and
 // that channel's dispatcher acknowledges only after ep_cm_event, which
 // takes e->mu: so e->mu (held by the caller) is released meanwhile.
-int migrate_id(ep* e, cm_chan* chan) EVD_REQUIRES(e->mu) {
+int migrate_id(msg_ep* e, cm_chan* chan) EVD_REQUIRES(e->mu) {
     struct rdma_cm_id* id = e->id.get();
     e->migrating = true;  // a concurrent fi_ep_bind(EQ) is refused meanwhile
     e->mu.unlock();
@@ -109,9 +97,11 @@ int migrate_id(ep* e, cm_chan* chan) EVD_REQUIRES(e->mu) {
     return 0;
 }
 
+}  // namespace
+
 // The EQ's rdma_cm channel for e's id: a new id there, or e's id moved
 // there (one adopted from a connection request on the listener's EQ).
-int bind_eq_id(ep* e, eq* q) EVD_REQUIRES(e->mu) {
+int ep_msg_bind_eq(msg_ep* e, eq* q) {
     int err = 0;
     cm_chan* chan = cm_chan_get(q, &err);
     if (!chan) return err;
@@ -134,154 +124,11 @@ int bind_eq_id(ep* e, eq* q) EVD_REQUIRES(e->mu) {
     return 0;
 }
 
-int bind_eq(ep* e, struct fid* bfid, uint64_t flags) EVD_REQUIRES(e->mu) {
-    eq* q = eq_from_fid(bfid);
-    if (!q) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: not an evd EQ\n");
-        return -FI_EINVAL;
-    }
-    if (e->eq_bound.load() || e->migrating) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: an EQ is already bound\n");
-        return -FI_EINVAL;
-    }
-    // a datagram endpoint's EQ gets its async events and terminal records
-    // only: it has no rdma_cm id
-    if (e->ekind->connected)
-        if (int rc = bind_eq_id(e, q)) return rc;
-    eq_bind_ref(q);
-    int ret = devctx_attach_eq(e->dom->dev, q);
-    if (ret && ret != -FI_ENOSYS)
-        EVD_INFO(FI_LOG_EP_CTRL, "devctx_attach_eq: %d (async events read elsewhere)\n", ret);
-    e->eq_flags = flags;
-    e->eq_bound.store(q);
-    return 0;
-}
-
-int bind_cq(ep* e, struct fid* bfid, uint64_t flags) {
-    cq* c = cq_from_fid(bfid);
-    if (!c) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: not an evd CQ\n");
-        return -FI_EINVAL;
-    }
-    if (cq_domain(c) != &e->dom->fid) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: the CQ belongs to another domain\n");
-        return -FI_EINVAL;
-    }
-    if (!(flags & (FI_TRANSMIT | FI_RECV))) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind(CQ): flags need FI_TRANSMIT and/or FI_RECV\n");
-        return -FI_EINVAL;
-    }
-    if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind(CQ): unsupported flags 0x%lx\n",
-                 static_cast<unsigned long>(flags));
-        return -FI_EBADFLAGS;
-    }
-    if (((flags & FI_TRANSMIT) && e->tx_cq) || ((flags & FI_RECV) && e->rx_cq)) {
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: a CQ is already bound for that direction\n");
-        return -FI_EINVAL;
-    }
-    if (flags & FI_TRANSMIT) {
-        e->tx_cq = c;
-        e->tx_flags = flags;
-        cq_bind_ref(c);
-    }
-    if (flags & FI_RECV) {
-        e->rx_cq = c;
-        e->rx_flags = flags;
-        cq_bind_ref(c);
-    }
-    return 0;
-}
-
-int ep_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
-    return guard([&] {
-        ep* e = ep_from_fid(f);
-        if (!e || !bfid) return -FI_EINVAL;
-        evd::lock_guard lk(e->mu);
-        if (e->enabled && bfid->fclass != FI_CLASS_CNTR) {
-            EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: endpoint already enabled\n");
-            return -FI_EOPBADSTATE;
-        }
-        switch (bfid->fclass) {
-            case FI_CLASS_EQ:
-                return bind_eq(e, bfid, flags);
-            case FI_CLASS_CQ:
-                return bind_cq(e, bfid, flags);
-            case FI_CLASS_SRX_CTX:
-                if (srx_ibv(bfid) && srx_for_dgram(bfid) != (e->ekind->qp_type == IBV_QPT_UD)) {
-                    EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: the shared receive context is not for "
-                             "%s endpoints (the type of its domain)\n", e->ekind->name);
-                    return -FI_EINVAL;
-                }
-                if (e->srx_fid || !srx_ibv(bfid)) {
-                    EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: bad or second shared receive context\n");
-                    return -FI_EINVAL;
-                }
-                e->srx_fid = bfid;
-                srx_bind_ref(bfid);
-                return 0;
-            case FI_CLASS_CNTR:
-                return ep_data_bind(e, bfid, flags);
-            case FI_CLASS_AV:
-                return ep_ud_bind_av(e, bfid);
-            default:
-                EVD_WARN(FI_LOG_EP_CTRL, "fi_ep_bind: cannot bind fclass %zu to an endpoint\n",
-                         bfid->fclass);
-                return -FI_EINVAL;
-        }
-    });
-}
-
-int ep_control(struct fid* f, int command, void* arg) {
-    return guard([&] {
-        ep* e = ep_from_fid(f);
-        if (!e) return -FI_EINVAL;
-        evd::lock_guard lk(e->mu);
-        switch (command) {
-            case FI_ENABLE:
-                return do_enable(e);
-            case FI_GETOPSFLAG:
-            case FI_SETOPSFLAG: {
-                if (!arg) return -FI_EINVAL;
-                auto* fl = static_cast<uint64_t*>(arg);
-                bool tx = *fl & FI_TRANSMIT, rx = *fl & FI_RECV;
-                if (tx == rx) return -FI_EINVAL;
-                uint64_t& slot = tx ? e->op_flags_tx : e->op_flags_rx;
-                if (command == FI_GETOPSFLAG)
-                    *fl = (*fl & (FI_TRANSMIT | FI_RECV)) | slot;
-                else
-                    slot = *fl & ~(FI_TRANSMIT | FI_RECV);
-                return 0;
-            }
-            default:
-                return -FI_ENOSYS;
-        }
-    });
-}
-
-int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) {
-    return guard([&] {
-        if (!ep_from_fid(f) || !optlen) return -FI_EINVAL;
-        if (level != FI_OPT_ENDPOINT || optname != FI_OPT_CM_DATA_SIZE) return -FI_ENOPROTOOPT;
-        if (*optlen < sizeof(size_t) || !optval) {
-            *optlen = sizeof(size_t);
-            return -FI_ETOOSMALL;
-        }
-        *static_cast<size_t*>(optval) = kCmDataMax;
-        *optlen = sizeof(size_t);
-        return 0;
-    });
-}
-
-int ep_setopt(fid_t f, int level, int optname, const void*, size_t) {
-    if (level == FI_OPT_ENDPOINT && optname == FI_OPT_CM_DATA_SIZE)
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_setopt(FI_OPT_CM_DATA_SIZE): read-only option\n");
-    return -FI_ENOPROTOOPT;
-}
+namespace {
 
 int ep_setname(fid_t f, void* addr, size_t addrlen) {
     return guard([&] {
-        ep* e = ep_from_fid(f);
+        msg_ep* e = ep_msg(ep_from_fid(f));
         auto* sa = static_cast<const struct sockaddr*>(addr);
         size_t n = cm_addrlen(sa);
         if (!e || !n || addrlen < n) {
@@ -303,7 +150,7 @@ int ep_setname(fid_t f, void* addr, size_t addrlen) {
 
 int ep_getname(fid_t f, void* addr, size_t* addrlen) {
     return guard([&] {
-        ep* e = ep_from_fid(f);
+        msg_ep* e = ep_msg(ep_from_fid(f));
         if (!e || !addrlen) return -FI_EINVAL;
         evd::lock_guard lk(e->mu);
         // an enabled endpoint has a local address (and port) to tell: take it
@@ -322,7 +169,7 @@ int ep_getname(fid_t f, void* addr, size_t* addrlen) {
 
 int ep_getpeer(struct fid_ep* f, void* addr, size_t* addrlen) {
     return guard([&] {
-        ep* e = ep_from_fid(&f->fid);
+        msg_ep* e = ep_msg(ep_from_fid(&f->fid));
         if (!e || !addrlen) return -FI_EINVAL;
         evd::lock_guard lk(e->mu);
         auto st = ep_state_of(e);
@@ -336,7 +183,7 @@ int ep_getpeer(struct fid_ep* f, void* addr, size_t* addrlen) {
 
 // fi_connect on an endpoint not enabled yet: dst becomes its destination
 // address (unless it has one) and it is enabled.
-int enable_for_connect(ep* e, const struct sockaddr* dst) EVD_REQUIRES(e->mu) {
+int enable_for_connect(msg_ep* e, const struct sockaddr* dst) EVD_REQUIRES(e->mu) {
     if (!e->info->dest_addr) {
         size_t n = cm_addrlen(dst);
         e->info->dest_addr = std::malloc(n);
@@ -344,13 +191,13 @@ int enable_for_connect(ep* e, const struct sockaddr* dst) EVD_REQUIRES(e->mu) {
         std::memcpy(e->info->dest_addr, dst, n);
         e->info->dest_addrlen = n;
     }
-    return do_enable(e);
+    return ep_enable(e);
 }
 
 // The source address rdma_resolve_addr binds an id that is not bound yet:
 // the endpoint's src_addr with an ephemeral port, in *src, when it has one
 // of dst's family; nullptr lets the route choose.
-struct sockaddr* connect_source(const ep* e, const struct sockaddr* dst,
+struct sockaddr* connect_source(const msg_ep* e, const struct sockaddr* dst,
                                 struct sockaddr_storage* src) {
     auto* given = static_cast<const struct sockaddr*>(e->info->src_addr);
     if (e->id->verbs || !given || !cm_addrlen(given) || given->sa_family != dst->sa_family)
@@ -365,7 +212,7 @@ struct sockaddr* connect_source(const ep* e, const struct sockaddr* dst,
 
 int ep_connect(struct fid_ep* f, const void* addr, const void* param, size_t paramlen) {
     return guard([&] {
-        ep* e = ep_from_fid(&f->fid);
+        msg_ep* e = ep_msg(ep_from_fid(&f->fid));
         if (!e) return -FI_EINVAL;
         if (paramlen > kCmDataMax || (paramlen && !param)) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_connect: %zu bytes of data, at most %zu allowed\n",
@@ -411,7 +258,7 @@ int ep_connect(struct fid_ep* f, const void* addr, const void* param, size_t par
 
 int ep_accept(struct fid_ep* f, const void* param, size_t paramlen) {
     return guard([&] {
-        ep* e = ep_from_fid(&f->fid);
+        msg_ep* e = ep_msg(ep_from_fid(&f->fid));
         if (!e) return -FI_EINVAL;
         if (paramlen > kCmDataMax || (paramlen && !param)) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: %zu bytes of data, at most %zu allowed\n",
@@ -435,7 +282,7 @@ int ep_accept(struct fid_ep* f, const void* param, size_t paramlen) {
             EVD_WARN(FI_LOG_EP_CTRL, "fi_accept: port %u is down\n", e->id->port_num);
             return -FI_ENETDOWN;
         }
-        int ret = do_enable(e);
+        int ret = ep_enable(e);
         if (ret) return ret;
         uint8_t buf[kCmHdrLen + kCmDataMax];
         int n = cm_pack(buf, sizeof(buf), param, paramlen);
@@ -458,7 +305,7 @@ int ep_accept(struct fid_ep* f, const void* param, size_t paramlen) {
 
 int ep_shutdown(struct fid_ep* f, uint64_t flags) {
     return guard([&] {
-        ep* e = ep_from_fid(&f->fid);
+        msg_ep* e = ep_msg(ep_from_fid(&f->fid));
         if (!e) return -FI_EINVAL;
         evd::lock_guard lk(e->mu);
         if (e->terminal.load()) return 0;  // already ended: its one event was delivered
@@ -496,26 +343,12 @@ int ep_no_reject(struct fid_pep*, fid_t, const void*, size_t) { return -FI_ENOSY
 int ep_no_join(struct fid_ep*, const void*, uint64_t, struct fid_mc**, void*) {
     return -FI_ENOSYS;
 }
-ssize_t ep_no_cancel(fid_t, void*) { return -FI_ENOSYS; }
-int ep_no_tx_ctx(struct fid_ep*, int, struct fi_tx_attr*, struct fid_ep**, void*) {
-    return -FI_ENOSYS;
-}
-int ep_no_rx_ctx(struct fid_ep*, int, struct fi_rx_attr*, struct fid_ep**, void*) {
-    return -FI_ENOSYS;
-}
-ssize_t ep_no_size_left(struct fid_ep*) { return -FI_ENOSYS; }
-
-// Ops tables (defined at the end of the file).
-extern struct fi_ops ep_fi_ops;
-extern struct fi_ops_ep ep_ep_ops;
-extern struct fi_ops_cm ep_cm_ops;
 
 }  // namespace
 
-// ------------------------------------------------------------------ shared helpers
 // The adopted request's listener-EQ ref came to e with the id; the handle
 // itself stays alive for its pep.
-void ep_drop_connreq(ep* e) {
+void ep_drop_connreq(msg_ep* e) {
     connreq* r = e->creq;
     e->creq = nullptr;
     if (r->eq_bound) eq_bind_unref(r->eq_bound);
@@ -523,62 +356,19 @@ void ep_drop_connreq(ep* e) {
     connreq_put(r);
 }
 
-ep* ep_from_fid(struct fid* f) {
-    if (!f || f->fclass != FI_CLASS_EP) return nullptr;
-    return from_fid<ep>(reinterpret_cast<struct fid_ep*>(f));
-}
-
-eq* ep_route_eq(void* owner) {
-    ep* e = static_cast<ep*>(owner);
-    if (eq* q = e->eq_bound.load()) return q;
-    return e->dom ? e->dom->eq_bound.load() : nullptr;
-}
-
 const ep_kind kMsgKind = {
     .name = "FI_EP_MSG",
     .qp_type = IBV_QPT_RC,
     .connected = true,
-    .rx_admit = false,
     .enable = msg_enable,
-    .closing = nullptr,
-    .release = nullptr,
+    .close = ep_msg_close,
     .not_enabled = "endpoint has no queue pair yet (fi_enable first)",
     .marker_dest = nullptr,
 };
 
-// fi_endpoint (ep_open.cpp) gives a new endpoint these ops and its kind.
-void ep_msg_set_ops(ep* e) {
-    e->ekind = &kMsgKind;
-    e->fid.fid.ops = &ep_fi_ops;
-    e->fid.ops = &ep_ep_ops;
-    e->fid.cm = &ep_cm_ops;
-}
+msg_ep::msg_ep() : ep(&kMsgKind) {}
 
-// ---------------------------------------------------------------- ops tables
-namespace {
-
-struct fi_ops ep_fi_ops = {
-    .size = sizeof(struct fi_ops),
-    .close = ep_close,
-    .bind = ep_bind,
-    .control = ep_control,
-    .ops_open = op_no_ops_open,
-    .tostr = fid_tostr,
-    .ops_set = nullptr,
-};
-
-struct fi_ops_ep ep_ep_ops = {
-    .size = sizeof(struct fi_ops_ep),
-    .cancel = ep_no_cancel,
-    .getopt = ep_getopt,
-    .setopt = ep_setopt,
-    .tx_ctx = ep_no_tx_ctx,
-    .rx_ctx = ep_no_rx_ctx,
-    .rx_size_left = ep_no_size_left,
-    .tx_size_left = ep_no_size_left,
-};
-
-struct fi_ops_cm ep_cm_ops = {
+struct fi_ops_cm ep_msg_cm_ops = {
     .size = sizeof(struct fi_ops_cm),
     .setname = ep_setname,
     .getname = ep_getname,
@@ -590,7 +380,5 @@ struct fi_ops_cm ep_cm_ops = {
     .shutdown = ep_shutdown,
     .join = ep_no_join,
 };
-
-}  // namespace
 
 }  // namespace evd

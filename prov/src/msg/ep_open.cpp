@@ -16,7 +16,7 @@ namespace evd {
 namespace {
 // Takes over a pending request's id: its events now go to e. The request's
 // chan ref and listener-EQ ref move to e; e holds a ref on the handle.
-int adopt_connreq(ep* e, connreq* r, domain* d) {
+int adopt_connreq(msg_ep* e, connreq* r, domain* d) {
     if (!connreq_claim(r, connreq_state::adopted)) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_endpoint: connection request %p was already answered (%s)\n",
                  static_cast<void*>(r), connreq_state_name(r->st.load()));
@@ -125,18 +125,31 @@ int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** ou
         bool keep_src_port = false;
         if (from_pep)
             if (int ret = take_pep_address(from_pep, dup.get(), &keep_src_port)) return ret;
-        auto e = std::make_unique<ep>();
-        e->info = dup.get();  // e owns it once it is handed out
+        // The endpoint, made as its kind's type; what follows is shared
+        // or its kind's own.
+        auto fill = [&](auto& e) {
+            e->info = dup.get();  // e owns it once it is handed out
+            e->fid.fid.fclass = FI_CLASS_EP;
+            e->fid.fid.context = context;
+            e->dom = d;
+            ep_set_ops(e.get());
+        };
+        if (dgram) {
+            auto e = std::make_unique<ud_ep>();
+            fill(e);
+            ep_data_init(e.get());
+            ep_ud_set_ops(e.get());
+            (void)dup.release();
+            return hand_out(std::move(e), d->refs, out);
+        }
+        auto e = std::make_unique<msg_ep>();
+        fill(e);
         e->keep_src_port = keep_src_port;
-        e->fid.fid.fclass = FI_CLASS_EP;
-        e->fid.fid.context = context;
-        ep_msg_set_ops(e.get());
-        e->dom = d;
+        e->fid.cm = &ep_msg_cm_ops;
         if (r) {
             if (int ret = adopt_connreq(e.get(), r, d)) return ret;
         }
         ep_data_init(e.get());
-        if (dgram) ep_ud_open(e.get());
         (void)dup.release();
         return hand_out(std::move(e), d->refs, out);
     });

@@ -124,7 +124,7 @@ int qp_failed(const struct ibv_qp_init_attr& a, int err, const char* what) {
 // INIT, with its ECE told to rdma_cm. An id already on a device drives the
 // QP from here on (e->id->qp: RTR and RTS at connect or accept, ERR at
 // disconnect); the endpoint still owns it (ep_destroy_qp).
-int make_qp(ep* e, struct ibv_qp_init_attr* a) EVD_REQUIRES(e->mu) {
+int make_qp(msg_ep* e, struct ibv_qp_init_attr* a) EVD_REQUIRES(e->mu) {
     const qp_key key = qp_key_of(e->dom->pd.get(), *a);
     ibv_qp_ptr qp = qp_pool_take(e->dom, key);
     if (qp) {
@@ -163,7 +163,7 @@ int make_qp(ep* e, struct ibv_qp_init_attr* a) EVD_REQUIRES(e->mu) {
 
 }  // namespace
 
-int ep_create_qp(ep* e) {
+int ep_create_qp(msg_ep* e) {
     if (e->qp) return 0;
     if (!e->id) return -FI_EOPBADSTATE;
     domain* d = e->dom;
@@ -200,7 +200,7 @@ int ep_create_qp(ep* e) {
     return 0;
 }
 
-void ep_destroy_qp(ep* e) {
+void ep_destroy_qp(msg_ep* e) {
     if (!e->qp) return;
     if (e->id && e->id->qp == e->qp.get()) e->id->qp = nullptr;  // rdma_cm lets go first
     e->qp.reset();

@@ -66,7 +66,7 @@ int qp_to_error(struct ibv_qp* qp) {
     return ibv_modify_qp(qp, &a, IBV_QP_STATE);
 }
 
-void qp_mark_receives(ep* e) EVD_REQUIRES(e->mu) {
+void qp_mark_receives(msg_ep* e) EVD_REQUIRES(e->mu) {
     // Only for a QP that can be kept, and only when rdma_disconnect is
     // about to move it to the error state (it does so for the id's QP):
     // the marker must never sit in a live receive queue.

@@ -33,7 +33,7 @@ bool qp_flush(ep* e) EVD_EXCLUDES(e->mu);
 // receives, so that fi_close can tell they have all been flushed and the QP
 // may be kept (qp_pool.h). Only with QP reuse on, and only for the id's QP
 // (which rdma_disconnect moves). e->mu held.
-void qp_mark_receives(ep* e) EVD_REQUIRES(e->mu);
+void qp_mark_receives(msg_ep* e) EVD_REQUIRES(e->mu);
 
 // Moves qp to the error state, which flushes its queues; 0 or an errno. (The
 // closing flush, fail-fast and the connect timeout all end a QP this way.)

@@ -4,7 +4,7 @@
 // posted here with fi_recv*(srx_ep, ...) and complete on the receiving
 // endpoint's receive CQ. On a domain opened for FI_EP_DGRAM the context is
 // for datagram endpoints: each receive starts with the 40-byte UD header,
-// scattered into a buffer of the context's own (ep.h, ud_state::slots).
+// scattered into a buffer of the context's own (ep.h, ud_ep::slots).
 #include <sys/uio.h>
 
 #include <algorithm>
