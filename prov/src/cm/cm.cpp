@@ -47,6 +47,23 @@ int cm_copy_addr(const struct sockaddr* sa, void* addr, size_t* addrlen) {
     return 0;
 }
 
+int cm_getopt(int level, int optname, void* optval, size_t* optlen) {
+    if (level != FI_OPT_ENDPOINT || optname != FI_OPT_CM_DATA_SIZE) return -FI_ENOPROTOOPT;
+    if (*optlen < sizeof(size_t) || !optval) {
+        *optlen = sizeof(size_t);
+        return -FI_ETOOSMALL;
+    }
+    *static_cast<size_t*>(optval) = kCmDataMax;
+    *optlen = sizeof(size_t);
+    return 0;
+}
+
+int cm_setopt(int level, int optname) {
+    if (level == FI_OPT_ENDPOINT && optname == FI_OPT_CM_DATA_SIZE)
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_setopt(FI_OPT_CM_DATA_SIZE): read-only option\n");
+    return -FI_ENOPROTOOPT;
+}
+
 // ------------------------------------------------------------------ channels
 namespace {
 

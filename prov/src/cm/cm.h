@@ -183,5 +183,9 @@ cm_id_ptr ep_cm_event(msg_ep* e, struct rdma_cm_event* ev, const cm_action& a);
 size_t cm_addrlen(const struct sockaddr* sa);
 // Copies an address out for fi_getname/fi_getpeer (-FI_ETOOSMALL semantics).
 int cm_copy_addr(const struct sockaddr* sa, void* addr, size_t* addrlen);
+// fi_getopt/fi_setopt of a passive or active MSG endpoint: FI_OPT_CM_DATA_SIZE
+// (kCmDataMax) is read-only, anything else -FI_ENOPROTOOPT.
+int cm_getopt(int level, int optname, void* optval, size_t* optlen);
+int cm_setopt(int level, int optname);
 
 }  // namespace evd

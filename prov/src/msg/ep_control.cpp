@@ -165,21 +165,12 @@ int ep_control(struct fid* f, int command, void* arg) {
 int ep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) {
     return guard([&] {
         if (!ep_from_fid(f) || !optlen) return -FI_EINVAL;
-        if (level != FI_OPT_ENDPOINT || optname != FI_OPT_CM_DATA_SIZE) return -FI_ENOPROTOOPT;
-        if (*optlen < sizeof(size_t) || !optval) {
-            *optlen = sizeof(size_t);
-            return -FI_ETOOSMALL;
-        }
-        *static_cast<size_t*>(optval) = kCmDataMax;
-        *optlen = sizeof(size_t);
-        return 0;
+        return cm_getopt(level, optname, optval, optlen);
     });
 }
 
-int ep_setopt(fid_t f, int level, int optname, const void*, size_t) {
-    if (level == FI_OPT_ENDPOINT && optname == FI_OPT_CM_DATA_SIZE)
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_setopt(FI_OPT_CM_DATA_SIZE): read-only option\n");
-    return -FI_ENOPROTOOPT;
+int ep_setopt(fid_t, int level, int optname, const void*, size_t) {
+    return cm_setopt(level, optname);
 }
 
 ssize_t ep_no_cancel(fid_t, void*) { return -FI_ENOSYS; }

@@ -245,21 +245,12 @@ int pep_reject(struct fid_pep* pf, fid_t handle, const void* param, size_t param
 int pep_getopt(fid_t f, int level, int optname, void* optval, size_t* optlen) {
     return guard([&] {
         if (!pep_of(f) || !optlen) return -FI_EINVAL;
-        if (level != FI_OPT_ENDPOINT || optname != FI_OPT_CM_DATA_SIZE) return -FI_ENOPROTOOPT;
-        if (*optlen < sizeof(size_t) || !optval) {
-            *optlen = sizeof(size_t);
-            return -FI_ETOOSMALL;
-        }
-        *static_cast<size_t*>(optval) = kCmDataMax;
-        *optlen = sizeof(size_t);
-        return 0;
+        return cm_getopt(level, optname, optval, optlen);
     });
 }
 
-int pep_setopt(fid_t f, int level, int optname, const void*, size_t) {
-    if (level == FI_OPT_ENDPOINT && optname == FI_OPT_CM_DATA_SIZE)
-        EVD_WARN(FI_LOG_EP_CTRL, "fi_setopt(FI_OPT_CM_DATA_SIZE): read-only option\n");
-    return -FI_ENOPROTOOPT;
+int pep_setopt(fid_t, int level, int optname, const void*, size_t) {
+    return cm_setopt(level, optname);
 }
 
 int pep_no_connect(struct fid_ep*, const void*, const void*, size_t) { return -FI_ENOSYS; }
