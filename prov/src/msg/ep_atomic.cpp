@@ -77,88 +77,104 @@ struct atomic_req {
     bool no_ctx;                   // fi_inject_atomic
 };
 
-ssize_t do_atomic(ep* e, const atomic_req& q) {
+// What the request asks, checked against the device and atomic_table.h
+// before any buffer is looked at: the row to carry out, or an error.
+ssize_t check_request(ep* e, const atomic_req& q, const atomic_row*& row) {
+    const char* name = atomic_kind_name(q.kind);
     if (!e->dom->dev->atomics) {
-        EVD_WARN(FI_LOG_EP_DATA, "%s: %s has no atomic operations (atomic_cap NONE)\n",
-                 atomic_kind_name(q.kind), e->dom->dev->name.c_str());
+        EVD_WARN(FI_LOG_EP_DATA, "%s: %s has no atomic operations (atomic_cap NONE)\n", name,
+                 e->dom->dev->name.c_str());
         return -FI_EOPNOTSUPP;
     }
-    const atomic_row* row = atomic_lookup(q.kind, q.op, q.dt);
+    row = atomic_lookup(q.kind, q.op, q.dt);
     if (!row) {
         EVD_WARN(FI_LOG_EP_DATA, "%s: op %d on datatype %d is not offered (fi_evd(7), ATOMIC "
-                 "OPERATIONS; fi_atomicvalid answers -FI_EOPNOTSUPP)\n", atomic_kind_name(q.kind),
+                 "OPERATIONS; fi_atomicvalid answers -FI_EOPNOTSUPP)\n", name,
                  static_cast<int>(q.op), static_cast<int>(q.dt));
         return -FI_EOPNOTSUPP;
     }
     if (q.flags & FI_TAGGED) {
-        EVD_WARN(FI_LOG_EP_DATA, "%s: FI_TAGGED: evd has no tagged atomics\n",
-                 atomic_kind_name(q.kind));
+        EVD_WARN(FI_LOG_EP_DATA, "%s: FI_TAGGED: evd has no tagged atomics\n", name);
         return -FI_EOPNOTSUPP;
     }
     if (q.flags & FI_REMOTE_CQ_DATA) {
         EVD_WARN(FI_LOG_EP_DATA, "%s: FI_REMOTE_CQ_DATA: a verbs atomic carries no immediate "
-                 "data\n", atomic_kind_name(q.kind));
+                 "data\n", name);
         return -FI_EOPNOTSUPP;
     }
-    const bool inject = q.flags & FI_INJECT;
-    if (inject && q.kind != atomic_kind::base) {
+    if ((q.flags & FI_INJECT) && q.kind != atomic_kind::base) {
         EVD_WARN(FI_LOG_EP_DATA, "%s: FI_INJECT applies to base atomics only (the result is "
-                 "written later)\n", atomic_kind_name(q.kind));
+                 "written later)\n", name);
         return -FI_EINVAL;
     }
     if (q.addr % kAtomicSize) {
-        EVD_WARN(FI_LOG_EP_DATA, "%s: remote address 0x%llx is not 8-byte aligned\n",
-                 atomic_kind_name(q.kind), static_cast<unsigned long long>(q.addr));
+        EVD_WARN(FI_LOG_EP_DATA, "%s: remote address 0x%llx is not 8-byte aligned\n", name,
+                 static_cast<unsigned long long>(q.addr));
         return -FI_EINVAL;
     }
     if (q.key > UINT32_MAX) {
         EVD_WARN(FI_LOG_EP_DATA, "%s: key 0x%llx is not an evd key (keys are 32-bit rkeys)\n",
-                 atomic_kind_name(q.kind), static_cast<unsigned long long>(q.key));
+                 name, static_cast<unsigned long long>(q.key));
         return -FI_EINVAL;
     }
+    return 0;
+}
 
-    // the operand (ignored by FI_ATOMIC_READ, whose buffer may be NULL)
+// The request's buffers, one element each: the operand (ignored by
+// FI_ATOMIC_READ, whose buffer may be NULL), the result (fetching and
+// compare calls; registered, as the device writes it) and the compare value.
+struct atomic_bufs {
     void* opnd = nullptr;
     void* opnd_desc = nullptr;
-    if (row->wire != atomic_wire::rdma_read)
-        if (ssize_t r = one_element("the operand", q.op_iov, q.op_count, q.op_desc, opnd, opnd_desc))
-            return r;
     void* res = nullptr;
     void* res_desc = nullptr;
-    if (q.kind != atomic_kind::base) {
-        if (ssize_t r = one_element("the result", q.res_iov, q.res_count, q.res_desc, res, res_desc))
+    void* cmp = nullptr;
+};
+
+ssize_t gather_buffers(const atomic_req& q, const atomic_row& row, atomic_bufs& b) {
+    if (row.wire != atomic_wire::rdma_read)
+        if (ssize_t r = one_element("the operand", q.op_iov, q.op_count, q.op_desc, b.opnd,
+                                    b.opnd_desc))
             return r;
-        if (!res_desc) {
+    if (q.kind != atomic_kind::base) {
+        if (ssize_t r = one_element("the result", q.res_iov, q.res_count, q.res_desc, b.res,
+                                    b.res_desc))
+            return r;
+        if (!b.res_desc) {
             EVD_WARN(FI_LOG_EP_DATA, "%s: the result buffer has no memory descriptor (FI_MR_LOCAL: "
                      "pass fi_mr_desc() of a registration covering it)\n", atomic_kind_name(q.kind));
             return -FI_EINVAL;
         }
     }
-    void* cmp = nullptr;
     void* cmp_desc = nullptr;
     if (q.kind == atomic_kind::compare)
-        if (ssize_t r = one_element("the compare value", q.cmp_iov, q.cmp_count, nullptr, cmp,
+        if (ssize_t r = one_element("the compare value", q.cmp_iov, q.cmp_count, nullptr, b.cmp,
                                     cmp_desc))
             return r;
+    return 0;
+}
 
-    struct ibv_send_wr wr {};
-    struct ibv_sge sge {};
+// The verbs work request of the row: the opcode, the remote side, and where
+// the 8 bytes come from or go to. The operand and compare values are copied
+// into the request now.
+ssize_t build_wr(ep* e, const atomic_req& q, const atomic_row& row, const atomic_bufs& b,
+                 struct ibv_send_wr& wr, struct ibv_sge& sge) {
     sge.length = kAtomicSize;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     if (q.flags & FI_FENCE) wr.send_flags |= IBV_SEND_FENCE;
-    switch (row->wire) {
+    switch (row.wire) {
     case atomic_wire::fetch_add:
     case atomic_wire::cmp_swap:
-        wr.opcode = row->wire == atomic_wire::fetch_add ? IBV_WR_ATOMIC_FETCH_AND_ADD
-                                                        : IBV_WR_ATOMIC_CMP_AND_SWP;
+        wr.opcode = row.wire == atomic_wire::fetch_add ? IBV_WR_ATOMIC_FETCH_AND_ADD
+                                                       : IBV_WR_ATOMIC_CMP_AND_SWP;
         wr.wr.atomic.remote_addr = q.addr;
         wr.wr.atomic.rkey = static_cast<uint32_t>(q.key);
-        if (row->wire == atomic_wire::fetch_add) {
-            wr.wr.atomic.compare_add = load8(opnd);
+        if (row.wire == atomic_wire::fetch_add) {
+            wr.wr.atomic.compare_add = load8(b.opnd);
         } else {
-            wr.wr.atomic.compare_add = load8(cmp);
-            wr.wr.atomic.swap = load8(opnd);
+            wr.wr.atomic.compare_add = load8(b.cmp);
+            wr.wr.atomic.swap = load8(b.opnd);
         }
         if (q.kind == atomic_kind::base) {  // the old value goes to the domain's sink
             if (!e->dom->atomic_sink_mr) {
@@ -169,33 +185,44 @@ ssize_t do_atomic(ep* e, const atomic_req& q) {
             sge.addr = reinterpret_cast<uintptr_t>(e->dom->atomic_sink.get());
             sge.lkey = e->dom->atomic_sink_mr->lkey;
         } else {
-            sge.addr = reinterpret_cast<uintptr_t>(res);
-            sge.lkey = mr_desc_lkey(res_desc);
+            sge.addr = reinterpret_cast<uintptr_t>(b.res);
+            sge.lkey = mr_desc_lkey(b.res_desc);
         }
-        break;
-    case atomic_wire::rdma_write:
+        return 0;
+    case atomic_wire::rdma_write: {
+        const bool inject = q.flags & FI_INJECT;
         wr.opcode = IBV_WR_RDMA_WRITE;
-        sge.addr = reinterpret_cast<uintptr_t>(opnd);
+        sge.addr = reinterpret_cast<uintptr_t>(b.opnd);
         if (ep_max_inline(e) >= kAtomicSize) {
             wr.send_flags |= IBV_SEND_INLINE;  // copied now: no descriptor needed
-        } else if (inject || !opnd_desc) {
+        } else if (inject || !b.opnd_desc) {
             EVD_WARN(FI_LOG_EP_DATA, "fi_atomic(FI_ATOMIC_WRITE): the endpoint cannot send 8 "
                      "bytes inline%s\n", inject ? " (FI_INJECT)" : "; pass the operand's descriptor");
             return -FI_EINVAL;
         } else {
-            sge.lkey = mr_desc_lkey(opnd_desc);
+            sge.lkey = mr_desc_lkey(b.opnd_desc);
         }
         break;
+    }
     case atomic_wire::rdma_read:
         wr.opcode = IBV_WR_RDMA_READ;
-        sge.addr = reinterpret_cast<uintptr_t>(res);
-        sge.lkey = mr_desc_lkey(res_desc);
+        sge.addr = reinterpret_cast<uintptr_t>(b.res);
+        sge.lkey = mr_desc_lkey(b.res_desc);
         break;
     }
-    if (wr.opcode == IBV_WR_RDMA_WRITE || wr.opcode == IBV_WR_RDMA_READ) {
-        wr.wr.rdma.remote_addr = q.addr;
-        wr.wr.rdma.rkey = static_cast<uint32_t>(q.key);
-    }
+    wr.wr.rdma.remote_addr = q.addr;  // RDMA write and read
+    wr.wr.rdma.rkey = static_cast<uint32_t>(q.key);
+    return 0;
+}
+
+ssize_t do_atomic(ep* e, const atomic_req& q) {
+    const atomic_row* row = nullptr;
+    if (ssize_t r = check_request(e, q, row)) return r;
+    atomic_bufs b;
+    if (ssize_t r = gather_buffers(q, *row, b)) return r;
+    struct ibv_send_wr wr {};
+    struct ibv_sge sge {};
+    if (ssize_t r = build_wr(e, q, *row, b, wr, sge)) return r;
     const tx_kind kind = row->counter == FI_READ ? tx_kind::read : tx_kind::write;
     return ep_post_sq(e, wr, kind, !q.no_ctx && ep_tx_completion(e, q.flags), q.no_ctx,
                       q.context);
