@@ -18,7 +18,7 @@
 //  * fi_ep_bind: the control half handles FI_CLASS_EQ, FI_CLASS_CQ (cq.h contract:
 //    fills tx_cq/rx_cq/tx_flags/rx_flags, holds cq_bind_ref) and
 //    FI_CLASS_SRX_CTX (srx_fid, srx_bind_ref); FI_CLASS_CNTR is handed to
-//    ep_data_bind(), which validates the counter, fills the *_cntr fields and
+//    ep_data_bind() (ep_counters.cpp), which validates the counter, fills the *_cntr fields and
 //    takes its refs; ep_data_close() drops them at fi_close.
 //  * The kind's enable creates the QP (ibv_create_qp on the domain's PD; an
 //    FI_EP_MSG endpoint's is handed to its cm_id) at fi_enable (or
@@ -55,7 +55,7 @@ struct cm_chan;
 struct connreq;
 struct av;
 struct ud_listener;
-struct ep_dp;  // ep_data.cpp
+struct ep_dp;  // ep_dp.h
 struct ep_kind;  // below
 extern const ep_kind kMsgKind;
 struct ep_dp_free {
@@ -183,8 +183,9 @@ struct ep : object_head<struct fid_ep, kind::ep> {
     cntr* rem_write_cntr = nullptr;
     uint64_t op_flags_tx = 0;             // fi_control(FI_SETOPSFLAG) on FI_TRANSMIT
     uint64_t op_flags_rx = 0;             // ... on FI_RECV
-    // The data path's own state (send signalling, counter slots), ep_data.cpp's
-    // alone; made by ep_data_init, dropped by ep_data_close.
+    // The data path's own state (send signalling, counter slots; ep_dp.h),
+    // ep_data.cpp's and ep_counters.cpp's alone; made by ep_data_init,
+    // dropped by ep_data_close.
     std::unique_ptr<ep_dp, ep_dp_free> dp;
 
   protected:
@@ -347,6 +348,7 @@ void ep_drop_connreq(msg_ep* e);
 
 // ---- provided by ep_data.cpp (data path)
 void ep_data_init(ep* e);                                   // set fid.msg, fid.rma, fid.atomic
+// ---- provided by ep_counters.cpp (the endpoint's counters)
 int ep_data_bind(ep* e, struct fid* bfid, uint64_t flags);  // FI_CLASS_CNTR
 void ep_data_close(ep* e);                                  // drop refs taken by ep_data_bind
 // fi_enable, before the CQ check: prepares counting for an endpoint with

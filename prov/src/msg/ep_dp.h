@@ -1,0 +1,28 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// An MSG endpoint's data-path state (ep->dp), shared by the data path
+// (ep_data.cpp: send signalling) and the endpoint's counters
+// (ep_counters.cpp: the slots that route a send-queue completion to its
+// counter). Made by ep_data_init, dropped by ep_data_close.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "cq/cntr.h"
+
+namespace evd {
+
+struct ep_dp {
+    size_t max_inline = 0;
+    uint32_t signal_every = 1;  // unsignaled sends between forced signals
+    std::atomic<uint32_t> unsignaled{0};
+    // Counters (cntr.h): set at fi_enable when a counter is bound, then every
+    // send-queue work request is signaled and carries a slot id.
+    std::unique_ptr<tx_slot[]> slots;
+    cntr_route route;
+    bool counted = false;
+};
+
+}  // namespace evd
