@@ -95,6 +95,11 @@ struct side : rxetest::fabric_side {
         fabric_side::close();
         ops = nullptr;
     }
+    // A failed ASSERT_* returns before the test's close(): close then.
+    ~side() { close(); }
+    side() = default;
+    side(const side&) = delete;
+    side& operator=(const side&) = delete;
     int port_state() const {
         struct fi_evd_port_state st = {};
         if (!ops || ops->port_state(dom, &st)) return -1;
@@ -438,22 +443,23 @@ struct pair_conn {
                            {}, &sep);
         return sep && !::testing::Test::HasFailure();
     }
+    // Closes the endpoints before the sides they belong to; a second call
+    // (the destructor after the test's own close) finds nothing left.
     void close() {
-        if (cep) {
-            EXPECT_EQ(fi_close(&cep->fid), 0);
-        }
-        if (sep) {
-            EXPECT_EQ(fi_close(&sep->fid), 0);
-        }
-        if (srx) {
-            EXPECT_EQ(fi_close(&srx->fid), 0);
-        }
+        for (struct fid_ep** e : {&cep, &sep, &srx})
+            if (*e) {
+                EXPECT_EQ(fi_close(&(*e)->fid), 0);
+                *e = nullptr;
+            }
         if (pep) {
             EXPECT_EQ(fi_close(&pep->fid), 0);
+            pep = nullptr;
         }
         cli.close();
         srv.close();
     }
+    // A failed ASSERT_* returns before the test's close(): close then.
+    ~pair_conn() { close(); }
 };
 
 struct mr_buf {
