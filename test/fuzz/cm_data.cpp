@@ -7,6 +7,9 @@
 // peer may send more than evd's kCmDataMax: an EQ entry has room for it),
 // packs back, when it fits kCmDataMax, to a header that unpacks to the same
 // bytes, and cm_translate's view of the event stays inside its private data.
+// The same bytes as a resume message (resume/resume_wire.h) and as an
+// accept that may carry an offer: what is accepted packs back to the same
+// 36 bytes, and what is refused leaves the output untouched.
 #include <rdma/rdma_cma.h>
 
 #include <cstdint>
@@ -15,6 +18,7 @@
 #include <cstring>
 
 #include "cm/cm.h"
+#include "resume/resume_wire.h"
 
 #include "check.h"
 
@@ -51,10 +55,29 @@ void check_translate(const uint8_t* data, size_t size) {
         check(a.data >= data + 5 && a.data + a.data_len <= data + 5 + ev.param.conn.private_data_len);
 }
 
+void check_resume(const uint8_t* data, size_t size) {
+    namespace rs = evd::resume;
+    rs::resume_msg m;
+    m.count = 0xfeed;
+    const rs::wire_error e = rs::resume_unpack(data, size, &m);
+    if (e != rs::wire_error::none) {
+        check(m.count == 0xfeed);
+    } else {
+        check(size >= rs::kResumeMsgLen && rs::looks_like_resume(data, size));
+        uint8_t again[rs::kResumeMsgLen];
+        check(rs::resume_pack(m, again, sizeof again));
+        check(std::memcmp(again, data, sizeof again) == 0);
+    }
+    rs::resume_msg offer;
+    if (rs::resume_offer_in(data, size, &offer) == rs::wire_error::none)
+        check(offer.kind == rs::resume_kind::offer);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     check_unpack(data, size);
     check_translate(data, size);
+    check_resume(data, size);
     return 0;
 }
