@@ -18,8 +18,9 @@
 //  * fi_ep_bind: the control half handles FI_CLASS_EQ, FI_CLASS_CQ (cq.h contract:
 //    fills tx_cq/rx_cq/tx_flags/rx_flags, holds cq_bind_ref) and
 //    FI_CLASS_SRX_CTX (srx_fid, srx_bind_ref); FI_CLASS_CNTR is handed to
-//    ep_data_bind() (ep_counters.cpp), which validates the counter, fills the *_cntr fields and
-//    takes its refs; ep_data_close() drops them at fi_close.
+//    ep_data_bind() (ep_counters.cpp), which validates the counter, fills
+//    the *_cntr fields and takes its refs; ep_data_close() drops them at
+//    fi_close.
 //  * The kind's enable creates the QP (ibv_create_qp on the domain's PD; an
 //    FI_EP_MSG endpoint's is handed to its cm_id) at fi_enable (or
 //    fi_connect/fi_accept), with send_cq = cq_ibv(tx_cq), recv_cq =

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
-// Counters of an active MSG endpoint (fi_cntr(3)): fi_ep_bind of a counter,
-// the slots fi_enable sets up so that every send-queue completion finds the
-// counter of its kind (cntr.h), the CQ of its own a counter-only direction
-// completes into, and the references dropped at fi_close. The data path
-// (ep_data.cpp) fills a slot per work request.
+// Counters of an active endpoint, of either kind (fi_cntr(3)): fi_ep_bind
+// of a counter, the slots fi_enable sets up so that every send-queue
+// completion finds the counter of its kind (cntr.h), the CQ of its own a
+// counter-only direction completes into, and the references dropped at
+// fi_close. The MSG data path (ep_data.cpp) fills a slot per work request.
 #include <algorithm>
 
 #include "cq/cntr.h"

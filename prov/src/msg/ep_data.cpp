@@ -28,7 +28,6 @@
 
 namespace evd {
 
-
 namespace {
 
 ep_dp* dp_of(ep* e) { return e->dp.get(); }
