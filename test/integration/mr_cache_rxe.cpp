@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <thread>
@@ -85,7 +86,16 @@ protected:
                   0);
         struct fi_cq_data_entry e {};
         EXPECT_EQ(rxetest::cq_wait_one(c.tx, e, 20000), 1);
-        return std::memcmp(buf, src.data(), len) == 0;
+        // The initiator's completion says its buffer may be reused, not that
+        // the target's memory holds the data: on iWARP (siw) the bytes may
+        // still be on their way. Wait for them there, up to a bound; a write
+        // that went to other pages never shows.
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (std::memcmp(buf, src.data(), len) != 0) {
+            if (std::chrono::steady_clock::now() >= end) return false;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return true;
     }
     static void* map_anon(size_t len, void* at = nullptr) {
         void* p = mmap(at, len, PROT_READ | PROT_WRITE,
