@@ -185,6 +185,27 @@ TEST_F(CmRxe, ConnectAcceptShutdownWithData) {
     }
 }
 
+// After the connection ended (fi_shutdown here, the peer's disconnect
+// there), a receive could sit behind the QP's flush marker and never
+// complete: fi_recv refuses it on both sides instead (fi_evd(7), DATA
+// TRANSFER). The soak lost one such receive under TSan before.
+TEST_F(CmRxe, AReceiveAfterTheConnectionEndedIsRefusedNotLost) {
+    auto eps = connect({}, {});
+    evdtest::held<struct fid_ep> cep{eps.first};
+    evdtest::held<struct fid_ep> sep{eps.second};
+    ASSERT_NE(cep, nullptr);
+    ASSERT_NE(sep, nullptr);
+    int ctx = 0;
+    EXPECT_EQ(fi_recv(sep, nullptr, 0, nullptr, 0, &ctx), 0) << "before the end: posted";
+    EXPECT_EQ(fi_shutdown(cep, 0), 0);
+    expect_shutdown(cli.eq, cep);
+    expect_shutdown(srv.eq, sep);
+    EXPECT_EQ(fi_recv(cep, nullptr, 0, nullptr, 0, &ctx), -FI_EOPBADSTATE) << "the side that shut down";
+    EXPECT_EQ(fi_recv(sep, nullptr, 0, nullptr, 0, &ctx), -FI_EOPBADSTATE) << "the side told";
+    EXPECT_EQ(cep.close(), 0);
+    EXPECT_EQ(sep.close(), 0);
+}
+
 TEST_F(CmRxe, CmDataSizeIsHonestAndEnforced) {
     size_t v = 0, len = sizeof(v);
     ASSERT_EQ(fi_getopt(&pep->fid, FI_OPT_ENDPOINT, FI_OPT_CM_DATA_SIZE, &v, &len), 0);

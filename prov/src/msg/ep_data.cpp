@@ -258,6 +258,15 @@ ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
     struct ibv_sge sge[kMaxIov];
     int nsge = 0;
     if (ssize_t r = ep_rx_prepare(e, iov, desc, count, sge, 0, nsge)) return r;
+    // Once an ending connection's receive flush marker is queued (fi_shutdown,
+    // the peer's disconnect: qp_flush.h), the QP is on its way to the error
+    // state, and a receive behind the marker may never be flushed: it would
+    // never complete. Refused instead, as a post after the end is on iWARP.
+    if (e->rq_marked.load(std::memory_order_acquire)) {
+        EVD_WARN(FI_LOG_EP_DATA, "fi_recv: the endpoint's connection has ended; the receive "
+                 "is not posted\n");
+        return -FI_EOPBADSTATE;
+    }
     struct ibv_recv_wr wr {};
     wr.sg_list = nsge ? sge : nullptr;
     wr.num_sge = nsge;
@@ -265,8 +274,9 @@ ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
     struct ibv_recv_wr* bad = nullptr;
     int r = post_errno(ibv_post_recv(ep_qp_of(e), &wr, &bad));
     if (r == 0) {
-        // Behind the receive flush marker of an ending connection: this one
-        // may never be flushed, so the QP is not kept for reuse (ep.h).
+        // The marker went in between the check above and this post: this
+        // receive may never be flushed, so the QP is not kept for reuse
+        // (ep.h).
         if (e->rq_marked.load()) e->rq_after_marker.store(true, std::memory_order_relaxed);
         return 0;
     }
