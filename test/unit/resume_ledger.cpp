@@ -213,6 +213,28 @@ TEST(ResumeLedger, TheLedgerHoldsAsManyAsTheQueueAndWraps) {
     EXPECT_EQ(l.messages_acked(), 20u);
 }
 
+TEST(ResumeLedger, SlotsAreAPowerOfTwoAndNeverShared) {
+    tx_ledger l(5);
+    EXPECT_EQ(l.capacity(), 5u);
+    EXPECT_EQ(l.slots(), 8u);
+    // the outstanding operations always sit in distinct slots
+    for (int round = 0; round < 7; ++round) {
+        std::vector<bool> used(l.slots());
+        while (!l.full()) {
+            const uint64_t s = l.add(op_kind::message);
+            ASSERT_FALSE(used[l.slot_of(s)]) << "seq " << s;
+            used[l.slot_of(s)] = true;
+        }
+        uint64_t q;
+        while (l.next_queued(q)) l.posted(q);
+        ASSERT_TRUE(l.complete_through(l.tail() - 1, [](uint64_t, bool) {}));
+    }
+    EXPECT_EQ(tx_ledger(0).capacity(), 1u);
+    EXPECT_EQ(rx_ledger(0).slots(), 1u);
+    EXPECT_EQ(rx_ledger(1000).slots(), 1024u);
+    EXPECT_EQ(rx_ledger(UINT32_MAX).capacity(), evd::resume::kMaxLedger);
+}
+
 TEST(ResumeLedger, RangesOverlapWithoutWrapping) {
     struct row {
         remote_range a, b;

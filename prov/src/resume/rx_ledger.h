@@ -14,20 +14,29 @@
 // context, which a QP's failure does not flush.
 //
 // Pure, like tx_ledger.h: no rdma-core call, no lock, no allocation after
-// the constructor; slots of the endpoint's own are indexed seq % capacity().
+// the constructor; slots of the endpoint's own are indexed slot_of(seq), a
+// mask as in tx_ledger.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
+
+#include "resume/tx_ledger.h"  // kMaxLedger
 
 namespace evd::resume {
 
 class rx_ledger {
   public:
-    // capacity: the receive queue's depth. Nothing is allocated: a receive
-    // is on the wire or queued, and which one follows from the cursor.
-    explicit rx_ledger(uint32_t capacity) noexcept : cap_(capacity ? capacity : 1) {}
+    // capacity: the receive queue's depth, 1 to kMaxLedger. Nothing is
+    // allocated: a receive is on the wire or queued, and which one follows
+    // from the cursor.
+    explicit rx_ledger(uint32_t capacity) noexcept
+        : cap_(std::clamp<uint32_t>(capacity, 1, kMaxLedger)), mask_(std::bit_ceil(cap_) - 1) {}
 
     uint32_t capacity() const noexcept { return cap_; }
+    uint32_t slots() const noexcept { return mask_ + 1; }
+    uint32_t slot_of(uint64_t seq) const noexcept { return static_cast<uint32_t>(seq & mask_); }
     uint64_t outstanding() const noexcept { return tail_ - head_; }
     bool full() const noexcept { return outstanding() == cap_; }
     uint64_t head() const noexcept { return head_; }
@@ -71,6 +80,7 @@ class rx_ledger {
 
   private:
     uint32_t cap_;
+    uint32_t mask_;
     uint64_t head_ = 0;    // oldest receive not consumed
     uint64_t cursor_ = 0;  // first receive not on the current QP
     uint64_t tail_ = 0;    // the next seq add() gives

@@ -4,6 +4,9 @@
 // once holds".
 #include "resume/tx_ledger.h"
 
+#include <algorithm>
+#include <bit>
+
 namespace evd::resume {
 
 const char* op_kind_name(op_kind k) noexcept {
@@ -46,7 +49,9 @@ bool overlaps(const remote_range& a, const remote_range& b) noexcept {
 }
 
 tx_ledger::tx_ledger(uint32_t capacity)
-    : cap_(capacity ? capacity : 1), ring_(std::make_unique<entry[]>(cap_)) {}
+    : cap_(std::clamp<uint32_t>(capacity, 1, kMaxLedger)),
+      mask_(std::bit_ceil(cap_) - 1),
+      ring_(std::make_unique<entry[]>(static_cast<size_t>(mask_) + 1)) {}
 
 uint64_t tx_ledger::add(op_kind k, remote_range r) noexcept {
     entry& e = at(tail_);

@@ -8,8 +8,9 @@
 // Pure: no rdma-core call, no lock, no allocation after the constructor
 // (which runs at fi_enable). The endpoint keeps what it needs to post an
 // operation again (its work request, the copy of inject data, the context)
-// in slots of its own indexed like the ledger's: seq % capacity(). The
-// caller serialises calls (the endpoint's lock).
+// in slots of its own indexed like the ledger's: slot_of(seq). The
+// caller serialises calls (the endpoint's lock). Slots are a power of two
+// (the capacity rounded up), so finding one is a mask, not a division.
 //
 // Why the decisions are sound is written in docs/resume.md; in short, RC
 // executes one side's requests at the peer in the order they were posted,
@@ -32,6 +33,10 @@ enum class op_kind : uint8_t {
     fetch_atomic,  // fetching or compare atomic: a result comes back
 };
 const char* op_kind_name(op_kind k) noexcept;
+
+// The most operations a ledger holds (far above any device's queue depth);
+// a larger capacity is clamped to it.
+inline constexpr uint32_t kMaxLedger = 1u << 24;
 
 enum class tx_state : uint8_t {
     queued,    // taken, not on a QP (taken while resuming, or to be replayed)
@@ -62,10 +67,14 @@ bool overlaps(const remote_range& a, const remote_range& b) noexcept;
 class tx_ledger {
   public:
     // capacity: the send queue's depth (at most this many operations are
-    // outstanding). Throws std::bad_alloc.
+    // outstanding), 1 to kMaxLedger. Throws std::bad_alloc.
     explicit tx_ledger(uint32_t capacity);
 
     uint32_t capacity() const noexcept { return cap_; }
+    // The slot of seq, below slots(): what the endpoint indexes its own
+    // per-operation state by.
+    uint32_t slots() const noexcept { return mask_ + 1; }
+    uint32_t slot_of(uint64_t seq) const noexcept { return static_cast<uint32_t>(seq & mask_); }
     uint64_t outstanding() const noexcept { return tail_ - head_; }
     bool full() const noexcept { return outstanding() == cap_; }
     uint64_t head() const noexcept { return head_; }  // oldest outstanding seq
@@ -128,14 +137,15 @@ class tx_ledger {
         uint64_t mark = 0;
         remote_range range;
     };
-    entry& at(uint64_t seq) noexcept { return ring_[seq % cap_]; }
-    const entry& at(uint64_t seq) const noexcept { return ring_[seq % cap_]; }
+    entry& at(uint64_t seq) noexcept { return ring_[slot_of(seq)]; }
+    const entry& at(uint64_t seq) const noexcept { return ring_[slot_of(seq)]; }
     // The head leaves; ok says it completed.
     template <class F>
     void pop_head(bool ok, F& retire);
     verdict decide(uint64_t n, uint64_t* culprit) const noexcept;
 
     uint32_t cap_;
+    uint32_t mask_;  // slots() - 1
     std::unique_ptr<entry[]> ring_;
     uint64_t head_ = 0;
     uint64_t tail_ = 0;
