@@ -168,6 +168,10 @@ struct ep : object_head<struct fid_ep, kind::ep> {
     // may never be flushed, so the QP is not kept (qp_pool.h).
     std::atomic<bool> rq_marked{false};
     std::atomic<bool> rq_after_marker{false};
+    // The connection ended (fi_shutdown, the peer's disconnect): the QP is on
+    // its way to the error state and fi_recv refuses (ep_data.cpp), with or
+    // without the QP pool's marker. Set under mu before rdma_disconnect.
+    std::atomic<bool> rq_closed{false};
     std::atomic<bool> qp_ready{false};
 
     // --- bindings (CQ/SRX by ep_msg.cpp, counters by ep_data_bind)

@@ -258,11 +258,11 @@ ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
     struct ibv_sge sge[kMaxIov];
     int nsge = 0;
     if (ssize_t r = ep_rx_prepare(e, iov, desc, count, sge, 0, nsge)) return r;
-    // Once an ending connection's receive flush marker is queued (fi_shutdown,
-    // the peer's disconnect: qp_flush.h), the QP is on its way to the error
-    // state, and a receive behind the marker may never be flushed: it would
-    // never complete. Refused instead, as a post after the end is on iWARP.
-    if (e->rq_marked.load(std::memory_order_acquire)) {
+    // Once the connection ended (fi_shutdown, the peer's disconnect:
+    // qp_mark_receives), the QP is on its way to the error state, and a
+    // receive posted then may never be flushed: it would never complete.
+    // Refused instead, as a post after the end is on iWARP.
+    if (e->rq_closed.load(std::memory_order_acquire)) {
         EVD_WARN(FI_LOG_EP_DATA, "fi_recv: the endpoint's connection has ended; the receive "
                  "is not posted\n");
         return -FI_EOPBADSTATE;

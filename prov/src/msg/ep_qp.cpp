@@ -158,6 +158,7 @@ int make_qp(msg_ep* e, struct ibv_qp_init_attr* a) EVD_REQUIRES(e->mu) {
     e->qkey = key;
     e->rq_marked.store(false);
     e->rq_after_marker.store(false);
+    e->rq_closed.store(false);
     return 0;
 }
 

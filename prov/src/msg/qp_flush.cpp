@@ -67,6 +67,7 @@ int qp_to_error(struct ibv_qp* qp) {
 }
 
 void qp_mark_receives(msg_ep* e) EVD_REQUIRES(e->mu) {
+    e->rq_closed.store(true, std::memory_order_release);  // with or without a pool
     // Only for a QP that can be kept, and only when rdma_disconnect is
     // about to move it to the error state (it does so for the id's QP):
     // the marker must never sit in a live receive queue.

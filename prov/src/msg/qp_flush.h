@@ -32,7 +32,8 @@ bool qp_flush(ep* e) EVD_EXCLUDES(e->mu);
 // connection ends: queues the receive flush marker behind the application's
 // receives, so that fi_close can tell they have all been flushed and the QP
 // may be kept (qp_pool.h). Only with QP reuse on, and only for the id's QP
-// (which rdma_disconnect moves). e->mu held.
+// (which rdma_disconnect moves). Always closes e's receive queue to fi_recv
+// (ep::rq_closed). e->mu held.
 void qp_mark_receives(msg_ep* e) EVD_REQUIRES(e->mu);
 
 // Moves qp to the error state, which flushes its queues; 0 or an errno. (The
