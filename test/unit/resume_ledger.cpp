@@ -277,4 +277,52 @@ TEST(ResumeLedger, ReceivesTheFailedQpFlushedArePostedAgainInOrder) {
     EXPECT_FALSE(r.consume(&s)) << "nothing on the wire";
 }
 
+TEST(ResumeLedger, APostThatFailedLeavesAsIfNeverTaken) {
+    tx_ledger l(4);
+    take(l, {op_kind::message});
+    const uint64_t s = l.add(op_kind::message);
+    EXPECT_FALSE(l.take_back(0)) << "only the newest, still queued";
+    ASSERT_TRUE(l.take_back(s));
+    EXPECT_EQ(l.tail(), s);
+    EXPECT_EQ(l.messages_taken(), 1u) << "the message count goes back too";
+    EXPECT_FALSE(l.take_back(s)) << "it is gone";
+    // the next operation takes its seq and its message index
+    const uint64_t t = l.add(op_kind::message);
+    EXPECT_EQ(t, s);
+    l.posted(t);
+    uint64_t culprit = 0;
+    EXPECT_EQ(l.peer_consumed(2, &culprit), verdict::resume);
+
+    rx_ledger r(2);
+    const uint64_t a = r.add();
+    EXPECT_TRUE(r.take_back(a));
+    EXPECT_EQ(r.outstanding(), 0u);
+    r.posted(r.add());
+    EXPECT_FALSE(r.take_back(0)) << "on the wire already";
+}
+
+TEST(ResumeLedger, WithoutResumingAFailedQpRetiresEachOperationInOrderAsFailed) {
+    tx_ledger l(8);
+    take(l, {op_kind::message, op_kind::read, op_kind::fetch_atomic});
+    retired_list r;
+    auto note = [&](uint64_t s, bool ok) { r.emplace_back(s, ok); };
+    ASSERT_TRUE(l.complete_through(0, note));
+    EXPECT_FALSE(l.fail_head(2, note)) << "not the head: completions come in order";
+    ASSERT_TRUE(l.fail_head(1, note));
+    ASSERT_TRUE(l.fail_head(2, note));
+    EXPECT_FALSE(l.fail_head(3, note)) << "never taken";
+    EXPECT_EQ(r, (retired_list{{0, true}, {1, false}, {2, false}}));
+    EXPECT_EQ(l.outstanding(), 0u);
+    EXPECT_EQ(l.messages_acked(), 1u) << "a failed operation acknowledges nothing";
+
+    rx_ledger x(4);
+    for (int i = 0; i < 2; ++i) x.posted(x.add());
+    uint64_t s = 99;
+    ASSERT_TRUE(x.consume(&s));
+    ASSERT_TRUE(x.fail_head(&s));
+    EXPECT_EQ(s, 1u);
+    EXPECT_FALSE(x.fail_head(&s)) << "nothing on the wire";
+    EXPECT_EQ(x.consumed(), 1u) << "a failed receive consumed nothing";
+}
+
 }  // namespace resume_ledger_test

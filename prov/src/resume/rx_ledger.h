@@ -52,6 +52,14 @@ class rx_ledger {
     }
     // seq (next_queued's answer) is on the current QP.
     void posted(uint64_t seq) noexcept { cursor_ = seq + 1; }
+    // The receive add() just gave (seq, the newest, not on a QP) was not
+    // taken after all (its post failed). False, changing nothing, for any
+    // other seq.
+    bool take_back(uint64_t seq) noexcept {
+        if (tail_ == head_ || seq != tail_ - 1 || seq < cursor_) return false;
+        --tail_;
+        return true;
+    }
 
     // A message of the peer completed the oldest receive on the wire: its
     // seq in *seq. False, counting nothing, when no receive is on the wire
@@ -60,6 +68,14 @@ class rx_ledger {
         if (head_ == cursor_) return false;
         *seq = head_++;
         ++consumed_;
+        return true;
+    }
+    // The oldest receive on the wire completed in error, and the connection
+    // ends without resuming: it leaves, consuming nothing; its seq in *seq.
+    // False when no receive is on the wire.
+    bool fail_head(uint64_t* seq) noexcept {
+        if (head_ == cursor_) return false;
+        *seq = head_++;
         return true;
     }
     // A message of the peer consumed a receive of a shared receive context.

@@ -78,6 +78,15 @@ void tx_ledger::posted(uint64_t seq) noexcept {
     cursor_ = seq + 1;
 }
 
+bool tx_ledger::take_back(uint64_t seq) noexcept {
+    if (tail_ == head_ || seq != tail_ - 1 || seq < cursor_) return false;
+    const entry& e = at(seq);
+    if (e.state != tx_state::queued) return false;
+    if (e.kind == op_kind::message) --msgs_taken_;
+    --tail_;
+    return true;
+}
+
 void tx_ledger::qp_failed() noexcept {
     for (uint64_t s = head_; s < cursor_; ++s)
         if (at(s).state == tx_state::on_wire) at(s).state = tx_state::in_doubt;

@@ -90,6 +90,10 @@ class tx_ledger {
     bool next_queued(uint64_t& seq) const noexcept;
     // seq (next_queued's answer) is on the current QP now.
     void posted(uint64_t seq) noexcept;
+    // The operation add() just gave (seq, the newest, still queued) was not
+    // taken after all (its post failed): it leaves as if never added. False,
+    // changing nothing, for any other seq.
+    bool take_back(uint64_t seq) noexcept;
 
     // The current QP completed seq successfully, so every operation before
     // it completed too (RC completes a send queue in order). Calls
@@ -98,6 +102,15 @@ class tx_ledger {
     // not on the wire (not outstanding, or a QP before the current one).
     template <class F>
     bool complete_through(uint64_t seq, F&& retire);
+
+    // The current QP completed seq in error, and the connection ends
+    // without resuming (resumption off, or the failure is not one to ride
+    // through): seq, the oldest outstanding, leaves with retire(seq, false).
+    // Returns false, changing nothing, when seq is not the head on the wire
+    // (RC completes a send queue in order, and a resumable endpoint signals
+    // every request).
+    template <class F>
+    bool fail_head(uint64_t seq, F&& retire);
 
     // The QP failed and every completion it made has been read: what is on
     // the wire is now in doubt. Nothing leaves.
@@ -170,6 +183,15 @@ bool tx_ledger::complete_through(uint64_t seq, F&& retire) {
         if (at(s).state != tx_state::on_wire && at(s).state != tx_state::done) return false;
     while (head_ <= seq) pop_head(true, retire);
     retire_done(retire);
+    return true;
+}
+
+template <class F>
+bool tx_ledger::fail_head(uint64_t seq, F&& retire) {
+    if (seq != head_ || seq >= cursor_) return false;
+    const tx_state st = at(seq).state;
+    if (st != tx_state::on_wire && st != tx_state::in_doubt) return false;
+    pop_head(false, retire);
     return true;
 }
 
