@@ -240,6 +240,26 @@ struct fi_evd_async_ops {
 #define FI_EVD_FAIL_FAST_GET 0x65764402
 
 /*
+ * Resumable connections (fi_evd(7), RESUMABLE CONNECTIONS): endpoints of the
+ * domain enabled after the call keep every operation until it completes, so
+ * that a connection whose queue pair fails (a link flap, a port lost, a
+ * partition longer than the transport's retries) can be joined again within
+ * this many milliseconds; 0 turns it off.
+ *
+ *   int ms = 30000;
+ *   fi_control(&domain->fid, FI_EVD_RESUME_TIMEOUT_SET, &ms); // or FI_EVD_RESUME_TIMEOUT=30000
+ *   fi_control(&domain->fid, FI_EVD_RESUME_TIMEOUT_GET, &ms);
+ *
+ * arg is an int *; a value outside 0..FI_EVD_RESUME_TIMEOUT_MAX is
+ * -FI_EINVAL. A domain starts with the FI_EVD_RESUME_TIMEOUT variable.
+ * Being built: in this release the operations are kept and accounted, and a
+ * failure still ends the connection as it does with 0 (fi_evd(7)).
+ */
+#define FI_EVD_RESUME_TIMEOUT_SET 0x65764405
+#define FI_EVD_RESUME_TIMEOUT_GET 0x65764406
+#define FI_EVD_RESUME_TIMEOUT_MAX 3600000
+
+/*
  * Registration cache (fi_evd(7), REGISTRATION CACHE): the counters of a
  * domain's cache.
  *

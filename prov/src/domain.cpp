@@ -192,7 +192,27 @@ int domain_bind(struct fid* f, struct fid* bfid, uint64_t flags) {
     });
 }
 
-// fi_control on a domain: the fail-fast switch and the cache's counters (fi_ext_evd.h).
+// fi_control(FI_EVD_RESUME_TIMEOUT_SET/GET): arg points at an int, ms.
+int resume_control(domain* dom, int command, int* v) {
+    if (!v) {
+        EVD_WARN(FI_LOG_DOMAIN, "fi_control(domain, resume timeout): arg must point at an int\n");
+        return -FI_EINVAL;
+    }
+    if (command == FI_EVD_RESUME_TIMEOUT_GET) {
+        *v = static_cast<int>(dom->resume_timeout_ms.load());
+        return 0;
+    }
+    if (*v < 0 || *v > FI_EVD_RESUME_TIMEOUT_MAX) {
+        EVD_WARN(FI_LOG_DOMAIN, "fi_control(FI_EVD_RESUME_TIMEOUT_SET): %d ms is outside "
+                 "0..%d\n", *v, FI_EVD_RESUME_TIMEOUT_MAX);
+        return -FI_EINVAL;
+    }
+    dom->resume_timeout_ms.store(static_cast<uint32_t>(*v));
+    return 0;
+}
+
+// fi_control on a domain: the fail-fast switch, resumable connections and the
+// counters of the cache and the QP pool (fi_ext_evd.h).
 int domain_control(struct fid* f, int command, void* arg) {
     return guard([&] {
         domain* dom = domain_from_fid(reinterpret_cast<struct fid_domain*>(f));
@@ -216,6 +236,8 @@ int domain_control(struct fid* f, int command, void* arg) {
             dom->mrc->stats(st);
             return 0;
         }
+        if (command == FI_EVD_RESUME_TIMEOUT_SET || command == FI_EVD_RESUME_TIMEOUT_GET)
+            return resume_control(dom, command, static_cast<int*>(arg));
         if (command != FI_EVD_FAIL_FAST_SET && command != FI_EVD_FAIL_FAST_GET) {
             EVD_WARN(FI_LOG_DOMAIN, "fi_control(domain): unsupported command %d\n", command);
             return -FI_ENOSYS;
@@ -331,6 +353,7 @@ int domain_open(struct fid_fabric* fabfid, struct fi_info* info, struct fid_doma
         dom->fab = fab;
         dom->dev = dev;
         dom->fail_fast.store(get_params().fail_fast);
+        dom->resume_timeout_ms.store(static_cast<uint32_t>(get_params().resume_timeout_ms));
         if (dev->atomics) open_atomic_sink(dom.get(), pd.get());
         // Async events the device queued before this domain existed belong to
         // the domains already open (or to nobody): dispatch them now so the

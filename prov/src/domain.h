@@ -35,6 +35,11 @@ struct domain : object_head<struct fid_domain, kind::domain> {
     // PORT_ERR ends the domain's connected endpoints on port_num (fi_control
     // FI_EVD_FAIL_FAST_SET; starts as FI_EVD_FAIL_FAST). Read by async.cpp.
     std::atomic<bool> fail_fast{false};
+    // Endpoints enabled from now on resume their connections, and give up
+    // after this many ms; 0: they do not (fi_control
+    // FI_EVD_RESUME_TIMEOUT_SET; starts as FI_EVD_RESUME_TIMEOUT;
+    // msg/ep_resume.h).
+    std::atomic<uint32_t> resume_timeout_ms{0};
     // The registration cache (mr_cache.h); null without one. Holds a
     // reference on the memory monitor.
     std::unique_ptr<mr_cache> mrc;

@@ -77,6 +77,7 @@ struct params {
     int retry_count = -1;           // FI_EVD_RETRY_COUNT: transport retries a connection asks
                                     // for (0..7); -1 = 7, but 6 on Soft-RoCE (cm.cpp)
     bool dgram = true;              // FI_EVD_DGRAM: fi_getinfo answers hints asking FI_EP_DGRAM
+    int resume_timeout_ms = 0;      // FI_EVD_RESUME_TIMEOUT: new domains resume connections; 0 = no
 };
 const params& get_params();
 

@@ -94,6 +94,13 @@ const param_row kParams[] = {
      "Offer FI_EP_DGRAM endpoints (UD queue pairs) to hints that ask for FI_EP_DGRAM "
      "(fi_evd(7), DATAGRAM ENDPOINTS); 0 hides them, and with them evd;ofi_rxd",
      nullptr, nullptr, &params::dgram},
+    {"resume_timeout",
+     "Resumable connections (fi_evd(7), RESUMABLE CONNECTIONS): endpoints keep every "
+     "operation until it completes, so that a connection whose queue pair fails can be "
+     "joined again within this many ms; 0 turns it off; per domain with "
+     "fi_control(FI_EVD_RESUME_TIMEOUT_SET). Being built: the operations are kept and "
+     "accounted, a failure still ends the connection",
+     nullptr, &params::resume_timeout_ms, nullptr, 0, 3600000},
 };
 
 void define_param(const param_row& r) {

@@ -43,6 +43,14 @@ FI_EVD_CONNECT_TIMEOUT=1500 "$build/evd_integration" --gtest_color=no \
 rc=$?
 case $rc in 0 | 1) ;; *) echo "not ok - evd_integration (connect timeout) crashed or was killed (exit $rc)" ;; esac
 
+# Resumable endpoints (FI_EVD_RESUME_TIMEOUT, read once per process): the
+# data-path, counter and atomic suites once more, every operation now going
+# through the ledgers and posted from evd's copy (docs/resume.md).
+FI_EVD_RESUME_TIMEOUT=30000 "$build/evd_integration" --gtest_color=no \
+    --gtest_filter='DataRxe.*:CntrRxe.*:AtomicRxe.*:ResumeRxe.*'
+rc=$?
+case $rc in 0 | 1) ;; *) echo "not ok - evd_integration (FI_EVD_RESUME_TIMEOUT) crashed or was killed (exit $rc)" ;; esac
+
 # FI_EVD_DGRAM=0 hides datagram endpoints (read once per process).
 FI_EVD_DGRAM=0 "$build/evd_integration" --gtest_color=no --gtest_filter='DgramOff.*'
 rc=$?

@@ -107,7 +107,8 @@ TEST_F(FabricApi, ParamsAreVisible) {
     for (const char* want : {"FI_EVD_EQ_SIZE", "FI_EVD_EQ_MAX_WRITE", "FI_EVD_CM_TIMEOUT",
                              "FI_EVD_CQ_SIZE", "FI_EVD_INJECT_SIZE", "FI_EVD_TX_SIZE",
                              "FI_EVD_RX_SIZE", "FI_EVD_FAIL_FAST", "FI_EVD_FLUSH_TIMEOUT",
-                             "FI_EVD_CONNECT_TIMEOUT", "FI_EVD_PROBE_TIMEOUT"})
+                             "FI_EVD_CONNECT_TIMEOUT", "FI_EVD_PROBE_TIMEOUT",
+                             "FI_EVD_RESUME_TIMEOUT"})
         EXPECT_TRUE(names.count(want)) << want;
 }
 

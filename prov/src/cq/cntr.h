@@ -27,6 +27,7 @@ namespace evd {
 
 struct cntr;
 struct cq;
+struct ep_resume;
 
 // ------------------------------------------------------------ send-queue slots
 enum class tx_kind : uint8_t { send = 0, read, write };
@@ -63,6 +64,10 @@ struct cntr_route {
     tx_slot* slots = nullptr;  // nslots entries (owned by the endpoint)
     uint32_t nslots = 0;
     std::atomic<uint32_t> next{0};
+    // A resumable endpoint (msg/ep_resume.h): every completion of its QP is
+    // placed in its ledgers, which hold the contexts and counter kinds (its
+    // send queue uses no tx_slot). Owned by the endpoint.
+    ep_resume* rs = nullptr;
 };
 
 // ------------------------------------------------------------ counter object

@@ -12,6 +12,7 @@
 
 #include "cq/cntr.h"
 #include "msg/ep.h"
+#include "msg/ep_resume.h"
 
 namespace evd {
 
@@ -90,7 +91,8 @@ namespace {
 // an endpoint that is gone).
 bool acct(cq* c, struct ibv_wc& wc) EVD_REQUIRES(c->mu) {
     bool slot = is_tx_slot_wr_id(wc.wr_id);
-    if (!slot && c->routes.empty()) return true;
+    const bool rs_id = is_rs_wr_id(wc.wr_id);
+    if (!slot && !rs_id && c->routes.empty()) return true;
     cntr_route* r = nullptr;
     for (const auto& e : c->routes)
         if (e.qpn == wc.qp_num) {
@@ -98,6 +100,18 @@ bool acct(cq* c, struct ibv_wc& wc) EVD_REQUIRES(c->mu) {
             break;
         }
     bool ok = wc.status == IBV_WC_SUCCESS;
+    if (rs_id && (!r || !r->rs)) return false;  // of a resumable endpoint that is gone
+    if (r && r->rs) {  // a resumable endpoint: its ledgers hold the contexts
+        uint8_t kd = 0;
+        bool recv = false;
+        if (!rs_complete(*r->rs, wc, &kd, &recv)) return false;
+        cntr* k = recv                                        ? r->recv
+                  : static_cast<tx_kind>(kd) == tx_kind::send ? r->send
+                  : static_cast<tx_kind>(kd) == tx_kind::read ? r->read
+                                                              : r->write;
+        if (k) ok ? cntr_inc(k) : cntr_inc_err(k);
+        return true;
+    }
     if (slot) {
         uint32_t i = tx_slot_index(wc.wr_id);
         if (!r || i >= r->nslots) return false;

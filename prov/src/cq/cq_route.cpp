@@ -9,6 +9,7 @@
 
 #include "cq/cntr.h"
 #include "msg/ep.h"
+#include "msg/ep_resume.h"
 
 namespace evd {
 
@@ -85,6 +86,47 @@ int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
     return rc;
 }
 
+namespace {
+
+// cq_detach_qp of a resumable endpoint's QP (msg/ep_resume.h), under c->mu:
+// what the ibv_cq holds is pulled into the backlog, then what the ledgers of
+// this CQ's direction(s) still hold completes as flushed behind it, counted
+// as admit would, and the route goes in the same hold, so no completion of
+// the QP is both reported by the device and cancelled here.
+void finish_resumable(cq* c, ep* owner, cntr_route* r, uint32_t qp_num, fatal_note* notes,
+                      size_t& nnotes, int& pushed) EVD_REQUIRES(c->mu) {
+    for (;;) {
+        cq_ring_reserve(c, kBatch);
+        struct ibv_wc wcs[kBatch];
+        const int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(kBatch), wcs);
+        for (int i = 0; i < got; ++i) {
+            if (!cq_admit(c, wcs[i], notes, nnotes) || c->internal) continue;
+            cq_ring_push(c, wcs[i]);
+            ++pushed;
+        }
+        if (got <= 0 || nnotes >= kBatch) break;
+    }
+    rs_cancel(*r->rs, c == owner->tx_cq, c == owner->rx_cq, qp_num,
+              [&](const struct ibv_wc& wc, uint8_t counter, bool recv) {
+                  c->mu.assert_held();  // rs_cancel runs under it (above)
+                  const bool ok = wc.status == IBV_WC_SUCCESS;
+                  const tx_kind kd = static_cast<tx_kind>(counter);
+                  cntr* k = recv                    ? r->recv
+                            : kd == tx_kind::send   ? r->send
+                            : kd == tx_kind::read   ? r->read
+                                                    : r->write;
+                  if (k) ok ? cntr_inc(k) : cntr_inc_err(k);
+                  // hidden: never shown, flushed or not (cq_admit's rule)
+                  if (wc.wr_id == wr_id_suppressed() || c->internal) return;
+                  cq_ring_reserve(c, 1);
+                  cq_ring_push(c, wc);
+                  ++pushed;
+              });
+    std::erase_if(c->routes, [&](const auto& e) { return e.qpn == qp_num; });
+}
+
+}  // namespace
+
 void cq_detach_qp(cq* c, uint32_t qp_num) {
     ep* owner = nullptr;
     {
@@ -93,11 +135,17 @@ void cq_detach_qp(cq* c, uint32_t qp_num) {
             if (qpn == qp_num) owner = o;
     }
     cntr_route* r = nullptr;
+    fatal_note notes[kBatch] = {};
+    size_t nnotes = 0;
+    int pushed = 0;
     {
         evd::lock_guard g(c->mu);
         for (auto& e : c->routes)
             if (e.qpn == qp_num) r = e.r;
+        if (r && r->rs && owner) finish_resumable(c, owner, r, qp_num, notes, nnotes, pushed);
     }
+    if (pushed) cq_signal_backlog(c);
+    cq_deliver_fatal(c, notes, nnotes);
     unlist_qp(c, qp_num);
     if (r && owner) for_cntrs(c, owner, r, [&](cntr* k) { cntr_del_source(k, c); });
 }

@@ -9,6 +9,7 @@
 #include "domain.h"
 #include "eq/eq.h"
 #include "msg/ep.h"
+#include "msg/ep_resume.h"
 #include "msg/srx.h"
 
 namespace evd {
@@ -24,6 +25,8 @@ int ep_enable(ep* e) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: bind a transmit and a receive CQ first\n");
         return -FI_ENOCQ;
     }
+    if (ep_msg(e))
+        if (int r = ep_resume_enable(e)) return r;  // resumable: ledgers and copies
     if (int ret = e->ekind->enable(e)) return ret;
     e->enabled = true;
     return 0;

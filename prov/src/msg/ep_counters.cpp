@@ -110,7 +110,7 @@ int ep_data_enable(ep* e) {
 
 cntr_route* ep_data_route(ep* e) {
     ep_dp* d = e->dp.get();
-    return d && d->counted ? &d->route : nullptr;
+    return d && (d->counted || d->rs) ? &d->route : nullptr;
 }
 
 void ep_data_close(ep* e) {

@@ -103,6 +103,12 @@ bool ep_tx_completion(ep* e, uint64_t flags) {
 
 ssize_t ep_post_sq(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool no_ctx,
                    void* context) {
+    if (ep_dp* d = dp_of(e); d && d->rs) {  // resumable: through the ledger (ep_resume.h)
+        const uintptr_t sink = reinterpret_cast<uintptr_t>(e->dom->atomic_sink.get());
+        return rs_post_send(*d->rs, wr, rs_op_kind(wr, sink), static_cast<uint8_t>(kind),
+                            !comp || no_ctx, context,
+                            [e](struct ibv_send_wr& w) { return post_send(e, w); });
+    }
     uint32_t slot = UINT32_MAX;
     if (ssize_t r = set_completion(e, wr, kind, comp, no_ctx, context, slot)) return r;
     ssize_t r = post_send(e, wr);
@@ -272,7 +278,16 @@ ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
     wr.num_sge = nsge;
     wr.wr_id = ep_rx_wr_id(e, flags, context);
     struct ibv_recv_wr* bad = nullptr;
-    int r = post_errno(ibv_post_recv(ep_qp_of(e), &wr, &bad));
+    int r = 0;
+    if (ep_dp* d = dp_of(e); d && d->rs) {  // resumable: through the ledger (ep_resume.h)
+        const ssize_t ret = rs_post_recv(*d->rs, wr, wr.wr_id, [&](struct ibv_recv_wr& w) {
+            r = post_errno(ibv_post_recv(ep_qp_of(e), &w, &bad));
+            return r ? ep_rx_post_failed(r, "ibv_post_recv") : ssize_t{0};
+        });
+        if (ret && !r) return ret;  // refused before the post: full, or cannot be kept
+    } else {
+        r = post_errno(ibv_post_recv(ep_qp_of(e), &wr, &bad));
+    }
     if (r == 0) {
         // The marker went in between the check above and this post: this
         // receive may never be flushed, so the QP is not kept for reuse

@@ -2,7 +2,7 @@
 // An MSG endpoint's data-path state (ep->dp), shared by the data path
 // (ep_data.cpp: send signalling) and the endpoint's counters
 // (ep_counters.cpp: the slots that route a send-queue completion to its
-// counter). Made by ep_data_init, dropped by ep_data_close.
+// counter) and its resumable half (ep_resume.h). Made by ep_data_init, dropped by ep_data_close.
 #pragma once
 
 #include <atomic>
@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "cq/cntr.h"
+#include "msg/ep_resume.h"
 
 namespace evd {
 
@@ -23,6 +24,10 @@ struct ep_dp {
     std::unique_ptr<tx_slot[]> slots;
     cntr_route route;
     bool counted = false;
+    // Resumable connections (ep_resume.h): made at fi_enable when the
+    // domain resumes; then route.rs points at it and the CQ routes every
+    // completion of the QP through it.
+    std::unique_ptr<ep_resume> rs;
 };
 
 }  // namespace evd

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
+// The resumable half of an MSG endpoint's data path (ep_resume.h): what the
+// ledger takes an operation as, and a completion placed in its ledger.
+#include "msg/ep_resume.h"
+
+#include <algorithm>
+#include <memory>
+#include <new>
+
+#include "cq/cq.h"  // wr_id_suppressed
+#include "domain.h"
+#include "evd.h"
+#include "msg/ep.h"
+#include "msg/ep_dp.h"
+
+namespace evd {
+
+uint8_t rs_ids[2 * kRsMaxSlots];
+
+ep_resume::ep_resume(uint32_t tx_size, uint32_t tx_sge, uint32_t max_inline, uint32_t rx_size,
+                     uint32_t rx_sge, uint32_t timeout)
+    : timeout_ms(timeout),
+      tx(tx_size),
+      rx(rx_size),
+      ops(tx.slots(), tx_sge, max_inline, rx.slots(), rx_sge) {}
+
+int ep_resume_enable(ep* e) {
+    ep_dp* d = e->dp.get();
+    const uint32_t ms = e->dom->resume_timeout_ms.load(std::memory_order_relaxed);
+    if (!d || !ms || d->rs) return d || !ms ? 0 : -FI_ENOMEM;
+    const struct fi_tx_attr* tx = e->info ? e->info->tx_attr : nullptr;
+    const struct fi_rx_attr* rx = e->info ? e->info->rx_attr : nullptr;
+    auto u32 = [](size_t v, size_t dflt) {
+        return static_cast<uint32_t>(std::min<size_t>(v ? v : dflt, kRsMaxSlots));
+    };
+    try {
+        d->rs = std::make_unique<ep_resume>(
+            u32(tx ? tx->size : 0, 256), u32(tx ? tx->iov_limit : 0, 1),
+            static_cast<uint32_t>(tx ? tx->inject_size : 0), u32(rx ? rx->size : 0, 256),
+            u32(rx ? rx->iov_limit : 0, 1), ms);
+    } catch (const std::bad_alloc&) {
+        EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: no memory for the resumable connection's ledgers\n");
+        return -FI_ENOMEM;
+    }
+    d->route.rs = d->rs.get();
+    size_t kept = 0;
+    {
+        evd::lock_guard g(d->rs->mu);
+        kept = d->rs->ops.bytes();
+    }
+    EVD_DBG(FI_LOG_EP_CTRL, "fi_enable: resumable (deadline %u ms), %zu bytes kept for replay\n",
+            ms, kept);
+    return 0;
+}
+
+resume::op_kind rs_op_kind(const struct ibv_send_wr& wr, uintptr_t atomic_sink) noexcept {
+    switch (wr.opcode) {
+    case IBV_WR_RDMA_WRITE: return resume::op_kind::write;
+    case IBV_WR_RDMA_READ: return resume::op_kind::read;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        // base fi_atomic(FI_SUM): the old value goes to the sink nobody reads
+        if (atomic_sink && wr.num_sge == 1 && wr.sg_list[0].addr == atomic_sink)
+            return resume::op_kind::atomic;
+        return resume::op_kind::fetch_atomic;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return resume::op_kind::fetch_atomic;
+    default:  // SEND, SEND_WITH_IMM, RDMA_WRITE_WITH_IMM: each consumes a receive
+        return resume::op_kind::message;
+    }
+}
+
+enum ibv_wc_opcode rs_wc_opcode(enum ibv_wr_opcode op) noexcept {
+    switch (op) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM: return IBV_WC_RDMA_WRITE;
+    case IBV_WR_RDMA_READ: return IBV_WC_RDMA_READ;
+    case IBV_WR_ATOMIC_CMP_AND_SWP: return IBV_WC_COMP_SWAP;
+    case IBV_WR_ATOMIC_FETCH_AND_ADD: return IBV_WC_FETCH_ADD;
+    default: return IBV_WC_SEND;
+    }
+}
+
+ssize_t rs_refuse(resume::keep_error why, const char* what) {
+    EVD_WARN(FI_LOG_EP_DATA, "%s: %s\n", what, resume::keep_error_text(why));
+    return -FI_EINVAL;
+}
+
+bool rs_complete(ep_resume& rs, struct ibv_wc& wc, uint8_t* counter, bool* recv) {
+    evd::lock_guard g(rs.mu);
+    const bool ok = wc.status == IBV_WC_SUCCESS;
+    if (!is_rs_wr_id(wc.wr_id)) {
+        // a receive of the shared receive context: the peer's message was
+        // consumed by this connection all the same
+        *recv = true;
+        if (ok) rs.rx.count_shared();
+        return true;
+    }
+    const uint64_t idx = wc.wr_id - reinterpret_cast<uintptr_t>(&rs_ids[0]);
+    const uint32_t slot = static_cast<uint32_t>(idx & (kRsMaxSlots - 1));
+    *recv = idx >= kRsMaxSlots;
+    // RC completes each queue in order, and every request of a resumable
+    // endpoint is signaled: the completion is the oldest operation's on the
+    // wire.
+    if (*recv) {
+        uint64_t seq = rs.rx.head();
+        if (rs.rx.slot_of(seq) != slot || !(ok ? rs.rx.consume(&seq) : rs.rx.fail_head(&seq))) {
+            EVD_WARN(FI_LOG_CQ, "QP %u: a receive completion (slot %u) is not the oldest "
+                     "receive on the wire; dropped\n", wc.qp_num, slot);
+            return false;
+        }
+        wc.wr_id = rs.ops.recv(slot).user_id;
+        return true;
+    }
+    const uint64_t seq = rs.tx.head();
+    bool mine = false, other = false;
+    auto retire = [&](uint64_t s, bool) {
+        rs.mu.assert_held();  // called by the ledger, under the guard above
+        if (s != seq) {
+            other = true;  // a done operation behind it (only after a resume)
+            return;
+        }
+        const resume::sq_op& op = rs.ops.send(slot);
+        wc.wr_id = op.hidden ? wr_id_suppressed() : reinterpret_cast<uintptr_t>(op.context);
+        *counter = op.counter;
+        mine = true;
+    };
+    const bool placed = rs.tx.slot_of(seq) == slot &&
+                        (ok ? rs.tx.complete_through(seq, retire) : rs.tx.fail_head(seq, retire));
+    if (!placed || other) {
+        EVD_WARN(FI_LOG_CQ, "QP %u: a send-queue completion (slot %u, %s) %s\n", wc.qp_num, slot,
+                 ok ? "success" : "error",
+                 placed ? "retired more than its own operation"
+                        : "is not the oldest operation on the wire; dropped");
+    }
+    return placed && mine;
+}
+
+}  // namespace evd

@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
+// The resumable half of an MSG endpoint's data path (docs/resume.md): on an
+// endpoint whose domain resumes connections (FI_EVD_RESUME_TIMEOUT, or
+// fi_control FI_EVD_RESUME_TIMEOUT_SET), every operation goes through the
+// ledgers (resume/tx_ledger.h, rx_ledger.h) and the store of copies
+// (resume/op_store.h) before it reaches the QP, and its completion comes back
+// through them.
+//
+//  * Posting (ep_data.cpp): under mu, the operation is added to its ledger,
+//    copied into its slot and posted from the copy, signaled, with wr_id =
+//    rs_wr_id(slot): ledger order is the QP's order. A post that fails is
+//    taken back. One lock per post, uncontended unless two threads post on
+//    the same endpoint or a CQ reader is completing one of its operations.
+//  * Completing (cq_read.cpp, under the CQ's mu): a completion of the
+//    endpoint's QP is placed in its ledger (under mu), which gives back the
+//    user's context (or the hidden marker) in wc.wr_id and the counter kind.
+//  * Until the exchange exists (docs/resume.md, "Status") a failed QP still
+//    ends the connection: its completions retire their operations as failed,
+//    in order, with their own contexts, exactly as without resumption.
+#pragma once
+
+#include <infiniband/verbs.h>
+#include <rdma/fi_errno.h>
+#include <sys/types.h>
+
+#include <cstdint>
+
+#include "cq/cq.h"  // wr_id_suppressed
+#include "lock.h"
+#include "resume/op_store.h"
+#include "resume/rx_ledger.h"
+#include "resume/tx_ledger.h"
+
+namespace evd {
+
+struct ep;
+
+// wr_id of a resumable endpoint's work requests: an address in a range of
+// the provider's own (rs_ids, never touched), one per slot and queue, so no
+// user context can equal one, and the CQ knows one even after the endpoint
+// let go of its QP (it is then dropped). The slot is the ledger's slot_of:
+// a completion belongs to the oldest operation on the wire, whose slot it
+// must name.
+inline constexpr uint32_t kRsMaxSlots = 1u << 20;  // per queue: above any max_qp_wr
+extern uint8_t rs_ids[2 * kRsMaxSlots];
+inline uint64_t rs_wr_id(uint32_t slot, bool recv) noexcept {
+    return reinterpret_cast<uintptr_t>(&rs_ids[0]) + (recv ? kRsMaxSlots : 0) + slot;
+}
+inline bool is_rs_wr_id(uint64_t wr_id) noexcept {
+    return wr_id - reinterpret_cast<uintptr_t>(&rs_ids[0]) < 2 * kRsMaxSlots;
+}
+
+struct ep_resume {
+    // Sizes from the endpoint's attributes (tx/rx size, at most
+    // kRsMaxSlots; iov limits, inject size). Throws std::bad_alloc.
+    ep_resume(uint32_t tx_size, uint32_t tx_sge, uint32_t max_inline, uint32_t rx_size,
+              uint32_t rx_sge, uint32_t timeout_ms);
+
+    const uint32_t timeout_ms;  // FI_EVD_RESUME_TIMEOUT of its domain at fi_enable
+    mutex mu;
+    resume::tx_ledger tx EVD_GUARDED_BY(mu);
+    resume::rx_ledger rx EVD_GUARDED_BY(mu);
+    resume::op_store ops EVD_GUARDED_BY(mu);
+};
+
+// fi_enable of an FI_EP_MSG endpoint whose domain resumes connections
+// (domain::resume_timeout_ms > 0 then): makes its ep_resume, sized by its
+// attributes, and points its counter route at it. 0, or -FI_ENOMEM.
+int ep_resume_enable(ep* e);
+
+// What the ledger takes a send-queue work request as (docs/resume.md,
+// "Words"): from its opcode; a fetch-and-add whose old value lands in the
+// domain's sink (base FI_SUM) is an atomic nobody waits for.
+resume::op_kind rs_op_kind(const struct ibv_send_wr& wr, uintptr_t atomic_sink) noexcept;
+
+// Posts wr through rs (see above) with post(wr), which returns 0 or a
+// negative FI_E*: -FI_EAGAIN when the ledger is full, -FI_EINVAL (and a
+// warning) when the operation cannot be kept.
+template <class Post>
+ssize_t rs_post_send(ep_resume& rs, const struct ibv_send_wr& wr, resume::op_kind k,
+                     uint8_t counter, bool hidden, void* context, Post&& post)
+    EVD_EXCLUDES(rs.mu);
+template <class Post>
+ssize_t rs_post_recv(ep_resume& rs, const struct ibv_recv_wr& wr, uint64_t user_id, Post&& post)
+    EVD_EXCLUDES(rs.mu);
+
+// A completion of the endpoint's QP (the CQ's read path, under its mu; wc
+// carries an rs_wr_id or, from a shared receive context, the user's): its
+// operation leaves the ledger; wc.wr_id becomes what the user's completion
+// reports, *counter the poster's counter kind (send queue) and *recv is set
+// for a receive. A receive of a shared receive context (its wr_id is the
+// user's) is only counted. False, with a warning, when the ledger cannot
+// place it: it is dropped.
+bool rs_complete(ep_resume& rs, struct ibv_wc& wc, uint8_t* counter, bool* recv)
+    EVD_EXCLUDES(rs.mu);
+
+// The endpoint lets go of its QP (fi_close, cq_detach_qp under the CQ's
+// mu, once what the CQ held was pulled): what the ledgers still hold (the
+// send half when `send`, the receive half when `recv`) leaves in order, each
+// as the completion emit(wc, counter, recv) is to admit: wc.wr_id the
+// user's context or the hidden marker, status IBV_WC_WR_FLUSH_ERR, or
+// success for an operation found done. This is how a device that never
+// flushes (siw, for receives it was not asked to mark) loses nothing: each
+// operation completes exactly once, from the device or from here; a
+// completion the device makes later names no route and is dropped.
+template <class Emit>
+void rs_cancel(ep_resume& rs, bool send, bool recv, uint32_t qp_num, Emit&& emit)
+    EVD_EXCLUDES(rs.mu);
+// The completion opcode of a send-queue operation found done.
+enum ibv_wc_opcode rs_wc_opcode(enum ibv_wr_opcode op) noexcept;
+
+template <class Emit>
+void rs_cancel(ep_resume& rs, bool send, bool recv, uint32_t qp_num, Emit&& emit) {
+    evd::lock_guard g(rs.mu);
+    if (send)
+        rs.tx.cancel_all([&](uint64_t seq, bool ok) {
+            rs.mu.assert_held();  // called by the ledger, under the guard above
+            const resume::sq_op& op = rs.ops.send(rs.tx.slot_of(seq));
+            struct ibv_wc wc {};
+            wc.wr_id = op.hidden ? wr_id_suppressed() : reinterpret_cast<uintptr_t>(op.context);
+            wc.status = ok ? IBV_WC_SUCCESS : IBV_WC_WR_FLUSH_ERR;
+            wc.opcode = rs_wc_opcode(op.wr.opcode);
+            wc.qp_num = qp_num;
+            emit(wc, op.counter, false);
+        });
+    if (recv)
+        rs.rx.cancel_all([&](uint64_t seq) {
+            rs.mu.assert_held();
+            struct ibv_wc wc {};
+            wc.wr_id = rs.ops.recv(rs.rx.slot_of(seq)).user_id;
+            wc.status = IBV_WC_WR_FLUSH_ERR;
+            wc.opcode = IBV_WC_RECV;
+            wc.qp_num = qp_num;
+            emit(wc, uint8_t{0}, true);
+        });
+}
+
+// Warnings of the post path (ep_resume.cpp), kept out of the templates.
+ssize_t rs_refuse(resume::keep_error why, const char* what);
+
+template <class Post>
+ssize_t rs_post_send(ep_resume& rs, const struct ibv_send_wr& wr, resume::op_kind k,
+                     uint8_t counter, bool hidden, void* context, Post&& post) {
+    evd::lock_guard g(rs.mu);
+    if (rs.tx.full()) return -FI_EAGAIN;
+    uint64_t len = 0;  // the peer memory a read or write covers
+    for (int i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
+    const uint64_t seq = rs.tx.add(k, {wr.wr.rdma.remote_addr, len});
+    const uint32_t slot = rs.tx.slot_of(seq);
+    if (auto why = rs.ops.keep_send(slot, wr, context, counter, hidden);
+        why != resume::keep_error::none) {
+        rs.tx.take_back(seq);
+        return rs_refuse(why, "post");
+    }
+    struct ibv_send_wr& w = rs.ops.send(slot).wr;
+    w.wr_id = rs_wr_id(slot, false);
+    w.send_flags |= IBV_SEND_SIGNALED;
+    if (ssize_t r = post(w)) {
+        rs.tx.take_back(seq);
+        return r;
+    }
+    rs.tx.posted(seq);
+    return 0;
+}
+
+template <class Post>
+ssize_t rs_post_recv(ep_resume& rs, const struct ibv_recv_wr& wr, uint64_t user_id,
+                     Post&& post) {
+    evd::lock_guard g(rs.mu);
+    if (rs.rx.full()) return -FI_EAGAIN;
+    const uint64_t seq = rs.rx.add();
+    const uint32_t slot = rs.rx.slot_of(seq);
+    if (auto why = rs.ops.keep_recv(slot, wr, user_id); why != resume::keep_error::none) {
+        rs.rx.take_back(seq);
+        return rs_refuse(why, "fi_recv");
+    }
+    struct ibv_recv_wr& w = rs.ops.recv(slot).wr;
+    w.wr_id = rs_wr_id(slot, true);
+    if (ssize_t r = post(w)) {
+        rs.rx.take_back(seq);
+        return r;
+    }
+    rs.rx.posted(seq);
+    return 0;
+}
+
+}  // namespace evd
