@@ -34,11 +34,11 @@ int ep_resume_enable(ep* e) {
     auto u32 = [](size_t v, size_t dflt) {
         return static_cast<uint32_t>(std::min<size_t>(v ? v : dflt, kRsMaxSlots));
     };
+    const uint32_t txn = u32(tx ? tx->size : 0, 256), txs = u32(tx ? tx->iov_limit : 0, 1);
+    const uint32_t rxn = u32(rx ? rx->size : 0, 256), rxs = u32(rx ? rx->iov_limit : 0, 1);
+    const uint32_t inl = static_cast<uint32_t>(tx ? tx->inject_size : 0);
     try {
-        d->rs = std::make_unique<ep_resume>(
-            u32(tx ? tx->size : 0, 256), u32(tx ? tx->iov_limit : 0, 1),
-            static_cast<uint32_t>(tx ? tx->inject_size : 0), u32(rx ? rx->size : 0, 256),
-            u32(rx ? rx->iov_limit : 0, 1), ms);
+        d->rs = std::make_unique<ep_resume>(txn, txs, inl, rxn, rxs, ms);
     } catch (const std::bad_alloc&) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: no memory for the resumable connection's ledgers\n");
         return -FI_ENOMEM;
@@ -49,8 +49,9 @@ int ep_resume_enable(ep* e) {
         evd::lock_guard g(d->rs->mu);
         kept = d->rs->ops.bytes();
     }
-    EVD_DBG(FI_LOG_EP_CTRL, "fi_enable: resumable (deadline %u ms), %zu bytes kept for replay\n",
-            ms, kept);
+    EVD_DBG(FI_LOG_EP_CTRL, "fi_enable: resumable (deadline %u ms): %zu bytes of copies for "
+            "%u sends (%u iovs, %u inline bytes) and %u receives (%u iovs)\n",
+            ms, kept, txn, txs, inl, rxn, rxs);
     return 0;
 }
 
