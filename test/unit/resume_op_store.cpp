@@ -30,7 +30,7 @@ TEST(ResumeOpStore, ASendIsKeptAsPostedWithItsOwnScatterList) {
     wr.wr.rdma.rkey = 99;
     wr.send_flags = IBV_SEND_FENCE;
     int ctx;
-    ASSERT_EQ(st.keep_send(2, wr, &ctx, 1, false), keep_error::none);
+    ASSERT_EQ(st.keep_send(2, wr, &ctx, 1, false, false), keep_error::none);
     sg[0].addr = 0xdead;  // the application's list is its own again
     const auto& op = st.send(2);
     EXPECT_EQ(op.context, &ctx);
@@ -59,7 +59,7 @@ TEST(ResumeOpStore, InlineBytesAreCopiedSoTheApplicationMayReuseItsBuffer) {
     wr.sg_list = sg;
     wr.num_sge = 2;
     wr.send_flags = IBV_SEND_INLINE;
-    ASSERT_EQ(st.keep_send(1, wr, nullptr, 0, true), keep_error::none);
+    ASSERT_EQ(st.keep_send(1, wr, nullptr, 0, false, true), keep_error::none);
     std::memset(a.data(), 0, a.size());
     std::memset(b.data(), 0, b.size());
     const auto& op = st.send(1);
@@ -69,7 +69,7 @@ TEST(ResumeOpStore, InlineBytesAreCopiedSoTheApplicationMayReuseItsBuffer) {
     for (int i = 0; i < 16; ++i) EXPECT_EQ(p[i], i < 6 ? 0x11 : 0x22) << i;
     EXPECT_TRUE(op.hidden);
     // another slot's copy is elsewhere
-    ASSERT_EQ(st.keep_send(0, wr, nullptr, 0, true), keep_error::none);
+    ASSERT_EQ(st.keep_send(0, wr, nullptr, 0, false, true), keep_error::none);
     EXPECT_NE(st.send(0).wr.sg_list[0].addr, op.wr.sg_list[0].addr);
 }
 
@@ -81,10 +81,10 @@ TEST(ResumeOpStore, WhatCannotBeKeptIsRefusedAndNamed) {
     struct ibv_send_wr wr {};
     wr.sg_list = sg;
     wr.num_sge = 2;
-    EXPECT_EQ(st.keep_send(0, wr, nullptr, 0, false), keep_error::too_many_sges);
+    EXPECT_EQ(st.keep_send(0, wr, nullptr, 0, false, false), keep_error::too_many_sges);
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_INLINE;
-    EXPECT_EQ(st.keep_send(0, wr, nullptr, 0, false), keep_error::inline_too_big);
+    EXPECT_EQ(st.keep_send(0, wr, nullptr, 0, false, false), keep_error::inline_too_big);
     struct ibv_recv_wr rw {};
     rw.sg_list = sg;
     rw.num_sge = 2;
@@ -95,6 +95,30 @@ TEST(ResumeOpStore, WhatCannotBeKeptIsRefusedAndNamed) {
     EXPECT_EQ(st.recv(1).wr.sg_list[0].length, 9u);
     for (auto e : {keep_error::none, keep_error::too_many_sges, keep_error::inline_too_big})
         EXPECT_STRNE(evd::resume::keep_error_text(e), "unknown");
+}
+
+// What a completion reports, as without resumption (cq.h): a success
+// nobody asked for is hidden, its failure is shown with its context; an
+// operation without a context (fi_inject) shows neither.
+TEST(ResumeOpStore, AFailureIsShownUnlessTheOperationHasNoContext) {
+    op_store st(4, 1, 8, 1, 1);
+    struct ibv_send_wr wr {};
+    int ctx;
+    struct row {
+        bool hidden, no_ctx, ok;
+        bool shown;
+    } rows[] = {
+        {false, false, true, true},  {false, false, false, true},  // asked for
+        {true, false, true, false},  {true, false, false, true},   // selective, no FI_COMPLETION
+        {false, true, true, false},  {false, true, false, false},  // fi_inject
+    };
+    for (const row& r : rows) {
+        ASSERT_EQ(st.keep_send(0, wr, &ctx, 0, r.hidden, r.no_ctx), keep_error::none);
+        const uint64_t id = evd::rs_report_id(st.send(0), r.ok);
+        EXPECT_EQ(id != evd::wr_id_suppressed(), r.shown)
+            << r.hidden << r.no_ctx << r.ok;
+        if (r.shown) { EXPECT_EQ(id, reinterpret_cast<uintptr_t>(&ctx)); }
+    }
 }
 
 // One row per opcode evd posts: what the ledger must take it as.

@@ -105,8 +105,8 @@ ssize_t ep_post_sq(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool 
                    void* context) {
     if (ep_dp* d = dp_of(e); d && d->rs) {  // resumable: through the ledger (ep_resume.h)
         const uintptr_t sink = reinterpret_cast<uintptr_t>(e->dom->atomic_sink.get());
-        return rs_post_send(*d->rs, wr, rs_op_kind(wr, sink), static_cast<uint8_t>(kind),
-                            !comp || no_ctx, context,
+        return rs_post_send(*d->rs, wr, rs_op_kind(wr, sink), static_cast<uint8_t>(kind), !comp,
+                            no_ctx, context,
                             [e](struct ibv_send_wr& w) { return post_send(e, w); });
     }
     uint32_t slot = UINT32_MAX;
@@ -282,7 +282,7 @@ ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
     if (ep_dp* d = dp_of(e); d && d->rs) {  // resumable: through the ledger (ep_resume.h)
         const ssize_t ret = rs_post_recv(*d->rs, wr, wr.wr_id, [&](struct ibv_recv_wr& w) {
             r = post_errno(ibv_post_recv(ep_qp_of(e), &w, &bad));
-            return r ? ep_rx_post_failed(r, "ibv_post_recv") : ssize_t{0};
+            return r ? ssize_t{-FI_EAGAIN} : ssize_t{0};  // the ledger takes it back
         });
         if (ret && !r) return ret;  // refused before the post: full, or cannot be kept
     } else {

@@ -35,7 +35,11 @@ int ep_resume_enable(ep* e) {
         return static_cast<uint32_t>(std::min<size_t>(v ? v : dflt, kRsMaxSlots));
     };
     const uint32_t txn = u32(tx ? tx->size : 0, 256), txs = u32(tx ? tx->iov_limit : 0, 1);
-    const uint32_t rxn = u32(rx ? rx->size : 0, 256), rxs = u32(rx ? rx->iov_limit : 0, 1);
+    // On a shared receive context the endpoint posts no receive of its own:
+    // its receive half only counts the peer's messages.
+    const bool shared = e->srx_fid != nullptr;
+    const uint32_t rxn = shared ? 1 : u32(rx ? rx->size : 0, 256);
+    const uint32_t rxs = shared ? 1 : u32(rx ? rx->iov_limit : 0, 1);
     const uint32_t inl = static_cast<uint32_t>(tx ? tx->inject_size : 0);
     try {
         d->rs = std::make_unique<ep_resume>(txn, txs, inl, rxn, rxs, ms);
@@ -68,6 +72,11 @@ resume::op_kind rs_op_kind(const struct ibv_send_wr& wr, uintptr_t atomic_sink) 
     default:  // SEND, SEND_WITH_IMM, RDMA_WRITE_WITH_IMM: each consumes a receive
         return resume::op_kind::message;
     }
+}
+
+uint32_t rs_depth(ep_resume& rs, bool send, bool recv) {
+    evd::lock_guard g(rs.mu);
+    return (send ? rs.tx.capacity() : 0) + (recv ? rs.rx.capacity() : 0);
 }
 
 enum ibv_wc_opcode rs_wc_opcode(enum ibv_wr_opcode op) noexcept {
@@ -114,14 +123,14 @@ bool rs_complete(ep_resume& rs, struct ibv_wc& wc, uint8_t* counter, bool* recv)
     }
     const uint64_t seq = rs.tx.head();
     bool mine = false, other = false;
-    auto retire = [&](uint64_t s, bool) {
+    auto retire = [&](uint64_t s, bool done) {
         rs.mu.assert_held();  // called by the ledger, under the guard above
         if (s != seq) {
             other = true;  // a done operation behind it (only after a resume)
             return;
         }
         const resume::sq_op& op = rs.ops.send(slot);
-        wc.wr_id = op.hidden ? wr_id_suppressed() : reinterpret_cast<uintptr_t>(op.context);
+        wc.wr_id = rs_report_id(op, done);
         *counter = op.counter;
         mine = true;
     };

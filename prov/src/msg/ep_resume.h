@@ -69,6 +69,11 @@ struct ep_resume {
 // attributes, and points its counter route at it. 0, or -FI_ENOMEM.
 int ep_resume_enable(ep* e);
 
+// Completions the endpoint's queues may hold unread at once, for a CQ that
+// takes its send (`send`) and/or receive (`recv`) completions: every request
+// of a resumable endpoint is signaled.
+uint32_t rs_depth(ep_resume& rs, bool send, bool recv) EVD_EXCLUDES(rs.mu);
+
 // What the ledger takes a send-queue work request as (docs/resume.md,
 // "Words"): from its opcode; a fetch-and-add whose old value lands in the
 // domain's sink (base FI_SUM) is an atomic nobody waits for.
@@ -77,9 +82,11 @@ resume::op_kind rs_op_kind(const struct ibv_send_wr& wr, uintptr_t atomic_sink) 
 // Posts wr through rs (see above) with post(wr), which returns 0 or a
 // negative FI_E*: -FI_EAGAIN when the ledger is full, -FI_EINVAL (and a
 // warning) when the operation cannot be kept.
+// hidden: its success is not shown (no completion asked for); no_ctx: it has
+// no context (fi_inject*), so its failure is not shown either (cq.h).
 template <class Post>
 ssize_t rs_post_send(ep_resume& rs, const struct ibv_send_wr& wr, resume::op_kind k,
-                     uint8_t counter, bool hidden, void* context, Post&& post)
+                     uint8_t counter, bool hidden, bool no_ctx, void* context, Post&& post)
     EVD_EXCLUDES(rs.mu);
 template <class Post>
 ssize_t rs_post_recv(ep_resume& rs, const struct ibv_recv_wr& wr, uint64_t user_id, Post&& post)
@@ -107,6 +114,14 @@ bool rs_complete(ep_resume& rs, struct ibv_wc& wc, uint8_t* counter, bool* recv)
 template <class Emit>
 void rs_cancel(ep_resume& rs, bool send, bool recv, uint32_t qp_num, Emit&& emit)
     EVD_EXCLUDES(rs.mu);
+// What a completion of op reports in wr_id: its context, or the hidden
+// marker (cq.h) for a success nobody asked for and for any outcome of an
+// operation without a context. As without resumption: a failure of an
+// operation posted without FI_COMPLETION is shown with its context.
+inline uint64_t rs_report_id(const resume::sq_op& op, bool ok) noexcept {
+    return (ok ? op.hidden : op.no_ctx) ? wr_id_suppressed()
+                                        : reinterpret_cast<uintptr_t>(op.context);
+}
 // The completion opcode of a send-queue operation found done.
 enum ibv_wc_opcode rs_wc_opcode(enum ibv_wr_opcode op) noexcept;
 
@@ -118,7 +133,7 @@ void rs_cancel(ep_resume& rs, bool send, bool recv, uint32_t qp_num, Emit&& emit
             rs.mu.assert_held();  // called by the ledger, under the guard above
             const resume::sq_op& op = rs.ops.send(rs.tx.slot_of(seq));
             struct ibv_wc wc {};
-            wc.wr_id = op.hidden ? wr_id_suppressed() : reinterpret_cast<uintptr_t>(op.context);
+            wc.wr_id = rs_report_id(op, ok);
             wc.status = ok ? IBV_WC_SUCCESS : IBV_WC_WR_FLUSH_ERR;
             wc.opcode = rs_wc_opcode(op.wr.opcode);
             wc.qp_num = qp_num;
@@ -141,14 +156,14 @@ ssize_t rs_refuse(resume::keep_error why, const char* what);
 
 template <class Post>
 ssize_t rs_post_send(ep_resume& rs, const struct ibv_send_wr& wr, resume::op_kind k,
-                     uint8_t counter, bool hidden, void* context, Post&& post) {
+                     uint8_t counter, bool hidden, bool no_ctx, void* context, Post&& post) {
     evd::lock_guard g(rs.mu);
     if (rs.tx.full()) return -FI_EAGAIN;
     uint64_t len = 0;  // the peer memory a read or write covers
     for (int i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
     const uint64_t seq = rs.tx.add(k, {wr.wr.rdma.remote_addr, len});
     const uint32_t slot = rs.tx.slot_of(seq);
-    if (auto why = rs.ops.keep_send(slot, wr, context, counter, hidden);
+    if (auto why = rs.ops.keep_send(slot, wr, context, counter, hidden, no_ctx);
         why != resume::keep_error::none) {
         rs.tx.take_back(seq);
         return rs_refuse(why, "post");

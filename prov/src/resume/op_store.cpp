@@ -31,7 +31,7 @@ op_store::op_store(uint32_t sq_slots, uint32_t sq_sge, uint32_t max_inline, uint
 }
 
 keep_error op_store::keep_send(uint32_t slot, const struct ibv_send_wr& wr, void* context,
-                               uint8_t counter, bool hidden) noexcept {
+                               uint8_t counter, bool hidden, bool no_ctx) noexcept {
     if (wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > sq_sge_)
         return keep_error::too_many_sges;
     sq_op& op = sq_[slot];
@@ -59,7 +59,8 @@ keep_error op_store::keep_send(uint32_t slot, const struct ibv_send_wr& wr, void
     op.wr.num_sge = n;
     op.context = context;
     op.counter = counter;
-    op.hidden = hidden;
+    op.hidden = hidden || no_ctx;
+    op.no_ctx = no_ctx;
     return keep_error::none;
 }
 

@@ -28,6 +28,7 @@ struct sq_op {
     void* context;     // what its completion reports
     uint8_t counter;   // the poster's counter kind (opaque here)
     bool hidden;       // its success is not shown in the CQ (fi_inject, selective)
+    bool no_ctx;       // it has no context at all (fi_inject*): its error is not shown either
 };
 
 // One receive as it is posted: wr's sg_list points at the store's copy.
@@ -57,7 +58,7 @@ class op_store {
     // scatter list; for IBV_SEND_INLINE the bytes the list points at, into
     // one entry of the slot's own buffer) into slot.
     keep_error keep_send(uint32_t slot, const struct ibv_send_wr& wr, void* context,
-                         uint8_t counter, bool hidden) noexcept;
+                         uint8_t counter, bool hidden, bool no_ctx) noexcept;
     sq_op& send(uint32_t slot) noexcept { return sq_[slot]; }
 
     keep_error keep_recv(uint32_t slot, const struct ibv_recv_wr& wr, uint64_t user_id) noexcept;
