@@ -266,6 +266,7 @@ int cq_open(struct fid_domain* dom_fid, struct fi_cq_attr* attr, struct fid_cq**
         if (int r = open_wait_fds(c.get(), verbs)) return r;
         if (int r = create_ibcq(c.get(), dom, *attr)) return r;
         c->ring_cap = static_cast<size_t>(c->ibcq->cqe) + kBatch;
+        c->base_cqe = static_cast<size_t>(c->ibcq->cqe);
         {
             evd::lock_guard lk(c->mu);  // c is not published yet; for the analysis
             c->ring.reset(new struct ibv_wc[c->ring_cap]);  // fi_cq_open's guard: -FI_ENOMEM

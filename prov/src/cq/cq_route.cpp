@@ -1,13 +1,19 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 // Locks (which guards what, their order, what runs under which): docs/locking.md.
 // Which QPs complete into a CQ and which counters they count on
-// (fi_ep_bind, fi_close of an endpoint), counter progress, and the pulls of
-// the closing flush's markers and of progress probes.
+// (fi_ep_bind, fi_close of an endpoint; a resumable endpoint's leftovers
+// cancelled when it lets go of its QP, and the CQ grown for its signaled
+// requests), counter progress, and the pulls of the closing flush's markers
+// and of progress probes.
 #include "cq/cq_state.h"
 
 #include <algorithm>
+#include <cstring>
+#include <new>
 
 #include "cq/cntr.h"
+#include "device/devctx.h"
+#include "domain.h"
 #include "msg/ep.h"
 #include "msg/ep_resume.h"
 
@@ -41,6 +47,9 @@ void unlist_qp(cq* c, uint32_t qp_num) {
     std::erase(c->probes, qp_num);
 }
 
+// Below, with the other steps of a resumable endpoint's QP.
+void grow_for_resumable(cq* c, size_t depth) EVD_REQUIRES(c->mu);
+
 }  // namespace
 
 int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
@@ -71,6 +80,7 @@ int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
         {
             evd::lock_guard g(c->mu);
             c->routes.push_back({qp_num, r});
+            if (r->rs) grow_for_resumable(c, rs_depth(*r->rs, c == owner->tx_cq, c == owner->rx_cq));
         }
         int ret = 0;
         cntr* added[4] = {};
@@ -88,15 +98,43 @@ int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner) {
 
 namespace {
 
-// cq_detach_qp of a resumable endpoint's QP (msg/ep_resume.h), under c->mu:
-// what the ibv_cq holds is pulled into the backlog, then what the ledgers of
-// this CQ's direction(s) still hold completes as flushed behind it, counted
-// as admit would, and the route goes in the same hold, so no completion of
-// the QP is both reported by the device and cancelled here.
-void finish_resumable(cq* c, ep* owner, cntr_route* r, uint32_t qp_num, fatal_note* notes,
-                      size_t& nnotes, int& pushed) EVD_REQUIRES(c->mu) {
+// cq_attach_qp of a resumable endpoint's QP, under c->mu: its `depth`
+// signaled requests may sit unread in c besides what c was opened for, so
+// the ibv_cq grows to hold them (within the device's max_cqe). A device
+// that cannot resize keeps its size, with a warning: the application must
+// then size the CQ for every request (fi_evd(7), RESUMABLE CONNECTIONS).
+void grow_for_resumable(cq* c, size_t depth) EVD_REQUIRES(c->mu) {
+    c->rs_depth += depth;
+    size_t want = c->base_cqe + c->rs_depth;
+    const size_t max_cqe = static_cast<size_t>(c->dom->dev->attr.orig_attr.max_cqe);
+    if (max_cqe && want > max_cqe) want = max_cqe;
+    if (static_cast<size_t>(c->ibcq->cqe) >= want) return;
+    if (int rc = ibv_resize_cq(c->ibcq.get(), static_cast<int>(want))) {
+        if (!c->resize_warned)  // once per CQ: siw cannot resize at all
+            EVD_WARN(FI_LOG_CQ, "ibv_resize_cq(%zu) for resumable endpoints: %s; the CQ holds "
+                     "%d completions, and every request of a resumable endpoint is signaled: "
+                     "size the CQ for all of them\n", want, strerror(rc < 0 ? -rc : rc),
+                     c->ibcq->cqe);
+        c->resize_warned = true;
+        return;
+    }
+    EVD_DBG(FI_LOG_CQ, "CQ grown to %d completions for resumable endpoints\n", c->ibcq->cqe);
+}
+
+// cq_detach_qp of a resumable endpoint's QP (msg/ep_resume.h), under c->mu,
+// once the QP carries out nothing more (ep_close_quiesce): what the ibv_cq
+// holds is pulled into the backlog. False when the pull stopped early (the
+// fatal notes are full: the caller delivers them and calls again); true
+// once the ibv_cq is empty.
+bool pull_for_detach(cq* c, fatal_note* notes, size_t& nnotes, int& pushed) EVD_REQUIRES(c->mu) {
     for (;;) {
-        cq_ring_reserve(c, kBatch);
+        if (nnotes >= kBatch) return false;
+        try {
+            cq_ring_reserve(c, kBatch);
+        } catch (const std::bad_alloc&) {
+            EVD_WARN(FI_LOG_CQ, "closing a resumable endpoint: no memory to pull its CQ\n");
+            return true;  // what stays in the ibv_cq is read by fi_cq_read later
+        }
         struct ibv_wc wcs[kBatch];
         const int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(kBatch), wcs);
         for (int i = 0; i < got; ++i) {
@@ -104,8 +142,18 @@ void finish_resumable(cq* c, ep* owner, cntr_route* r, uint32_t qp_num, fatal_no
             cq_ring_push(c, wcs[i]);
             ++pushed;
         }
-        if (got <= 0 || nnotes >= kBatch) break;
+        if (got < static_cast<int>(kBatch)) return true;
     }
+}
+
+// Then what the ledgers of this CQ's direction(s) still hold completes as
+// flushed behind it, counted as admit would count it, and the route goes in
+// the same hold: no completion of the QP is both reported by the device
+// and cancelled here (one the device makes later names no route and is
+// dropped by acct).
+void cancel_resumable(cq* c, ep* owner, cntr_route* r, uint32_t qp_num, int& pushed)
+    EVD_REQUIRES(c->mu) {
+    size_t lost = 0;
     rs_cancel(*r->rs, c == owner->tx_cq, c == owner->rx_cq, qp_num,
               [&](const struct ibv_wc& wc, uint8_t counter, bool recv) {
                   c->mu.assert_held();  // rs_cancel runs under it (above)
@@ -118,13 +166,29 @@ void finish_resumable(cq* c, ep* owner, cntr_route* r, uint32_t qp_num, fatal_no
                   if (k) ok ? cntr_inc(k) : cntr_inc_err(k);
                   // hidden: never shown, flushed or not (cq_admit's rule)
                   if (wc.wr_id == wr_id_suppressed() || c->internal) return;
-                  cq_ring_reserve(c, 1);
+                  try {
+                      cq_ring_reserve(c, 1);
+                  } catch (const std::bad_alloc&) {
+                      ++lost;
+                      return;
+                  }
                   cq_ring_push(c, wc);
                   ++pushed;
               });
+    if (lost)
+        EVD_WARN(FI_LOG_CQ, "QP %u: no memory for %zu cancelled completions of a closing "
+                 "resumable endpoint: not reported\n", qp_num, lost);
     std::erase_if(c->routes, [&](const auto& e) { return e.qpn == qp_num; });
 }
 
+}  // namespace
+
+namespace {
+// The depth a resumable QP added to c (cq_attach_qp) is given back.
+void shrink_need(cq* c, ep* owner, cntr_route* r) EVD_REQUIRES(c->mu) {
+    const size_t d = rs_depth(*r->rs, c == owner->tx_cq, c == owner->rx_cq);
+    c->rs_depth -= std::min(c->rs_depth, d);
+}
 }  // namespace
 
 void cq_detach_qp(cq* c, uint32_t qp_num) {
@@ -135,17 +199,26 @@ void cq_detach_qp(cq* c, uint32_t qp_num) {
             if (qpn == qp_num) owner = o;
     }
     cntr_route* r = nullptr;
-    fatal_note notes[kBatch] = {};
-    size_t nnotes = 0;
-    int pushed = 0;
     {
         evd::lock_guard g(c->mu);
         for (auto& e : c->routes)
             if (e.qpn == qp_num) r = e.r;
-        if (r && r->rs && owner) finish_resumable(c, owner, r, qp_num, notes, nnotes, pushed);
     }
-    if (pushed) cq_signal_backlog(c);
-    cq_deliver_fatal(c, notes, nnotes);
+    for (bool done = !(r && r->rs && owner); !done;) {
+        fatal_note notes[kBatch] = {};
+        size_t nnotes = 0;
+        int pushed = 0;
+        {
+            evd::lock_guard g(c->mu);
+            done = pull_for_detach(c, notes, nnotes, pushed);
+            if (done) {
+                shrink_need(c, owner, r);
+                cancel_resumable(c, owner, r, qp_num, pushed);
+            }
+        }
+        if (pushed) cq_signal_backlog(c);
+        cq_deliver_fatal(c, notes, nnotes);
+    }
     unlist_qp(c, qp_num);
     if (r && owner) for_cntrs(c, owner, r, [&](cntr* k) { cntr_del_source(k, c); });
 }

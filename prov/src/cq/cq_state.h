@@ -76,7 +76,14 @@ struct cq : object_head<struct fid_cq, kind::cq> {
         uint32_t qpn;
         cntr_route* r;
     };
-    std::vector<route_ent> routes EVD_GUARDED_BY(mu);  // endpoints with counters
+    std::vector<route_ent> routes EVD_GUARDED_BY(mu);  // endpoints with counters or resumable
+    // Completions the resumable endpoints attached here may leave unread at
+    // once (every request of theirs is signaled: their queue depths), on top
+    // of the size the CQ was opened with (base_cqe); the ibv_cq is grown to
+    // hold both (cq_attach_qp), never shrunk.
+    size_t rs_depth EVD_GUARDED_BY(mu) = 0;
+    size_t base_cqe = 0;
+    bool resize_warned EVD_GUARDED_BY(mu) = false;  // once per CQ
     // Datagram endpoints whose receives complete here (under mu): their
     // completions drop the receive header and may name the sender.
     std::vector<std::pair<uint32_t, ud_ep*>> ud EVD_GUARDED_BY(mu);

@@ -9,6 +9,7 @@
 #include "cm/cm.h"
 #include "cm/cm_deadline.h"
 #include "cm/linger.h"
+#include "cq/cntr.h"
 #include "cq/cq.h"
 #include "device/devctx.h"
 #include "domain.h"
@@ -25,6 +26,13 @@ bool ep_close_quiesce(ep* e) {
     // queued work completes in the CQ before the QP can discard it
     const bool flushed = qp_flush(e);
     evd::lock_guard lk(e->mu);
+    // A resumable endpoint's CQ detach completes what its ledgers still
+    // hold as cancelled (cq_detach_qp): the QP must carry out nothing more,
+    // flushed or not (FI_EVD_FLUSH_TIMEOUT=0, a QP never connected).
+    if (e->qp && !flushed) {
+        const cntr_route* r = ep_data_route(e);
+        if (r && r->rs) qp_to_error(e->qp.get());
+    }
     if (e->qp) {
         devctx_unregister(e->dom->dev, &devctx::qps, e->qp.get());
         cq_detach_qp(e->tx_cq, e->qp->qp_num);
