@@ -252,6 +252,8 @@ struct fi_evd_async_ops {
  *
  * arg is an int *; a value outside 0..FI_EVD_RESUME_TIMEOUT_MAX is
  * -FI_EINVAL. A domain starts with the FI_EVD_RESUME_TIMEOUT variable.
+ * FI_EVD_RESUME_TIMEOUT_GET on an enabled FI_EP_MSG endpoint reads what it
+ * was enabled with: 0 when it is not resumable.
  * Being built: in this release the operations are kept and accounted, and a
  * failure still ends the connection as it does with 0 (fi_evd(7)).
  */

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 // Provider entry: fi_prov_ini, tunables, cleanup.
+#include <rdma/fi_ext_evd.h>
 #include <cctype>
 #include <limits>
 #include <cstdio>
@@ -100,7 +101,7 @@ const param_row kParams[] = {
      "joined again within this many ms; 0 turns it off; per domain with "
      "fi_control(FI_EVD_RESUME_TIMEOUT_SET). Being built: the operations are kept and "
      "accounted, a failure still ends the connection",
-     nullptr, &params::resume_timeout_ms, nullptr, 0, 3600000},
+     nullptr, &params::resume_timeout_ms, nullptr, 0, FI_EVD_RESUME_TIMEOUT_MAX},
 };
 
 void define_param(const param_row& r) {

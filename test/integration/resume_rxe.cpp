@@ -80,6 +80,24 @@ TEST_F(ResumeRxe, TheDomainControlSetsReadsAndRefuses) {
     EXPECT_EQ(v, 12345) << "a refused value changes nothing";
     set = 0;
     EXPECT_EQ(fi_control(&dom->fid, FI_EVD_RESUME_TIMEOUT_SET, &set), 0);
+    // an endpoint enabled now is not resumable, and says so
+    struct fi_cq_attr ca {};
+    struct fid_cq* cq = nullptr;
+    struct fid_eq* eq = nullptr;
+    struct fi_eq_attr ea {};
+    ASSERT_EQ(fi_eq_open(fab, &ea, &eq, nullptr), 0);
+    ASSERT_EQ(fi_cq_open(dom, &ca, &cq, nullptr), 0);
+    struct fid_ep* ep = nullptr;
+    ASSERT_EQ(fi_endpoint(dom, srv_info, &ep, nullptr), 0);
+    ASSERT_EQ(fi_ep_bind(ep, &eq->fid, 0), 0);
+    ASSERT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    ASSERT_EQ(fi_enable(ep), 0);
+    v = -1;
+    EXPECT_EQ(fi_control(&ep->fid, FI_EVD_RESUME_TIMEOUT_GET, &v), 0);
+    EXPECT_EQ(v, 0);
+    EXPECT_EQ(fi_close(&ep->fid), 0);
+    EXPECT_EQ(fi_close(&cq->fid), 0);
+    EXPECT_EQ(fi_close(&eq->fid), 0);
     EXPECT_EQ(fi_close(&dom->fid), 0);
 }
 
@@ -91,6 +109,11 @@ TEST_F(ResumeRxe, TheDomainControlSetsReadsAndRefuses) {
 // context, and no other; the writes land; a final read returns them.
 TEST_F(ResumeRxe, AMixedStreamBeyondTheLedgerCompletesOnceInOrderWithItsContexts) {
     ASSERT_NO_FATAL_FAILURE(connect());
+    for (auto* x : {&c, &s}) {  // both went through the ledgers
+        int v = 0;
+        ASSERT_EQ(fi_control(&x->ep->fid, FI_EVD_RESUME_TIMEOUT_GET, &v), 0);
+        EXPECT_EQ(v, kDeadlineMs);
+    }
     const bool iwarp = rxetest::on_iwarp();
     const size_t inj = c.info->tx_attr->inject_size;
     ASSERT_GE(inj, 16u);

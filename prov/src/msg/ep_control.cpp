@@ -4,6 +4,7 @@
 // fi_ep_bind (EQ, CQs, SRX, counters, AV), fi_control (FI_ENABLE, the ops
 // flags), fi_getopt/fi_setopt, and the fid and ep ops tables fi_endpoint
 // gives it. Its kind's part: ep_msg.cpp (FI_EP_MSG), dgram/ep_ud.cpp.
+#include "cq/cntr.h"
 #include "cq/cq.h"
 #include "device/devctx.h"
 #include "domain.h"
@@ -157,6 +158,12 @@ int ep_control(struct fid* f, int command, void* arg) {
                     *fl = (*fl & (FI_TRANSMIT | FI_RECV)) | slot;
                 else
                     slot = *fl & ~(FI_TRANSMIT | FI_RECV);
+                return 0;
+            }
+            case FI_EVD_RESUME_TIMEOUT_GET: {  // the endpoint's own: 0 unless resumable
+                if (!arg) return -FI_EINVAL;
+                const cntr_route* r = e->enabled ? ep_data_route(e) : nullptr;
+                *static_cast<int*>(arg) = r && r->rs ? static_cast<int>(r->rs->timeout_ms) : 0;
                 return 0;
             }
             default:
