@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# What one data-path operation costs, counted (test/bench/op_cost.cpp):
+# instructions per operation by callgrind (the four counted functions,
+# --toggle-collect, each one's inclusive count), and system calls per
+# operation by strace (every thread, between op_cost's markers around its
+# loop). Contestants: libfabric's verbs, evd, and evd with
+# resumable connections (FI_EVD_RESUME_TIMEOUT), on the same rxe device.
+# A benchmark, not a test: it judges nothing; its table goes to docs/.
+#
+#   test/bench/op-cost.sh BUILD_DIR [N]      (on the host: boots the VM)
+set -u
+build=$(cd "${1:?usage: op-cost.sh BUILD_DIR [iterations]}" && pwd)
+n=${2:-400}
+top=$(cd "$(dirname "$0")/../.." && pwd)
+if [ -z "${EVD_VM_ADDR0:-}" ]; then
+    make -s -C "$build" op_cost >/dev/null || exit 1
+    exec env EVD_VM_TIMEOUT=${EVD_VM_TIMEOUT:-3600} "$top/test/vm/run-in-vm" --cpus 2 --share "$build" --share "$top" -- \
+        bash "$top/test/bench/op-cost.sh" "$build" "$n"
+fi
+export FI_PROVIDER_PATH="$build/.libs"
+ulimit -l unlimited 2>/dev/null || true
+cd /tmp || exit 1
+bin="$build/op_cost"
+
+# One callgrind run counting the four cost_* functions (--toggle-collect);
+# each one's inclusive count (callgrind_annotate --inclusive) divided by the
+# iterations, printed "post tx rx repost".
+per_op() {  # per_op ENV... -- ARGS...
+    local envs=()
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    local out=/tmp/op-cost.cg
+    rm -f "$out"
+    if ! env "${envs[@]}" valgrind --tool=callgrind --toggle-collect='*::cost_*' \
+        --callgrind-out-file="$out" "$bin" "$@" -n "$n" >/dev/null 2>&1; then
+        echo "- - - -"
+        return
+    fi
+    callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null | awk -v n="$n" '
+        { gsub(",", "", $1) }
+        /::cost_post\(/      { if ($1 > p) p = $1 }
+        /::cost_reap_tx\(/   { if ($1 > t) t = $1 }
+        /::cost_reap_rx\(/   { if ($1 > r) r = $1 }
+        /::cost_repost\(/    { if ($1 > q) q = $1 }
+        END { printf "%.0f %.0f %.0f %.0f", p / n, t / n, r / n, q / n }'
+}
+
+# System calls of the loop, every thread, per iteration: strace -f between
+# op_cost's two getppid() markers.
+sys_per_op() {  # sys_per_op ENV... -- ARGS...
+    local envs=()
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    rm -f /tmp/op-cost.st
+    if ! env "${envs[@]}" strace -f -o /tmp/op-cost.st "$bin" "$@" -n "$n" >/dev/null 2>&1; then
+        echo "-"
+        return
+    fi
+    awk -v n="$n" '/getppid\(/ { m++; next } m == 1 && !/resumed>|exited with|\+\+\+/ { c++ }
+        END { printf "%.2f", c / n }' /tmp/op-cost.st
+}
+
+echo "# op_cost: $n iterations each, $(uname -r), $(ibv_devices 2>/dev/null | awk 'NR==3{print $1}')"
+echo "| operation | contestant | post | client CQ read | server CQ read | receive repost | total | system calls |"
+echo "|---|---|---|---|---|---|---|---|"
+for o in send inject write read; do
+    for who in verbs evd evd-resume; do
+        prov=${who%-resume}
+        envs=(FI_EVD_RESUME_TIMEOUT=0)
+        [ "$who" = evd-resume ] && envs=(FI_EVD_RESUME_TIMEOUT=30000)
+        read -r post tx rx rp <<<"$(per_op "${envs[@]}" -- -p "$prov" -o "$o")"
+        total=$(awk -v a="$post" -v b="$tx" -v c="$rx" -v d="$rp" 'BEGIN { printf "%d", a + b + c + d }')
+        sys=$(sys_per_op "${envs[@]}" -- -p "$prov" -o "$o")
+        echo "| $o | $who | $post | $tx | $rx | $rp | $total | $sys |"
+    done
+done

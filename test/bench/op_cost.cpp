@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// op_cost: what one data-path operation costs a provider, in instructions,
+// counted exactly by callgrind, not timed: the counts do not depend on how
+// busy the host is. test/bench/op-cost.sh runs it for evd (with and without
+// resumable connections) and libfabric's verbs on the same device and
+// writes the table to docs/.
+//
+// One process, a listener on EVD_VM_ADDR0 (rxe0) and a client on
+// EVD_VM_ADDR1 (rxe1), one connection. Each iteration of -o OP does, each in
+// a function of its own that callgrind is told to count (--toggle-collect):
+//   cost_post      the client posts the operation (fi_send, fi_inject,
+//                  fi_write, fi_read: -s bytes);
+//   cost_repost    the server posts the receive a message consumed;
+//   cost_reap_tx   one fi_cq_read on the client's CQ that returns the
+//                  operation's completion (none for fi_inject);
+//   cost_reap_rx   one fi_cq_read on the server's CQ that returns the
+//                  receive's completion (messages only).
+// The loop runs between two getppid() calls, so that strace can count the
+// system calls of the loop alone. Between the counted functions the program
+// waits (uncounted, without a system call: a spin on the vDSO clock) long enough for rxe to have done its part, so each
+// counted read finds its completion at once: an empty read would be
+// counted too, and is reported (`empty reads`; 0 in a good run).
+//
+// Usage (inside the VM; valgrind counts user space only):
+//   valgrind --tool=callgrind --toggle-collect='cost_*' ./op_cost -p evd -o send -n 2000
+//   op_cost -p PROV -o send|inject|write|read [-n iterations] [-s bytes] [-w spin_us]
+// FI_EVD_RESUME_TIMEOUT selects resumable endpoints for evd.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using clk = std::chrono::steady_clock;
+
+#define CHECK(call)                                                                     \
+    do {                                                                                \
+        int rc_ = static_cast<int>(call);                                               \
+        if (rc_) {                                                                      \
+            fprintf(stderr, "op_cost: %s:%d %s: %s (%d)\n", __FILE__, __LINE__, #call,  \
+                    fi_strerror(-rc_), rc_);                                            \
+            return false;                                                               \
+        }                                                                               \
+    } while (0)
+
+const char* env_or(const char* n, const char* d) {
+    const char* v = getenv(n);
+    return v ? v : d;
+}
+
+enum class op { send, inject, write, read };
+
+struct options {
+    std::string prov = "evd";
+    op kind = op::send;
+    long iters = 2000;
+    size_t size = 8;
+    long spin_us = 2000;
+};
+
+// Waits without entering the provider or the kernel (clock_gettime is vDSO).
+void spin(long us) {
+    const auto end = clk::now() + std::chrono::microseconds(us);
+    while (clk::now() < end) {
+    }
+}
+
+class conn {
+  public:
+    explicit conn(const options& o) : o_(o) {}
+    ~conn() {
+        for (struct fid* f : {ep_fid(cep_), ep_fid(sep_), &pep_fid(), mr_fid(smr_), mr_fid(cmr_),
+                              cq_fid(scq_), cq_fid(ccq_), dom_fid(sdom_), dom_fid(cdom_),
+                              eq_fid(eq_), fab_fid(fab_)})
+            if (f) fi_close(f);
+        fi_freeinfo(sinfo_);
+        fi_freeinfo(cinfo_);
+    }
+
+    bool setup() {
+        struct fi_info* h = fi_allocinfo();
+        h->ep_attr->type = FI_EP_MSG;
+        h->caps = FI_MSG | FI_RMA;
+        h->mode = FI_CONTEXT;
+        h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+        h->tx_attr->size = 64;
+        h->rx_attr->size = 64;
+        h->tx_attr->inject_size = 64;
+        h->fabric_attr->prov_name = strdup(o_.prov.c_str());
+        const char* a0 = env_or("EVD_VM_ADDR0", "192.0.2.1");
+        int rc = fi_getinfo(FI_VERSION(1, 17), a0, "7471", FI_SOURCE, h, &sinfo_);
+        if (!rc) {
+            struct sockaddr_in src {};
+            src.sin_family = AF_INET;
+            inet_pton(AF_INET, env_or("EVD_VM_ADDR1", "192.0.2.2"), &src.sin_addr);
+            h->src_addr = malloc(sizeof src);
+            memcpy(h->src_addr, &src, sizeof src);
+            h->src_addrlen = sizeof src;
+            rc = fi_getinfo(FI_VERSION(1, 17), a0, "7471", 0, h, &cinfo_);
+        }
+        fi_freeinfo(h);
+        CHECK(rc);
+        CHECK(fi_fabric(sinfo_->fabric_attr, &fab_, nullptr));
+        struct fi_eq_attr ea {};
+        ea.wait_obj = FI_WAIT_UNSPEC;
+        CHECK(fi_eq_open(fab_, &ea, &eq_, nullptr));
+        CHECK(fi_domain(fab_, sinfo_, &sdom_, nullptr));
+        CHECK(fi_domain(fab_, cinfo_, &cdom_, nullptr));
+        struct fi_cq_attr ca {};
+        ca.format = FI_CQ_FORMAT_DATA;
+        ca.wait_obj = FI_WAIT_NONE;
+        ca.size = 256;
+        CHECK(fi_cq_open(sdom_, &ca, &scq_, nullptr));
+        CHECK(fi_cq_open(cdom_, &ca, &ccq_, nullptr));
+        buf_.assign(1 << 16, 1);
+        target_.assign(1 << 16, 2);
+        CHECK(fi_mr_reg(cdom_, buf_.data(), buf_.size(), FI_SEND | FI_RECV | FI_READ | FI_WRITE, 0,
+                        0, 0, &cmr_, nullptr));
+        CHECK(fi_mr_reg(sdom_, target_.data(), target_.size(),
+                        FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &smr_,
+                        nullptr));
+        CHECK(fi_passive_ep(fab_, sinfo_, &pep_, nullptr));
+        CHECK(fi_pep_bind(pep_, &eq_->fid, 0));
+        CHECK(fi_listen(pep_));
+        CHECK(fi_endpoint(cdom_, cinfo_, &cep_, nullptr));
+        CHECK(fi_ep_bind(cep_, &eq_->fid, 0));
+        CHECK(fi_ep_bind(cep_, &ccq_->fid, FI_TRANSMIT | FI_RECV));
+        CHECK(fi_enable(cep_));
+        CHECK(fi_connect(cep_, cinfo_->dest_addr, nullptr, 0));
+        bool c_up = false, s_up = false;
+        const auto end = clk::now() + std::chrono::seconds(30);
+        while ((!c_up || !s_up) && clk::now() < end) {
+            uint32_t ev;
+            struct fi_eq_cm_entry ent {};
+            ssize_t r = fi_eq_sread(eq_, &ev, &ent, sizeof ent, 100, 0);
+            if (r == -FI_EAGAIN) continue;
+            if (r < 0) {
+                fprintf(stderr, "op_cost: fi_eq_sread: %s\n", fi_strerror(static_cast<int>(-r)));
+                return false;
+            }
+            if (ev == FI_CONNREQ) {
+                CHECK(fi_endpoint(sdom_, ent.info, &sep_, nullptr));
+                fi_freeinfo(ent.info);
+                CHECK(fi_ep_bind(sep_, &eq_->fid, 0));
+                CHECK(fi_ep_bind(sep_, &scq_->fid, FI_TRANSMIT | FI_RECV));
+                CHECK(fi_enable(sep_));
+                for (int i = 0; i < 16; ++i) CHECK(repost());  // not counted
+                CHECK(fi_accept(sep_, nullptr, 0));
+            } else if (ev == FI_CONNECTED) {
+                (ent.fid == &cep_->fid ? c_up : s_up) = true;
+            }
+        }
+        if (!c_up || !s_up) fprintf(stderr, "op_cost: the connection did not come up\n");
+        return c_up && s_up;
+    }
+
+    // The counted functions (callgrind --toggle-collect='cost_*'); noinline
+    // so that each is a function of its own.
+    __attribute__((noinline)) int cost_post() {
+        void* d = fi_mr_desc(cmr_);
+        const uint64_t raddr = reinterpret_cast<uintptr_t>(target_.data());
+        const uint64_t key = fi_mr_key(smr_);
+        switch (o_.kind) {
+        case op::send: return static_cast<int>(fi_send(cep_, buf_.data(), o_.size, d, 0, &ctx_));
+        case op::inject: return static_cast<int>(fi_inject(cep_, buf_.data(), o_.size, 0));
+        case op::write:
+            return static_cast<int>(fi_write(cep_, buf_.data(), o_.size, d, 0, raddr, key, &ctx_));
+        case op::read:
+            return static_cast<int>(fi_read(cep_, buf_.data(), o_.size, d, 0, raddr, key, &ctx_));
+        }
+        return -FI_EINVAL;
+    }
+    int repost() {
+        return static_cast<int>(
+            fi_recv(sep_, target_.data() + 4096, 4096, fi_mr_desc(smr_), 0, &rctx_));
+    }
+    __attribute__((noinline)) int cost_repost() { return repost(); }
+    __attribute__((noinline)) ssize_t cost_reap_tx(struct fi_cq_data_entry* e) {
+        return fi_cq_read(ccq_, e, 1);
+    }
+    __attribute__((noinline)) ssize_t cost_reap_rx(struct fi_cq_data_entry* e) {
+        return fi_cq_read(scq_, e, 1);
+    }
+
+    // Reads one completion of cq with `reap`, spinning between tries; counts
+    // the empty reads.
+    template <class Reap>
+    bool reap_one(Reap reap, const char* what) {
+        struct fi_cq_data_entry e {};
+        const auto end = clk::now() + std::chrono::seconds(10);
+        for (;;) {
+            const ssize_t r = reap(&e);
+            if (r == 1) return true;
+            if (r != -FI_EAGAIN) {
+                fprintf(stderr, "op_cost: %s: %s\n", what, fi_strerror(static_cast<int>(-r)));
+                return false;
+            }
+            ++empty_;
+            if (clk::now() > end) {
+                fprintf(stderr, "op_cost: %s: no completion\n", what);
+                return false;
+            }
+            spin(o_.spin_us);
+        }
+    }
+
+    bool run() {
+        const bool message = o_.kind == op::send || o_.kind == op::inject;
+        const bool completes = o_.kind != op::inject;
+        // The loop between two getppid calls: strace's record of the system
+        // calls in between is the loop's alone (op-cost.sh counts them).
+        syscall(SYS_getppid);
+        for (long i = 0; i < o_.iters; ++i) {
+            int r;
+            while ((r = cost_post()) == -FI_EAGAIN) spin(o_.spin_us);
+            CHECK(r);
+            spin(o_.spin_us);
+            if (completes && !reap_one([&](auto* e) { return cost_reap_tx(e); }, "client CQ"))
+                return false;
+            if (message) {
+                if (!reap_one([&](auto* e) { return cost_reap_rx(e); }, "server CQ")) return false;
+                CHECK(cost_repost());
+            }
+        }
+        syscall(SYS_getppid);
+        printf("op_cost: %s %s %zu bytes: %ld iterations, %ld empty reads\n", o_.prov.c_str(),
+               kind_name(), o_.size, o_.iters, empty_);
+        return true;
+    }
+
+    const char* kind_name() const {
+        switch (o_.kind) {
+        case op::send: return "send";
+        case op::inject: return "inject";
+        case op::write: return "write";
+        case op::read: return "read";
+        }
+        return "?";
+    }
+
+  private:
+    static struct fid* ep_fid(struct fid_ep* e) { return e ? &e->fid : nullptr; }
+    struct fid& pep_fid() { return pep_ ? pep_->fid : null_; }
+    static struct fid* mr_fid(struct fid_mr* m) { return m ? &m->fid : nullptr; }
+    static struct fid* cq_fid(struct fid_cq* q) { return q ? &q->fid : nullptr; }
+    static struct fid* dom_fid(struct fid_domain* d) { return d ? &d->fid : nullptr; }
+    static struct fid* eq_fid(struct fid_eq* q) { return q ? &q->fid : nullptr; }
+    static struct fid* fab_fid(struct fid_fabric* f) { return f ? &f->fid : nullptr; }
+
+    const options& o_;
+    struct fi_info *sinfo_ = nullptr, *cinfo_ = nullptr;
+    struct fid_fabric* fab_ = nullptr;
+    struct fid_eq* eq_ = nullptr;
+    struct fid_domain *sdom_ = nullptr, *cdom_ = nullptr;
+    struct fid_cq *scq_ = nullptr, *ccq_ = nullptr;
+    struct fid_pep* pep_ = nullptr;
+    struct fid_ep *cep_ = nullptr, *sep_ = nullptr;
+    struct fid_mr *cmr_ = nullptr, *smr_ = nullptr;
+    struct fid null_ {};
+    std::vector<uint8_t> buf_, target_;
+    struct fi_context2 ctx_ {}, rctx_ {};
+    long empty_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    options o;
+    int c;
+    while ((c = getopt(argc, argv, "p:o:n:s:w:")) != -1) {
+        switch (c) {
+        case 'p': o.prov = optarg; break;
+        case 'o':
+            if (!strcmp(optarg, "send")) o.kind = op::send;
+            else if (!strcmp(optarg, "inject")) o.kind = op::inject;
+            else if (!strcmp(optarg, "write")) o.kind = op::write;
+            else if (!strcmp(optarg, "read")) o.kind = op::read;
+            else {
+                fprintf(stderr, "op_cost: -o send|inject|write|read\n");
+                return 2;
+            }
+            break;
+        case 'n': o.iters = atol(optarg); break;
+        case 's': o.size = strtoul(optarg, nullptr, 0); break;
+        case 'w': o.spin_us = atol(optarg); break;
+        default:
+            fprintf(stderr, "usage: op_cost [-p prov] [-o send|inject|write|read] [-n iters] "
+                            "[-s bytes] [-w spin_us]\n");
+            return 2;
+        }
+    }
+    conn k(o);
+    if (!k.setup() || !k.run()) return 1;
+    return 0;
+}
