@@ -56,6 +56,10 @@ inline uint32_t tx_slot_index(uint64_t wr_id) noexcept {
     return static_cast<uint32_t>(wr_id - reinterpret_cast<uintptr_t>(&tx_slot_ids[0]));
 }
 
+// What the CQ looks up by a completion's QP number (cq_state.h, routes): the
+// counters per operation kind and the send-queue slots of an endpoint with
+// counters, and, for a resumable endpoint, its ledgers (rs), which then hold
+// the contexts and counter kinds themselves.
 struct cntr_route {
     cntr* send = nullptr;
     cntr* recv = nullptr;

@@ -11,7 +11,10 @@
 //    inside ep_terminal_error() for that endpoint (cq::reg_mu); it may be
 //    called under the endpoint's own lock (fi_close's retire_qp does) only
 //    because ep_terminal_error() takes no endpoint lock (an atomic claim and
-//    an EQ post): keep it so (docs/locking.md).
+//    an EQ post): keep it so (docs/locking.md). For a resumable endpoint's QP
+//    it also pulls the CQ, ends the endpoints that pull finds failed (the
+//    same ep_terminal_error, so the same rule) and completes what the
+//    endpoint's ledgers still hold as cancelled (msg/ep_resume.h, rs_cancel).
 #pragma once
 
 #include <infiniband/verbs.h>

@@ -3,10 +3,13 @@
 // fi_read*/fi_write* (fi_rma(3)) as ibv_post_send/ibv_post_recv on ep->qp.
 //
 // Every work request is built on the stack; nothing is allocated and no lock
-// is taken (ibv_post_* on one QP is thread safe in rdma-core providers).
-// wr_id is the user's context; work requests whose success must not be
-// reported (fi_inject*, the periodic signaled send of selective completion)
-// carry wr_id_suppressed() (cq.h) and are dropped by the CQ reader.
+// is taken (ibv_post_* on one QP is thread safe in rdma-core providers),
+// except on a resumable endpoint (ep_resume.h): its one lock per post keeps
+// the ledger in the QP's order, and wr_id names the ledger's slot. Otherwise
+// wr_id is the user's context (or, with counters, a slot id: cntr.h); work
+// requests whose success must not be reported (fi_inject*, the periodic
+// signaled send of selective completion) carry wr_id_suppressed() (cq.h)
+// and are dropped by the CQ reader.
 //
 // Limits taken from the endpoint's fi_info (the CM half creates the QP with
 // them): tx_attr->inject_size = ibv_qp_cap.max_inline_data,
