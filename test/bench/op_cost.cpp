@@ -44,24 +44,14 @@
 #include <string>
 #include <vector>
 
+#include "../common/tool_util.h"
+#include "../common/vm_link.h"
+
 namespace {
 
 using clk = std::chrono::steady_clock;
 
-#define CHECK(call)                                                                     \
-    do {                                                                                \
-        int rc_ = static_cast<int>(call);                                               \
-        if (rc_) {                                                                      \
-            fprintf(stderr, "op_cost: %s:%d %s: %s (%d)\n", __FILE__, __LINE__, #call,  \
-                    fi_strerror(-rc_), rc_);                                            \
-            return false;                                                               \
-        }                                                                               \
-    } while (0)
-
-const char* env_or(const char* n, const char* d) {
-    const char* v = getenv(n);
-    return v ? v : d;
-}
+using rxetest::env_or;
 
 enum class op { send, inject, write, read };
 
@@ -93,15 +83,9 @@ class conn {
     }
 
     bool setup() {
-        struct fi_info* h = fi_allocinfo();
-        h->ep_attr->type = FI_EP_MSG;
+        struct fi_info* h = evdtool::msg_hints(o_.prov.c_str(), 64);
         h->caps = FI_MSG | FI_RMA;
-        h->mode = FI_CONTEXT;
-        h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
-        h->tx_attr->size = 64;
-        h->rx_attr->size = 64;
         h->tx_attr->inject_size = 64;
-        h->fabric_attr->prov_name = strdup(o_.prov.c_str());
         const char* a0 = env_or("EVD_VM_ADDR0", "192.0.2.1");
         int rc = fi_getinfo(FI_VERSION(1, 17), a0, "7471", FI_SOURCE, h, &sinfo_);
         if (!rc) {
@@ -114,34 +98,34 @@ class conn {
             rc = fi_getinfo(FI_VERSION(1, 17), a0, "7471", 0, h, &cinfo_);
         }
         fi_freeinfo(h);
-        CHECK(rc);
-        CHECK(fi_fabric(sinfo_->fabric_attr, &fab_, nullptr));
+        FI_CHECK(rc);  // a failed setup call ends the run, naming it (tool_util.h)
+        FI_CHECK(fi_fabric(sinfo_->fabric_attr, &fab_, nullptr));
         struct fi_eq_attr ea {};
         ea.wait_obj = FI_WAIT_UNSPEC;
-        CHECK(fi_eq_open(fab_, &ea, &eq_, nullptr));
-        CHECK(fi_domain(fab_, sinfo_, &sdom_, nullptr));
-        CHECK(fi_domain(fab_, cinfo_, &cdom_, nullptr));
+        FI_CHECK(fi_eq_open(fab_, &ea, &eq_, nullptr));
+        FI_CHECK(fi_domain(fab_, sinfo_, &sdom_, nullptr));
+        FI_CHECK(fi_domain(fab_, cinfo_, &cdom_, nullptr));
         struct fi_cq_attr ca {};
         ca.format = FI_CQ_FORMAT_DATA;
         ca.wait_obj = FI_WAIT_NONE;
         ca.size = 256;
-        CHECK(fi_cq_open(sdom_, &ca, &scq_, nullptr));
-        CHECK(fi_cq_open(cdom_, &ca, &ccq_, nullptr));
+        FI_CHECK(fi_cq_open(sdom_, &ca, &scq_, nullptr));
+        FI_CHECK(fi_cq_open(cdom_, &ca, &ccq_, nullptr));
         buf_.assign(1 << 16, 1);
         target_.assign(1 << 16, 2);
-        CHECK(fi_mr_reg(cdom_, buf_.data(), buf_.size(), FI_SEND | FI_RECV | FI_READ | FI_WRITE, 0,
+        FI_CHECK(fi_mr_reg(cdom_, buf_.data(), buf_.size(), FI_SEND | FI_RECV | FI_READ | FI_WRITE, 0,
                         0, 0, &cmr_, nullptr));
-        CHECK(fi_mr_reg(sdom_, target_.data(), target_.size(),
+        FI_CHECK(fi_mr_reg(sdom_, target_.data(), target_.size(),
                         FI_SEND | FI_RECV | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &smr_,
                         nullptr));
-        CHECK(fi_passive_ep(fab_, sinfo_, &pep_, nullptr));
-        CHECK(fi_pep_bind(pep_, &eq_->fid, 0));
-        CHECK(fi_listen(pep_));
-        CHECK(fi_endpoint(cdom_, cinfo_, &cep_, nullptr));
-        CHECK(fi_ep_bind(cep_, &eq_->fid, 0));
-        CHECK(fi_ep_bind(cep_, &ccq_->fid, FI_TRANSMIT | FI_RECV));
-        CHECK(fi_enable(cep_));
-        CHECK(fi_connect(cep_, cinfo_->dest_addr, nullptr, 0));
+        FI_CHECK(fi_passive_ep(fab_, sinfo_, &pep_, nullptr));
+        FI_CHECK(fi_pep_bind(pep_, &eq_->fid, 0));
+        FI_CHECK(fi_listen(pep_));
+        FI_CHECK(fi_endpoint(cdom_, cinfo_, &cep_, nullptr));
+        FI_CHECK(fi_ep_bind(cep_, &eq_->fid, 0));
+        FI_CHECK(fi_ep_bind(cep_, &ccq_->fid, FI_TRANSMIT | FI_RECV));
+        FI_CHECK(fi_enable(cep_));
+        FI_CHECK(fi_connect(cep_, cinfo_->dest_addr, nullptr, 0));
         bool c_up = false, s_up = false;
         const auto end = clk::now() + std::chrono::seconds(30);
         while ((!c_up || !s_up) && clk::now() < end) {
@@ -154,13 +138,13 @@ class conn {
                 return false;
             }
             if (ev == FI_CONNREQ) {
-                CHECK(fi_endpoint(sdom_, ent.info, &sep_, nullptr));
+                FI_CHECK(fi_endpoint(sdom_, ent.info, &sep_, nullptr));
                 fi_freeinfo(ent.info);
-                CHECK(fi_ep_bind(sep_, &eq_->fid, 0));
-                CHECK(fi_ep_bind(sep_, &scq_->fid, FI_TRANSMIT | FI_RECV));
-                CHECK(fi_enable(sep_));
-                for (int i = 0; i < 16; ++i) CHECK(repost());  // not counted
-                CHECK(fi_accept(sep_, nullptr, 0));
+                FI_CHECK(fi_ep_bind(sep_, &eq_->fid, 0));
+                FI_CHECK(fi_ep_bind(sep_, &scq_->fid, FI_TRANSMIT | FI_RECV));
+                FI_CHECK(fi_enable(sep_));
+                for (int i = 0; i < 16; ++i) FI_CHECK(repost());  // not counted
+                FI_CHECK(fi_accept(sep_, nullptr, 0));
             } else if (ev == FI_CONNECTED) {
                 (ent.fid == &cep_->fid ? c_up : s_up) = true;
             }
@@ -228,13 +212,13 @@ class conn {
         for (long i = 0; i < o_.iters; ++i) {
             int r;
             while ((r = cost_post()) == -FI_EAGAIN) spin(o_.spin_us);
-            CHECK(r);
+            FI_CHECK(r);
             spin(o_.spin_us);
             if (completes && !reap_one([&](auto* e) { return cost_reap_tx(e); }, "client CQ"))
                 return false;
             if (message) {
                 if (!reap_one([&](auto* e) { return cost_reap_rx(e); }, "server CQ")) return false;
-                CHECK(cost_repost());
+                FI_CHECK(cost_repost());
             }
         }
         syscall(SYS_getppid);
@@ -304,6 +288,7 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
+    evdtool::prog = "op_cost";
     conn k(o);
     if (!k.setup() || !k.run()) return 1;
     return 0;
