@@ -105,6 +105,8 @@ enum fi_evd_perr_class {
 	FI_EVD_PERR_USER = 0x55,  /* code: application defined ('U') */
 	FI_EVD_PERR_WC   = 0x57,  /* code: enum ibv_wc_status of the completion
 				     that ended the endpoint ('W') */
+	FI_EVD_PERR_RESUME = 0x52, /* code: enum fi_evd_resume_reason: a
+				     resumable endpoint not joined again ('R') */
 };
 enum fi_evd_eq_perr {
 	FI_EVD_EQ_PERR_OVERRUN = 1,  /* provider events were lost: EQ overran */
@@ -260,6 +262,47 @@ struct fi_evd_async_ops {
 #define FI_EVD_RESUME_TIMEOUT_SET 0x65764405
 #define FI_EVD_RESUME_TIMEOUT_GET 0x65764406
 #define FI_EVD_RESUME_TIMEOUT_MAX 3600000
+
+/*
+ * The terminal record of a resumable endpoint that could not be joined
+ * again: prov_errno is FI_EVD_PERR(FI_EVD_PERR_RESUME, reason) and err_data
+ * (err_data_size bytes) a struct fi_evd_resume_err, which fi_eq_strerror
+ * reads. Every operation still posted completes with FI_ECANCELED and its
+ * own context, as without resumption.
+ */
+enum fi_evd_resume_reason {
+	FI_EVD_RESUME_DEADLINE = 1,      /* not joined again within the deadline */
+	FI_EVD_RESUME_REFUSED = 2,       /* the peer refused (see refusal) */
+	FI_EVD_RESUME_PEER_GONE = 3,     /* nobody listens at the peer's address */
+	FI_EVD_RESUME_VERDICT = 4,       /* an operation in doubt could be neither
+					    repeated nor known done (an atomic
+					    whose result was lost, a read the
+					    peer may have acted after) */
+	FI_EVD_RESUME_NOT_TRANSIENT = 5, /* the failure is not one to ride through */
+};
+enum fi_evd_resume_refusal {           /* why a peer refused, as it said */
+	FI_EVD_RESUME_REFUSED_UNKNOWN = 1, /* it knows no such connection */
+	FI_EVD_RESUME_REFUSED_PEER = 2,    /* not from the connection's address */
+	FI_EVD_RESUME_REFUSED_STALE = 3,   /* an attempt older than one it took */
+	FI_EVD_RESUME_REFUSED_ENDED = 4,   /* its end of the connection is over */
+	FI_EVD_RESUME_REFUSED_VERDICT = 5, /* its accounting ended the connection */
+	FI_EVD_RESUME_REFUSED_MALFORMED = 6,
+};
+#define FI_EVD_RESUME_ERR_MAGIC 0x52445645u /* "EVDR" in memory order */
+#define FI_EVD_RESUME_ERR_VERSION 1
+struct fi_evd_resume_err {
+	uint32_t magic;        /* FI_EVD_RESUME_ERR_MAGIC */
+	uint32_t version;      /* FI_EVD_RESUME_ERR_VERSION */
+	uint32_t reason;       /* enum fi_evd_resume_reason */
+	uint32_t attempts;     /* requests sent (active side) or accepted (passive) */
+	uint64_t outage_ms;    /* from the failure to this record */
+	uint32_t cause_source; /* what failed first: 1 a completion, 2 an async
+				  event, 3 an rdma_cm event */
+	int32_t  cause_code;   /* its ibv_wc_status, ibv_event_type or
+				  rdma_cm_event_type */
+	uint32_t refusal;      /* FI_EVD_RESUME_REFUSED: enum fi_evd_resume_refusal */
+	uint32_t generation;   /* the last attempt's generation */
+};
 
 /*
  * Registration cache (fi_evd(7), REGISTRATION CACHE): the counters of a

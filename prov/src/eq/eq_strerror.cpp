@@ -8,6 +8,7 @@
 #include "cq/cq.h"
 #include "device/async.h"
 #include "eq/eq.h"
+#include "resume/resume_err.h"
 
 namespace evd {
 
@@ -16,6 +17,7 @@ const char* eq_error_text(int prov_errno, const void* err_data, char* buf, size_
     static thread_local char tls[256];
     char* out = (buf && len) ? buf : tls;
     size_t outlen = (buf && len) ? len : sizeof tls;
+    if (const char* s = resume::resume_err_text(prov_errno, err_data, out, outlen)) return s;
     const unsigned cls = FI_EVD_PERR_CLASS(prov_errno);
     const int code = FI_EVD_PERR_CODE(prov_errno);
     if (prov_errno > 0 && cls == FI_EVD_PERR_EQ && code == FI_EVD_EQ_PERR_OVERRUN) {
