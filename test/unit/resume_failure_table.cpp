@@ -24,14 +24,18 @@ using evd::resume::failure_row;
 using evd::resume::failure_source;
 using evd::resume::failure_table;
 using evd::resume::failure_table_len;
-using evd::resume::failure_transient;
+using evd::resume::failure_verdict;
+using evd::resume::failure_verdict_of;
 
-// The policy, written out once more: what a resumable connection rides
-// through. Changing a row means changing this list, on purpose.
+// The policy, written out once more: what a resumable connection is to
+// ride through, and what it ignores (its QP goes on). Changing a row means
+// changing these lists, on purpose.
 const std::set<std::pair<failure_source, int>> kTransient = {
     {failure_source::completion, IBV_WC_RETRY_EXC_ERR},
     {failure_source::completion, IBV_WC_RESP_TIMEOUT_ERR},
     {failure_source::completion, IBV_WC_WR_FLUSH_ERR},
+};
+const std::set<std::pair<failure_source, int>> kIgnored = {
     {failure_source::async_event, IBV_EVENT_PORT_ERR},
     {failure_source::async_event, IBV_EVENT_GID_CHANGE},
     {failure_source::async_event, IBV_EVENT_LID_CHANGE},
@@ -48,13 +52,23 @@ TEST(ResumeFailureTable, EveryRowIsOnceAndAsThePolicySays) {
         const failure_row& r = failure_table[i];
         EXPECT_TRUE(seen.insert({r.source, r.code}).second) << r.name << " twice";
         EXPECT_EQ(failure_lookup(r.source, r.code), &r);
-        EXPECT_EQ(r.transient, kTransient.count({r.source, r.code}) == 1) << r.name;
+        const failure_verdict want = kTransient.count({r.source, r.code}) ? failure_verdict::transient
+                                     : kIgnored.count({r.source, r.code}) ? failure_verdict::ignored
+                                                                          : failure_verdict::ends;
+        EXPECT_EQ(r.verdict, want) << r.name;
+        EXPECT_EQ(failure_verdict_of(r.source, r.code), r.verdict) << r.name;
         ASSERT_NE(r.why, nullptr);
         EXPECT_GT(std::string(r.why).size(), 10u) << r.name;
     }
     for (const auto& k : kTransient) EXPECT_TRUE(seen.count(k)) << "a transient row is missing";
-    // what the table does not know ends the connection
-    EXPECT_FALSE(failure_transient(failure_source::completion, 12345));
+    for (const auto& k : kIgnored) EXPECT_TRUE(seen.count(k)) << "an ignored row is missing";
+    // an error completion the table does not know ends; an event it does
+    // not know is no failure (PORT_ACTIVE, COMM_EST, TIMEWAIT_EXIT...)
+    EXPECT_EQ(failure_verdict_of(failure_source::completion, 12345), failure_verdict::ends);
+    EXPECT_EQ(failure_verdict_of(failure_source::async_event, IBV_EVENT_PORT_ACTIVE),
+              failure_verdict::ignored);
+    EXPECT_EQ(failure_verdict_of(failure_source::cm_event, RDMA_CM_EVENT_TIMEWAIT_EXIT),
+              failure_verdict::ignored);
     EXPECT_EQ(failure_lookup(failure_source::cm_event, RDMA_CM_EVENT_ESTABLISHED), nullptr);
 }
 
@@ -74,13 +88,23 @@ TEST(ResumeFailureTable, EveryCompletionThatEndsAnEndpointHasARow) {
     EXPECT_NE(failure_lookup(failure_source::completion, IBV_WC_WR_FLUSH_ERR), nullptr);
 }
 
-// So does every async event that ends an endpoint or its port's.
+// So does every async event that ends an endpoint or its port's; and only
+// an event that ends an endpoint today may end a resumable one.
 TEST(ResumeFailureTable, EveryAsyncEventThatEndsAnEndpointHasARow) {
     for (int t : {IBV_EVENT_QP_FATAL, IBV_EVENT_QP_REQ_ERR, IBV_EVENT_QP_ACCESS_ERR,
                   IBV_EVENT_PORT_ERR, IBV_EVENT_DEVICE_FATAL, IBV_EVENT_CQ_ERR}) {
         const failure_row* r = failure_lookup(failure_source::async_event, t);
         ASSERT_NE(r, nullptr) << ibv_event_type_str(static_cast<enum ibv_event_type>(t));
         EXPECT_STREQ(r->name, evd::async_row_for(t)->name);
+    }
+    // a completion row that does not end or flush is none: transient rows
+    // are QP failures (wc_table's qp_fatal, or the flush behind one)
+    for (size_t i = 0; i < failure_table_len; ++i) {
+        const failure_row& r = failure_table[i];
+        if (r.source != failure_source::completion) continue;
+        const evd::wc_row* w = evd::wc_lookup(r.code);
+        ASSERT_NE(w, nullptr) << r.name;
+        EXPECT_TRUE(w->qp_fatal || r.code == IBV_WC_WR_FLUSH_ERR) << r.name;
     }
 }
 
@@ -97,7 +121,7 @@ TEST(ResumeFailureTable, ManPagePrintsEveryRow) {
         for (const auto& l : lines) {
             if (l.rfind(".B " + std::string(r.name) + " ", 0) != 0) continue;
             found = true;
-            const char* want = r.transient ? "rides through" : "ends";
+            const char* want = evd::resume::failure_verdict_name(r.verdict);
             EXPECT_NE(l.find(want), std::string::npos) << r.name << ": " << l;
         }
         EXPECT_TRUE(found) << r.name << " missing from man/parts/resume.7";
