@@ -42,9 +42,38 @@ TEST(ResumeSession, TheActiveSideRidesAFlapAndTriesAgainWhenThePortReturns) {
     EXPECT_EQ(s.state(), session_state::connected);
     EXPECT_EQ(s.due(), UINT64_MAX);
     EXPECT_EQ(s.attempts(), 2u);
-    // the next outage has a deadline of its own
+    // once the new QP completed something the outage is over, and the next
+    // one has a deadline of its own
+    s.progress();
     s.failed(50000, true);
     EXPECT_EQ(s.deadline(), 80000u);
+    EXPECT_EQ(s.attempts(), 0u);
+}
+
+// A path that lets the CM through and fails every new QP: the outage never
+// ends with resumed() alone, so its deadline still ends it, and attempts
+// after the first wait their backoff.
+TEST(ResumeSession, AQpThatFailsAgainBeforeAnyProgressIsTheSameOutage) {
+    session s(side::active, kCfg);
+    s.failed(0, true);
+    ASSERT_TRUE(s.drained(1).connect);
+    ASSERT_TRUE(s.resumed(10).replay);
+    s.failed(20, true);
+    EXPECT_EQ(s.deadline(), 30000u) << "the same outage";
+    EXPECT_FALSE(s.drained(21).connect) << "not at once: the backoff holds";
+    EXPECT_EQ(s.due(), 121u);
+    uint64_t now = 121;
+    for (int i = 0; i < 1000 && s.state() != session_state::ended; ++i) {
+        now = s.due();
+        session_step st = s.tick(now);
+        if (st.connect) {
+            s.resumed(now);  // the CM gets through ...
+            s.failed(now, true);  // ... and the QP fails at once
+            s.drained(now);
+        }
+    }
+    EXPECT_EQ(s.why(), give_up::deadline);
+    EXPECT_EQ(now, 30000u);
 }
 
 TEST(ResumeSession, TheBackoffDoublesUpToItsLongest) {
@@ -67,7 +96,7 @@ TEST(ResumeSession, TheDeadlineEndsTheOutageOnceAndNothingHappensAfter) {
     s.drained(5);
     s.attempt_failed(10, attempt_outcome::unreachable);
     uint64_t now = 10;
-    while (s.state() != session_state::ended) {
+    for (int i = 0; i < 1000 && s.state() != session_state::ended; ++i) {
         now = s.due();
         ASSERT_LE(now, 30000u);
         session_step st = s.tick(now);
@@ -77,7 +106,7 @@ TEST(ResumeSession, TheDeadlineEndsTheOutageOnceAndNothingHappensAfter) {
             EXPECT_EQ(now, 30000u) << "at the deadline, not later";
         }
     }
-    EXPECT_EQ(s.why(), give_up::deadline);
+    ASSERT_EQ(s.why(), give_up::deadline);
     for (session_step st : {s.tick(40000), s.port_active(40000), s.failed(40000, true),
                             s.drained(40000), s.resumed(40000), s.closed(), s.verdict_ends()})
         EXPECT_FALSE(st.end || st.connect || st.replay || st.qp_to_error || st.accept);
@@ -129,6 +158,42 @@ TEST(ResumeSession, APassiveSideTakesARequestEvenBeforeItSawItsOwnQpFail) {
     EXPECT_TRUE(s.request(330, 2).accept);
 }
 
+TEST(ResumeSession, APassiveSideEndsAtItsDeadlineAndAnswersEveryRequestItDoesNotTake) {
+    session s(side::passive, kCfg);
+    s.failed(0, true);
+    s.drained(5);
+    EXPECT_EQ(s.due(), 30000u);
+    EXPECT_FALSE(s.tick(29999).end);
+    // a stale request is answered no, and changes nothing
+    session_step st = s.request(100, 0);
+    EXPECT_TRUE(st.reject);
+    EXPECT_EQ(st.reject_gen, 0u);
+    EXPECT_EQ(s.state(), session_state::waiting);
+    st = s.tick(30000);
+    EXPECT_TRUE(st.end);
+    EXPECT_EQ(st.why, give_up::deadline);
+    st = s.request(30001, 1);
+    EXPECT_TRUE(st.reject) << "after the end every request is answered no";
+
+    // two requests while draining: the older one is answered no
+    session t(side::passive, kCfg);
+    t.failed(0, true);
+    EXPECT_FALSE(t.request(1, 1).reject);
+    st = t.request(2, 2);
+    EXPECT_TRUE(st.reject);
+    EXPECT_EQ(st.reject_gen, 1u);
+    EXPECT_TRUE(t.request(3, 2).reject) << "the same generation again: stale";
+    st = t.drained(4);
+    EXPECT_TRUE(st.accept);
+    EXPECT_EQ(t.generation(), 2u);
+    // a request pending when the session ends is answered no with the end
+    session u(side::passive, kCfg);
+    u.request(0, 1);
+    st = u.failed(1, false);
+    EXPECT_TRUE(st.end && st.reject);
+    EXPECT_EQ(st.reject_gen, 1u);
+}
+
 TEST(ResumeSession, ANewerRequestDuringAnAcceptDrainsThatAttemptFirst) {
     session s(side::passive, kCfg);
     s.failed(0, true);
@@ -156,19 +221,35 @@ TEST(ResumeSession, RandomSequencesKeepTheRules) {
             now += rng() % 400;
             const session_state before = s.state();
             session_step st;
-            switch (rng() % 9) {
+            switch (rng() % 10) {
             case 0: st = s.failed(now, rng() % 8 != 0); break;
             case 1: st = s.drained(now); break;
             case 2: st = s.port_active(now); break;
             case 3:  // the timer fires when it is due
                 if (s.due() != UINT64_MAX) now = std::max(now, s.due());
                 st = s.tick(now);
+                if (now >= outage_deadline) {
+                    ASSERT_TRUE(s.state() == session_state::ended ||
+                                s.state() == session_state::connected)
+                        << "the deadline passed and the outage goes on";
+                }
                 break;
             case 4: st = s.attempt_failed(now, static_cast<attempt_outcome>(rng() % 10 ? 0 : 1 + rng() % 2)); break;
-            case 5: st = s.request(now, s.generation() + 1 + static_cast<uint32_t>(rng() % 2)); break;
+            case 5: {  // newer, equal or older generations
+                const uint32_t g = s.generation() + static_cast<uint32_t>(rng() % 4);
+                const uint32_t gen = g > 0 ? g - 1 : 0;
+                const uint32_t had = s.generation();
+                st = s.request(now, gen);
+                if (sd == side::passive && gen <= had) {
+                    ASSERT_TRUE(st.reject) << "a stale request is answered no";
+                    ASSERT_FALSE(st.accept);
+                }
+                break;
+            }
             case 6: st = s.resumed(now); break;
             case 7: if (rng() % 20 == 0) st = s.verdict_ends(); break;
             case 8: if (rng() % 40 == 0) st = s.closed(); break;
+            case 9: s.progress(); break;
             }
             if (before == session_state::connected && s.state() == session_state::draining)
                 outage_deadline = s.deadline();
@@ -201,7 +282,8 @@ TEST(ResumeSession, RandomSequencesKeepTheRules) {
                 ASSERT_LE(s.due(), s.deadline());
                 ASSERT_EQ(s.deadline(), outage_deadline) << "one deadline per outage";
             }
-            if (s.state() == session_state::connected) outage_deadline = UINT64_MAX;
+            if (s.state() == session_state::connected && s.deadline() == UINT64_MAX)
+                outage_deadline = UINT64_MAX;  // progress: the outage is over
         }
     }
 }

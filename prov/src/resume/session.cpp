@@ -32,18 +32,39 @@ const char* give_up_name(give_up g) noexcept {
 
 session::session(side s, config c) noexcept : side_(s), cfg_(c) {
     cfg_.backoff_first_ms = std::max<uint32_t>(cfg_.backoff_first_ms, 1);
-    cfg_.backoff_max_ms = std::max(cfg_.backoff_max_ms, cfg_.backoff_first_ms);
+    cfg_.backoff_first_ms = std::min<uint32_t>(cfg_.backoff_first_ms, 1u << 30);
+    cfg_.backoff_max_ms = std::clamp<uint32_t>(cfg_.backoff_max_ms, cfg_.backoff_first_ms, 1u << 30);
 }
 
 session_step session::end(give_up g) noexcept {
     session_step s;
     s.end = true;
     s.why = g;
+    if (request_pending_) {  // its id is answered: no
+        s.reject = true;
+        s.reject_gen = pending_gen_;
+        request_pending_ = false;
+    }
     state_ = session_state::ended;
     why_ = g;
     next_try_ = UINT64_MAX;
     deadline_ = UINT64_MAX;
+    outage_ = false;
     return s;
+}
+
+void session::open_outage(uint64_t now) noexcept {
+    if (outage_) return;  // the same outage goes on: same deadline, same backoff
+    outage_ = true;
+    deadline_ = now + cfg_.deadline_ms;
+    backoff_ = cfg_.backoff_first_ms;
+    attempts_ = 0;
+}
+
+void session::progress() noexcept {
+    if (state_ != session_state::connected) return;
+    outage_ = false;
+    deadline_ = UINT64_MAX;
 }
 
 // Active, waiting: the next attempt goes out now.
@@ -66,12 +87,9 @@ session_step session::failed(uint64_t now, bool transient) noexcept {
     }
     if (state_ == session_state::draining) return {};  // the same failure, seen again
     if (state_ == session_state::waiting) return {};   // its QP is drained already
-    // connected: the outage starts; exchanging: the new QP failed too, and
-    // the outage goes on under the same deadline
-    if (state_ == session_state::connected) {
-        deadline_ = now + cfg_.deadline_ms;
-        backoff_ = cfg_.backoff_first_ms;
-    }
+    // connected: an outage starts, or goes on when the new QP never made
+    // progress; exchanging: the new QP failed too, under the same deadline
+    open_outage(now);
     state_ = session_state::draining;
     next_try_ = UINT64_MAX;
     session_step s;
@@ -83,7 +101,14 @@ session_step session::drained(uint64_t now) noexcept {
     if (state_ != session_state::draining) return {};
     if (now >= deadline_) return end(give_up::deadline);
     state_ = session_state::waiting;
-    if (side_ == side::active) return try_now();  // the outage may be over already
+    if (side_ == side::active) {
+        // the first try of an outage goes at once (it may be over already);
+        // after a failed attempt the backoff holds
+        if (attempts_ == 0) return try_now();
+        next_try_ = now + backoff_;
+        backoff_ = std::min(cfg_.backoff_max_ms, backoff_ * 2);
+        return {};
+    }
     if (request_pending_) {
         request_pending_ = false;
         return request(now, pending_gen_);
@@ -98,7 +123,11 @@ session_step session::port_active(uint64_t now) noexcept {
 }
 
 uint64_t session::due() const noexcept {
-    if (state_ == session_state::connected || state_ == session_state::ended) return UINT64_MAX;
+    if (state_ == session_state::ended) return UINT64_MAX;
+    // connected again, the outage still open: its deadline holds until
+    // progress() (tick() then ends only if the QP failed again; a QP that
+    // works but is slow to complete is not an outage)
+    if (state_ == session_state::connected) return UINT64_MAX;
     return std::min(deadline_, next_try_);
 }
 
@@ -125,8 +154,13 @@ session_step session::attempt_failed(uint64_t now, attempt_outcome o) noexcept {
 }
 
 session_step session::request(uint64_t now, uint32_t generation) noexcept {
-    if (side_ != side::passive || state_ == session_state::ended) return {};
-    if (generation <= gen_) return {};  // the token table refuses these; never go back
+    if (side_ != side::passive) return {};
+    session_step stale;
+    stale.reject = true;
+    stale.reject_gen = generation;
+    if (state_ == session_state::ended) return stale;
+    // the token table refuses these already; never go back
+    if (generation <= gen_ || (request_pending_ && generation <= pending_gen_)) return stale;
     switch (state_) {
     case session_state::connected:
         // the peer saw the failure first: this side's QP goes too, and the
@@ -140,12 +174,23 @@ session_step session::request(uint64_t now, uint32_t generation) noexcept {
         pending_gen_ = generation;
         return s;
     }
-    case session_state::draining:
+    case session_state::draining: {
+        session_step s;
+        if (request_pending_) {  // overtaken: the older one is answered no
+            s.reject = true;
+            s.reject_gen = pending_gen_;
+        }
         request_pending_ = true;
-        pending_gen_ = std::max(pending_gen_, generation);
-        return {};
+        pending_gen_ = generation;
+        return s;
+    }
     case session_state::waiting: {
-        if (now >= deadline_) return end(give_up::deadline);
+        if (now >= deadline_) {
+            session_step s = end(give_up::deadline);
+            s.reject = true;
+            s.reject_gen = generation;
+            return s;
+        }
         state_ = session_state::exchanging;
         gen_ = generation;
         ++attempts_;
@@ -155,13 +200,13 @@ session_step session::request(uint64_t now, uint32_t generation) noexcept {
     }
     case session_state::ended: break;
     }
-    return {};
+    return stale;
 }
 
-session_step session::resumed(uint64_t) noexcept {
+session_step session::resumed(uint64_t now) noexcept {
     if (state_ != session_state::exchanging) return {};
+    if (now >= deadline_) return end(give_up::deadline);
     state_ = session_state::connected;
-    deadline_ = UINT64_MAX;
     next_try_ = UINT64_MAX;
     session_step s;
     s.replay = true;

@@ -56,6 +56,10 @@ struct session_step {
     bool replay = false;       // the exchange is over: post what the ledgers queued
     bool end = false;          // the terminal record, every operation left cancelled
     give_up why = give_up::none;
+    // Passive: refuse the request for this generation (its rdma_cm id must
+    // be answered): stale, overtaken by a newer one, or come too late.
+    bool reject = false;
+    uint32_t reject_gen = 0;
 };
 
 class session {
@@ -82,8 +86,13 @@ class session {
     // allowed (token_table::check). A connection that had not seen its QP
     // fail yet (an idle one across a partition) drains first.
     session_step request(uint64_t now, uint32_t generation) noexcept;
-    // Both counts were heard and the ledgers' verdict is resume.
+    // Both counts were heard and the ledgers' verdict is resume. The outage
+    // stays open (its deadline and backoff hold) until progress().
     session_step resumed(uint64_t now) noexcept;
+    // The new QP completed an operation: the outage is over. A failure
+    // before this is the same outage going on, so a path that lets the CM
+    // through and fails every QP still ends at the deadline.
+    void progress() noexcept;
     // The ledgers' verdict ends the connection.
     session_step verdict_ends() noexcept;
     // The application closes the endpoint.
@@ -92,7 +101,7 @@ class session {
     session_state state() const noexcept { return state_; }
     side which() const noexcept { return side_; }
     uint32_t generation() const noexcept { return gen_; }
-    uint32_t attempts() const noexcept { return attempts_; }
+    uint32_t attempts() const noexcept { return attempts_; }  // in this outage
     give_up why() const noexcept { return why_; }
     // When tick() is due: the deadline or the next attempt, whichever comes
     // first; UINT64_MAX when nothing is.
@@ -103,6 +112,7 @@ class session {
   private:
     session_step end(give_up g) noexcept;
     session_step try_now() noexcept;
+    void open_outage(uint64_t now) noexcept;
 
     side side_;
     config cfg_;
@@ -115,6 +125,7 @@ class session {
     uint32_t backoff_ = 0;              // the wait after the next failed attempt
     bool request_pending_ = false;      // passive: a request came before the drain ended
     uint32_t pending_gen_ = 0;
+    bool outage_ = false;               // from a failure until progress() (or the end)
 };
 
 }  // namespace evd::resume
