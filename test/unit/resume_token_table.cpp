@@ -87,6 +87,15 @@ TEST(ResumeTokenTable, ForgedReplayedMisaddressedAndClosedRequestsAreRefusedAndC
     auto d = t.check(tok(1), v4("192.0.2.2"), 2);
     EXPECT_TRUE(d.ok);
     EXPECT_EQ(d.owner, &conn_a);
+    // what a refusal tells the requester: never that a token exists
+    EXPECT_EQ(evd::resume::wire_refusal(resume_refusal::wrong_peer), resume_refusal::unknown_token);
+    EXPECT_EQ(evd::resume::wire_refusal(resume_refusal::stale_generation),
+              resume_refusal::stale_generation);
+    // refusals the listener decides itself are counted too
+    t.count(resume_refusal::malformed);
+    EXPECT_EQ(t.refused(resume_refusal::malformed), 1u);
+    t.count(static_cast<resume_refusal>(99));  // out of range: not counted anywhere
+    EXPECT_EQ(t.refused_total(), n + 1);
     // a connection that ended, then one that closed
     t.end(&conn_a);
     EXPECT_EQ(t.check(tok(1), v4("192.0.2.2"), 3).why, resume_refusal::not_resumable);
@@ -105,6 +114,11 @@ TEST(ResumeTokenTable, WhatCannotBeAConnectionIsNotAdded) {
     ASSERT_TRUE(t.add(tok(2), &conn_b, v4("192.0.2.3")));
     EXPECT_FALSE(t.add(tok(3), &conn_b, v4("192.0.2.4"))) << "full";
     EXPECT_EQ(t.size(), 2u);
+    // a closed connection's entry is free again
+    t.remove(&conn_a);
+    EXPECT_TRUE(t.add(tok(3), &conn_a, v4("192.0.2.4")));
+    EXPECT_EQ(t.check(tok(1), v4("192.0.2.2"), 1).why, resume_refusal::unknown_token);
+    EXPECT_TRUE(t.check(tok(3), v4("192.0.2.4"), 1).ok);
 }
 
 TEST(ResumeTokenTable, PeerAddressesCompareWithoutPortsAndMappedV4IsV4) {

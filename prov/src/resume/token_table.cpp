@@ -29,23 +29,25 @@ peer_ip peer_ip_of(const struct sockaddr* sa, size_t len) noexcept {
     return p;
 }
 
-size_t token_table::hash::operator()(const token_t& t) const noexcept {
-    // The token is random: any 8 of its bytes spread as well as a hash.
-    uint64_t h;
-    std::memcpy(&h, t.data(), sizeof h);
-    return static_cast<size_t>(h);
-}
+token_table::token_table(size_t max) : entries_(std::make_unique<entry[]>(max)), max_(max) {}
 
-bool token_table::add(const token_t& t, void* owner, const peer_ip& p) {
+bool token_table::add(const token_t& t, void* owner, const peer_ip& p) noexcept {
     static const token_t zero{};
-    if (by_token_.size() >= max_ || token_equal(t, zero) || p.family == AF_UNSPEC || !owner)
-        return false;
-    return by_token_.emplace(t, entry{owner, p, 0, false}).second;
+    if (used_ >= max_ || token_equal(t, zero) || p.family == AF_UNSPEC || !owner) return false;
+    entry* free_one = nullptr;
+    for (size_t i = 0; i < max_; ++i) {
+        entry& e = entries_[i];
+        if (e.owner && token_equal(e.token, t)) return false;  // held: draw another
+        if (!e.owner && !free_one) free_one = &e;
+    }
+    *free_one = entry{t, owner, p, 0, false};
+    ++used_;
+    return true;
 }
 
 token_table::entry* token_table::find_owner(const void* owner) noexcept {
-    for (auto& [t, e] : by_token_)
-        if (e.owner == owner) return &e;
+    for (size_t i = 0; i < max_; ++i)
+        if (owner && entries_[i].owner == owner) return &entries_[i];
     return nullptr;
 }
 
@@ -54,33 +56,43 @@ void token_table::end(const void* owner) noexcept {
 }
 
 void token_table::remove(const void* owner) noexcept {
-    for (auto it = by_token_.begin(); it != by_token_.end(); ++it)
-        if (it->second.owner == owner) {
-            by_token_.erase(it);
-            return;
-        }
+    if (entry* e = find_owner(owner)) {
+        *e = entry{};
+        --used_;
+    }
 }
 
 token_table::decision token_table::check(const token_t& t, const peer_ip& from,
                                          uint32_t generation) noexcept {
+    // every entry is compared, whole token against whole token, whatever
+    // matched before
+    entry* hit = nullptr;
+    for (size_t i = 0; i < max_; ++i) {
+        entry& e = entries_[i];
+        const bool same = token_equal(e.token, t);
+        if (same && e.owner) hit = &e;
+    }
     decision d;
-    auto it = by_token_.find(t);
-    // the hash found a candidate; the whole token decides, in constant time
-    if (it == by_token_.end() || !token_equal(it->first, t)) {
+    if (!hit) {
         d.why = resume_refusal::unknown_token;
-    } else if (!(it->second.peer == from)) {
+    } else if (!(hit->peer == from)) {
         d.why = resume_refusal::wrong_peer;
-    } else if (it->second.ended) {
+    } else if (hit->ended) {
         d.why = resume_refusal::not_resumable;
-    } else if (generation <= it->second.generation) {
+    } else if (generation <= hit->generation) {
         d.why = resume_refusal::stale_generation;
     } else {
-        d.owner = it->second.owner;
+        d.owner = hit->owner;
         d.ok = true;
         return d;
     }
-    ++refused_[static_cast<size_t>(d.why) % refused_.size()];
+    count(d.why);
     return d;
+}
+
+void token_table::count(resume_refusal why) noexcept {
+    const auto i = static_cast<size_t>(why);
+    if (i > 0 && i < refused_.size()) ++refused_[i];
 }
 
 void token_table::accepted(const void* owner, uint32_t generation) noexcept {
@@ -88,7 +100,12 @@ void token_table::accepted(const void* owner, uint32_t generation) noexcept {
 }
 
 uint64_t token_table::refused(resume_refusal why) const noexcept {
-    return refused_[static_cast<size_t>(why) % refused_.size()];
+    const auto i = static_cast<size_t>(why);
+    return i > 0 && i < refused_.size() ? refused_[i] : 0;
+}
+
+resume_refusal wire_refusal(resume_refusal why) noexcept {
+    return why == resume_refusal::wrong_peer ? resume_refusal::unknown_token : why;
 }
 
 uint64_t token_table::refused_total() const noexcept {

@@ -7,16 +7,24 @@
 // peer that connection was made with, for a generation newer than the one
 // it runs on. A refused request changes nothing, and is counted by reason.
 //
-// Pure: no rdma-core call, no lock (the listener serialises calls). add()
-// allocates (at fi_accept, not on the data path); check() allocates
-// nothing.
+// Pure: no rdma-core call, no lock (the listener serialises calls). The
+// constructor allocates every entry; nothing after it allocates or throws.
+// A request is matched against every entry, whole token against whole
+// token (token_equal), so how long the answer takes does not depend on how
+// much of a guess was right.
+//
+// What protects a connection is the token's secrecy: the peer address is a
+// check of consistency (a resuming side binds the address it had; an
+// address can be forged on IB, where rdma_cm's header carries it). And the
+// refusal a forger is told is always "unknown token" (wire_refusal): that a
+// token exists, or from where, is counted and logged here, not told.
 #pragma once
 
 #include <sys/socket.h>
 
 #include <array>
 #include <cstdint>
-#include <unordered_map>
+#include <memory>
 
 #include "resume/resume_wire.h"
 
@@ -37,13 +45,13 @@ peer_ip peer_ip_of(const struct sockaddr* sa, size_t len) noexcept;
 class token_table {
   public:
     // max: the most connections it holds (a listener's open resumable
-    // connections); add() refuses more.
-    explicit token_table(size_t max) : max_(max) {}
+    // connections); add() refuses more. Throws std::bad_alloc.
+    explicit token_table(size_t max);
 
     // A connection was accepted with token t, from peer p, on generation 0.
     // False when the table is full, t is all zero, t is already held (the
-    // caller draws another) or p is no address. Throws std::bad_alloc.
-    bool add(const token_t& t, void* owner, const peer_ip& p);
+    // caller draws another) or p is no address.
+    bool add(const token_t& t, void* owner, const peer_ip& p) noexcept;
     // owner's connection ended but the endpoint is still open: a request
     // for it is refused as not resumable.
     void end(const void* owner) noexcept;
@@ -63,24 +71,30 @@ class token_table {
     // `generation`, and an older or equal one is stale from now on.
     void accepted(const void* owner, uint32_t generation) noexcept;
 
-    size_t size() const noexcept { return by_token_.size(); }
+    size_t size() const noexcept { return used_; }
+    // Refusals counted by reason (check(), and count() for the ones the
+    // listener decides itself: malformed, the accounting's verdict).
+    void count(resume_refusal why) noexcept;
     uint64_t refused(resume_refusal why) const noexcept;
     uint64_t refused_total() const noexcept;
 
   private:
-    struct hash {
-        size_t operator()(const token_t& t) const noexcept;
-    };
     struct entry {
-        void* owner;
+        token_t token{};
+        void* owner = nullptr;  // null: a free entry
         peer_ip peer;
-        uint32_t generation;
-        bool ended;
+        uint32_t generation = 0;
+        bool ended = false;
     };
     entry* find_owner(const void* owner) noexcept;
-    std::unordered_map<token_t, entry, hash> by_token_;
+    std::unique_ptr<entry[]> entries_;
     size_t max_;
-    std::array<uint64_t, 7> refused_{};  // by resume_refusal value
+    size_t used_ = 0;
+    std::array<uint64_t, 7> refused_{};  // by resume_refusal value, 1..6
 };
+
+// What a refusal tells the requester: unknown_token for wrong_peer (a
+// forger learns nothing of the token's existence), the reason otherwise.
+resume_refusal wire_refusal(resume_refusal why) noexcept;
 
 }  // namespace evd::resume
