@@ -90,8 +90,8 @@ struct fi_evd_eq_ops {
 
 /*
  * Provider error codes (prov_errno of struct fi_eq_err_entry) of the EQ
- * itself, of write_err and of an endpoint's terminal error caused by a failed
- * completion carry a class in bits 24..30 and a class specific code in bits
+ * itself, of write_err, of an endpoint's terminal error caused by a failed
+ * completion and of a resumable endpoint not joined again carry a class in bits 24..30 and a class specific code in bits
  * 0..23, so fi_eq_strerror can name what they mean. Records of other parts
  * keep their documented raw values (fi_evd(7)): ibv_event_type for async
  * events, rdma_cm status for CM errors.
@@ -268,7 +268,8 @@ struct fi_evd_async_ops {
  * again: prov_errno is FI_EVD_PERR(FI_EVD_PERR_RESUME, reason) and err_data
  * (err_data_size bytes) a struct fi_evd_resume_err, which fi_eq_strerror
  * reads. Every operation still posted completes with FI_ECANCELED and its
- * own context, as without resumption.
+ * own context, as without resumption. Defined ahead of the endpoints that
+ * produce it: in this release no endpoint does (fi_evd(7)).
  */
 enum fi_evd_resume_reason {
 	FI_EVD_RESUME_DEADLINE = 1,      /* not joined again within the deadline */
@@ -288,16 +289,22 @@ enum fi_evd_resume_refusal {           /* why a peer refused, as it said */
 	FI_EVD_RESUME_REFUSED_VERDICT = 5, /* its accounting ended the connection */
 	FI_EVD_RESUME_REFUSED_MALFORMED = 6,
 };
-#define FI_EVD_RESUME_ERR_MAGIC 0x52445645u /* "EVDR" in memory order */
+enum fi_evd_resume_cause {              /* what failed first */
+	FI_EVD_RESUME_CAUSE_COMPLETION = 1, /* code: an ibv_wc_status */
+	FI_EVD_RESUME_CAUSE_ASYNC = 2,      /* code: an ibv_event_type */
+	FI_EVD_RESUME_CAUSE_CM = 3,         /* code: an rdma_cm_event_type */
+};
+#define FI_EVD_RESUME_ERR_MAGIC 0x52445645u /* "EVDR" in memory order on little-endian hosts */
 #define FI_EVD_RESUME_ERR_VERSION 1
-struct fi_evd_resume_err {
+struct fi_evd_resume_err {             /* 40 bytes, no padding */
 	uint32_t magic;        /* FI_EVD_RESUME_ERR_MAGIC */
-	uint32_t version;      /* FI_EVD_RESUME_ERR_VERSION */
+	uint16_t version;      /* FI_EVD_RESUME_ERR_VERSION */
+	uint16_t size;         /* sizeof(struct fi_evd_resume_err) of the provider */
 	uint32_t reason;       /* enum fi_evd_resume_reason */
-	uint32_t attempts;     /* requests sent (active side) or accepted (passive) */
+	uint32_t attempts;     /* in this outage: requests sent (active side) or
+				  accepted (passive) */
 	uint64_t outage_ms;    /* from the failure to this record */
-	uint32_t cause_source; /* what failed first: 1 a completion, 2 an async
-				  event, 3 an rdma_cm event */
+	uint32_t cause_source; /* enum fi_evd_resume_cause */
 	int32_t  cause_code;   /* its ibv_wc_status, ibv_event_type or
 				  rdma_cm_event_type */
 	uint32_t refusal;      /* FI_EVD_RESUME_REFUSED: enum fi_evd_resume_refusal */

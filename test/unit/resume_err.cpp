@@ -32,7 +32,8 @@ TEST(ResumeErr, TheRecordSaysResumptionWasTriedWhyItFailedAndWhatFailedFirst) {
     o.generation = 7;
     const struct fi_evd_resume_err e = evd::resume::resume_err_make(o);
     EXPECT_EQ(e.magic, FI_EVD_RESUME_ERR_MAGIC);
-    EXPECT_EQ(e.version, static_cast<uint32_t>(FI_EVD_RESUME_ERR_VERSION));
+    EXPECT_EQ(e.version, FI_EVD_RESUME_ERR_VERSION);
+    EXPECT_EQ(e.size, sizeof e);
     EXPECT_EQ(e.reason, static_cast<uint32_t>(FI_EVD_RESUME_DEADLINE));
     EXPECT_EQ(e.attempts, 7u);
     EXPECT_EQ(e.outage_ms, 30012u);
@@ -72,6 +73,10 @@ TEST(ResumeErr, WithoutItsRecordTheReasonAloneAndOtherClassesAreNotItsOwn) {
     wrong.magic = 0x41445645u;  // another record's magic (EVDA)
     t = text(perr, &wrong);
     EXPECT_EQ(t.find("attempt"), std::string::npos) << "not read as a resume record: " << t;
+    // the right magic, but a size too small for the record: not read past it
+    const uint32_t shortrec[2] = {FI_EVD_RESUME_ERR_MAGIC, FI_EVD_RESUME_ERR_VERSION | (8u << 16)};
+    t = text(perr, shortrec);
+    EXPECT_EQ(t.find("attempt"), std::string::npos) << t;
     char buf[64];
     EXPECT_EQ(evd::resume::resume_err_text(FI_EVD_PERR(FI_EVD_PERR_WC, IBV_WC_REM_ACCESS_ERR),
                                            nullptr, buf, sizeof buf),

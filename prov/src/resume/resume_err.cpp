@@ -18,6 +18,11 @@ static_assert(FI_EVD_RESUME_REFUSED_ENDED == static_cast<int>(resume_refusal::no
 static_assert(FI_EVD_RESUME_REFUSED_VERDICT == static_cast<int>(resume_refusal::verdict_ends));
 static_assert(FI_EVD_RESUME_REFUSED_MALFORMED == static_cast<int>(resume_refusal::malformed));
 
+static_assert(sizeof(struct fi_evd_resume_err) == 40);
+static_assert(FI_EVD_RESUME_CAUSE_COMPLETION == static_cast<int>(failure_source::completion) + 1);
+static_assert(FI_EVD_RESUME_CAUSE_ASYNC == static_cast<int>(failure_source::async_event) + 1);
+static_assert(FI_EVD_RESUME_CAUSE_CM == static_cast<int>(failure_source::cm_event) + 1);
+
 namespace {
 
 int reason_of(give_up why) noexcept {
@@ -61,6 +66,7 @@ struct fi_evd_resume_err resume_err_make(const outage& o) noexcept {
     struct fi_evd_resume_err e {};
     e.magic = FI_EVD_RESUME_ERR_MAGIC;
     e.version = FI_EVD_RESUME_ERR_VERSION;
+    e.size = sizeof e;
     e.reason = static_cast<uint32_t>(reason_of(o.why));
     e.attempts = o.attempts;
     e.outage_ms = o.ms;
@@ -75,12 +81,21 @@ const char* resume_err_text(int prov_errno, const void* err_data, char* buf, siz
     if (prov_errno <= 0 || FI_EVD_PERR_CLASS(prov_errno) != FI_EVD_PERR_RESUME || !buf || !len)
         return nullptr;
     const int reason = FI_EVD_PERR_CODE(prov_errno);
+    // fi_eq_strerror is not told err_data's size: the magic first, then the
+    // size the record says it has, as the async records are read
     struct fi_evd_resume_err e {};
     bool have = false;
     if (err_data) {
-        std::memcpy(&e, err_data, sizeof e);  // the caller's err_data_size covers it (fi_eq(3))
-        have = e.magic == FI_EVD_RESUME_ERR_MAGIC && e.version == FI_EVD_RESUME_ERR_VERSION &&
-               static_cast<int>(e.reason) == reason;
+        uint32_t magic = 0;
+        std::memcpy(&magic, err_data, sizeof magic);
+        if (magic == FI_EVD_RESUME_ERR_MAGIC) {
+            uint16_t vs[2];
+            std::memcpy(vs, static_cast<const uint8_t*>(err_data) + 4, sizeof vs);
+            if (vs[0] == FI_EVD_RESUME_ERR_VERSION && vs[1] >= sizeof e) {
+                std::memcpy(&e, err_data, sizeof e);
+                have = static_cast<int>(e.reason) == reason;
+            }
+        }
     }
     if (!have) {
         snprintf(buf, len, "evd: the resumable connection could not be joined again: %s",
