@@ -70,7 +70,8 @@ TEST(ResumeErr, WithoutItsRecordTheReasonAloneAndOtherClassesAreNotItsOwn) {
     std::string t = text(perr, nullptr);
     EXPECT_NE(t.find("neither repeated nor known done"), std::string::npos) << t;
     struct fi_evd_resume_err wrong {};
-    wrong.magic = 0x41445645u;  // another record's magic (EVDA)
+    wrong.magic = 0x12345678u;  // not this record's magic (nor the async record's, whose
+                                // reader would take 128 bytes from this 40-byte one)
     t = text(perr, &wrong);
     EXPECT_EQ(t.find("attempt"), std::string::npos) << "not read as a resume record: " << t;
     // the right magic, but a size too small for the record: not read past it
