@@ -74,6 +74,13 @@ struct cntr_route {
     ep_resume* rs = nullptr;
 };
 
+// The counter of r a completion counts on: the receive counter for a
+// receive, else the one of the send-queue operation's kind (may be null).
+inline cntr* route_cntr(const cntr_route& r, tx_kind kind, bool recv) noexcept {
+    if (recv) return r.recv;
+    return kind == tx_kind::send ? r.send : kind == tx_kind::read ? r.read : r.write;
+}
+
 // ------------------------------------------------------------ counter object
 // domain op fi_cntr_open
 int cntr_open(struct fid_domain* dom, struct fi_cntr_attr* attr, struct fid_cntr** cntr,

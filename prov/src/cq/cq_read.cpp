@@ -105,10 +105,7 @@ bool acct(cq* c, struct ibv_wc& wc) EVD_REQUIRES(c->mu) {
         uint8_t kd = 0;
         bool recv = false;
         if (!rs_complete(*r->rs, wc, &kd, &recv)) return false;
-        cntr* k = recv                                        ? r->recv
-                  : static_cast<tx_kind>(kd) == tx_kind::send ? r->send
-                  : static_cast<tx_kind>(kd) == tx_kind::read ? r->read
-                                                              : r->write;
+        cntr* k = route_cntr(*r, static_cast<tx_kind>(kd), recv);
         if (k) ok ? cntr_inc(k) : cntr_inc_err(k);
         return true;
     }
@@ -116,8 +113,7 @@ bool acct(cq* c, struct ibv_wc& wc) EVD_REQUIRES(c->mu) {
         uint32_t i = tx_slot_index(wc.wr_id);
         if (!r || i >= r->nslots) return false;
         tx_slot& s = r->slots[i];
-        const tx_kind kd = s.kind.load(std::memory_order_relaxed);
-        cntr* k = kd == tx_kind::send ? r->send : kd == tx_kind::read ? r->read : r->write;
+        cntr* k = route_cntr(*r, s.kind.load(std::memory_order_relaxed), false);
         wc.wr_id = s.hidden.load(std::memory_order_relaxed)
                        ? wr_id_suppressed()
                        : reinterpret_cast<uintptr_t>(s.context.load(std::memory_order_relaxed));

@@ -158,11 +158,7 @@ void cancel_resumable(cq* c, ep* owner, cntr_route* r, uint32_t qp_num, int& pus
               [&](const struct ibv_wc& wc, uint8_t counter, bool recv) {
                   c->mu.assert_held();  // rs_cancel runs under it (above)
                   const bool ok = wc.status == IBV_WC_SUCCESS;
-                  const tx_kind kd = static_cast<tx_kind>(counter);
-                  cntr* k = recv                    ? r->recv
-                            : kd == tx_kind::send   ? r->send
-                            : kd == tx_kind::read   ? r->read
-                                                    : r->write;
+                  cntr* k = route_cntr(*r, static_cast<tx_kind>(counter), recv);
                   if (k) ok ? cntr_inc(k) : cntr_inc_err(k);
                   // hidden: never shown, flushed or not (cq_admit's rule)
                   if (wc.wr_id == wr_id_suppressed() || c->internal) return;
