@@ -30,7 +30,9 @@ TEST(ResumeOpStore, ASendIsKeptAsPostedWithItsOwnScatterList) {
     wr.wr.rdma.rkey = 99;
     wr.send_flags = IBV_SEND_FENCE;
     int ctx;
-    ASSERT_EQ(st.keep_send(2, wr, &ctx, 1, false, false), keep_error::none);
+    uint64_t bytes = 0;
+    ASSERT_EQ(st.keep_send(2, wr, &ctx, 1, false, false, &bytes), keep_error::none);
+    EXPECT_EQ(bytes, 30u) << "what the list covers";
     sg[0].addr = 0xdead;  // the application's list is its own again
     const auto& op = st.send(2);
     EXPECT_EQ(op.context, &ctx);

@@ -159,15 +159,13 @@ ssize_t rs_post_send(ep_resume& rs, const struct ibv_send_wr& wr, resume::op_kin
                      uint8_t counter, bool hidden, bool no_ctx, void* context, Post&& post) {
     evd::lock_guard g(rs.mu);
     if (rs.tx.full()) return -FI_EAGAIN;
+    // the slot the next seq takes: kept first, taken by the ledger once kept
+    const uint32_t slot = rs.tx.slot_of(rs.tx.tail());
     uint64_t len = 0;  // the peer memory a read or write covers
-    for (int i = 0; i < wr.num_sge; ++i) len += wr.sg_list[i].length;
-    const uint64_t seq = rs.tx.add(k, {wr.wr.rdma.remote_addr, len});
-    const uint32_t slot = rs.tx.slot_of(seq);
-    if (auto why = rs.ops.keep_send(slot, wr, context, counter, hidden, no_ctx);
-        why != resume::keep_error::none) {
-        rs.tx.take_back(seq);
+    if (auto why = rs.ops.keep_send(slot, wr, context, counter, hidden, no_ctx, &len);
+        why != resume::keep_error::none)
         return rs_refuse(why, "post");
-    }
+    const uint64_t seq = rs.tx.add(k, {wr.wr.rdma.remote_addr, len});
     struct ibv_send_wr& w = rs.ops.send(slot).wr;
     w.wr_id = rs_wr_id(slot, false);
     w.send_flags |= IBV_SEND_SIGNALED;

@@ -31,12 +31,14 @@ op_store::op_store(uint32_t sq_slots, uint32_t sq_sge, uint32_t max_inline, uint
 }
 
 keep_error op_store::keep_send(uint32_t slot, const struct ibv_send_wr& wr, void* context,
-                               uint8_t counter, bool hidden, bool no_ctx) noexcept {
+                               uint8_t counter, bool hidden, bool no_ctx,
+                               uint64_t* bytes) noexcept {
     if (wr.num_sge < 0 || static_cast<uint32_t>(wr.num_sge) > sq_sge_)
         return keep_error::too_many_sges;
     sq_op& op = sq_[slot];
     struct ibv_sge* sges = &sq_sges_[size_t{slot} * sq_sge_];
     int n = wr.num_sge;
+    uint64_t covered = 0;
     if (wr.send_flags & IBV_SEND_INLINE) {
         // The bytes, not the addresses: one entry pointing at the slot's copy.
         uint8_t* buf = &inline_[size_t{slot} * max_inline_];
@@ -50,9 +52,14 @@ keep_error op_store::keep_send(uint32_t slot, const struct ibv_send_wr& wr, void
         }
         n = total ? 1 : 0;
         sges[0] = {reinterpret_cast<uintptr_t>(buf), static_cast<uint32_t>(total), 0};
+        covered = total;
     } else {
-        std::copy(wr.sg_list, wr.sg_list + wr.num_sge, sges);
+        for (int i = 0; i < wr.num_sge; ++i) {
+            sges[i] = wr.sg_list[i];
+            covered += wr.sg_list[i].length;
+        }
     }
+    if (bytes) *bytes = covered;
     op.wr = wr;
     op.wr.next = nullptr;
     op.wr.sg_list = n ? sges : nullptr;

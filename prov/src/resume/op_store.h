@@ -56,9 +56,11 @@ class op_store {
 
     // Copies wr (its opcode, flags, immediate data, remote fields and
     // scatter list; for IBV_SEND_INLINE the bytes the list points at, into
-    // one entry of the slot's own buffer) into slot.
+    // one entry of the slot's own buffer) into slot; *bytes (when given) is
+    // what the list covers, counted while it is copied.
     keep_error keep_send(uint32_t slot, const struct ibv_send_wr& wr, void* context,
-                         uint8_t counter, bool hidden, bool no_ctx) noexcept;
+                         uint8_t counter, bool hidden, bool no_ctx,
+                         uint64_t* bytes = nullptr) noexcept;
     sq_op& send(uint32_t slot) noexcept { return sq_[slot]; }
 
     keep_error keep_recv(uint32_t slot, const struct ibv_recv_wr& wr, uint64_t user_id) noexcept;
