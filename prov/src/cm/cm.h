@@ -120,12 +120,14 @@ struct cm_chan {
     int refs EVD_GUARDED_BY(cm_chan_table_lock()) = 0;
     eq_source src;  // fd = ch->fd, registered with q
     // Deadlines of the endpoints on this channel (cm_deadline.h): connection
-    // setup, or the progress probe of a connected endpoint (probe.h); a
+    // setup, the progress probe of a connected endpoint (probe.h), or the
+    // next step of a resumable endpoint's outage (msg/ep_outage.h); a
     // timerfd armed at the earliest, an EQ source of q. One per endpoint.
+    enum class due_kind : uint8_t { setup, probe, outage };
     struct deadline {
         msg_ep* e;
         std::chrono::steady_clock::time_point at;
-        bool probe;
+        due_kind kind;
     };
     mutex dl_mu;  // guards deadlines (after mu when both are taken)
     std::vector<deadline> deadlines EVD_GUARDED_BY(dl_mu);

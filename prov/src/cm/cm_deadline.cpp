@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "cm/probe.h"
+#include "msg/ep_outage.h"
 
 namespace evd {
 
@@ -64,10 +65,11 @@ void timer_progress(eq_source* src) {
         rearm(chan);  // more than 16 due: the timer fires again at once
     }
     for (size_t i = 0; i < n; ++i) {
-        if (due[i].probe)
-            probe_due(due[i].e);
-        else
-            ep_setup_timed_out(due[i].e);
+        switch (due[i].kind) {
+        case cm_chan::due_kind::probe: probe_due(due[i].e); break;
+        case cm_chan::due_kind::setup: ep_setup_timed_out(due[i].e); break;
+        case cm_chan::due_kind::outage: ep_outage_tick(due[i].e); break;
+        }
     }
 }
 
@@ -96,16 +98,19 @@ void cm_deadline_close(cm_chan* chan) {
 
 namespace {
 
-void set_deadline(cm_chan* chan, msg_ep* e, int ms, bool probe) {
+void set_deadline(cm_chan* chan, msg_ep* e, int ms, cm_chan::due_kind kind) {
     if (!chan || !e || ms <= 0 || chan->timer.fd < 0) return;
     evd::lock_guard lk(chan->dl_mu);
     const auto at = clock::now() + std::chrono::milliseconds(ms);
     auto it = std::find_if(chan->deadlines.begin(), chan->deadlines.end(),
                            [&](const auto& d) { return d.e == e; });
-    if (it != chan->deadlines.end())
-        *it = {e, at, probe};
-    else
-        chan->deadlines.push_back({e, at, probe});
+    if (it != chan->deadlines.end()) {
+        // an outage's step is never put off by a probe or a setup deadline
+        if (it->kind == cm_chan::due_kind::outage && kind != cm_chan::due_kind::outage) return;
+        *it = {e, at, kind};
+    } else {
+        chan->deadlines.push_back({e, at, kind});
+    }
     rearm(chan);
 }
 
@@ -113,7 +118,7 @@ void clear_deadline(cm_chan* chan, msg_ep* e, bool setup_only) {
     if (!chan || !e) return;
     evd::lock_guard lk(chan->dl_mu);
     auto it = std::find_if(chan->deadlines.begin(), chan->deadlines.end(), [&](const auto& d) {
-        return d.e == e && !(setup_only && d.probe);
+        return d.e == e && (!setup_only || d.kind == cm_chan::due_kind::setup);
     });
     if (it == chan->deadlines.end()) return;
     chan->deadlines.erase(it);
@@ -123,10 +128,16 @@ void clear_deadline(cm_chan* chan, msg_ep* e, bool setup_only) {
 }  // namespace
 
 void cm_deadline_set(cm_chan* chan, msg_ep* e) {
-    set_deadline(chan, e, get_params().connect_timeout_ms, false);
+    set_deadline(chan, e, get_params().connect_timeout_ms, cm_chan::due_kind::setup);
 }
 
-void cm_deadline_set_probe(cm_chan* chan, msg_ep* e, int ms) { set_deadline(chan, e, ms, true); }
+void cm_deadline_set_probe(cm_chan* chan, msg_ep* e, int ms) {
+    set_deadline(chan, e, ms, cm_chan::due_kind::probe);
+}
+
+void cm_deadline_set_outage(cm_chan* chan, msg_ep* e, int ms) {
+    set_deadline(chan, e, ms < 1 ? 1 : ms, cm_chan::due_kind::outage);
+}
 
 void cm_deadline_clear(cm_chan* chan, msg_ep* e) { clear_deadline(chan, e, false); }
 

@@ -31,9 +31,14 @@ void cm_deadline_set(cm_chan* chan, msg_ep* e);
 // e (connected) posted a progress probe: probe_due(e) runs `ms` from now.
 // Any thread, with or without cm_chan::mu.
 void cm_deadline_set_probe(cm_chan* chan, msg_ep* e, int ms);
+// e's outage (msg/ep_outage.h) takes its next step `ms` from now (at least 1):
+// ep_outage_tick(e). It replaces a probe's deadline (an outage makes the
+// probe moot); a probe or setup deadline set later does not replace it.
+// Any thread, with or without cm_chan::mu.
+void cm_deadline_set_outage(cm_chan* chan, msg_ep* e, int ms);
 // e is closing: no deadline. With cm_chan::mu held or not.
 void cm_deadline_clear(cm_chan* chan, msg_ep* e);
-// e is connected or ended: no setup deadline (a probe's stays).
+// e is connected or ended: no setup deadline (a probe's or an outage's stays).
 void cm_deadline_clear_setup(cm_chan* chan, msg_ep* e);
 
 // Provided by ep_cm.cpp: e's setup ran out of time (called under

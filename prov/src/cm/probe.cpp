@@ -9,6 +9,7 @@
 #include "cm/cm_deadline.h"
 #include "cq/cq.h"
 #include "domain.h"
+#include "msg/ep_outage.h"
 #include "msg/qp_flush.h"
 
 namespace evd {
@@ -48,6 +49,7 @@ void probe_port_active(devctx* d, uint8_t port) {
         if (!e) continue;  // a datagram endpoint: no connection to probe
         if (e->dom->port_num != port || e->terminal.load() || !e->chan || !e->tx_cq) continue;
         if (static_cast<ep_state>(e->state.load()) != ep_state::connected) continue;
+        if (e->in_outage.load()) continue;  // its QP failed already: the outage goes on
         // one probe at a time: a port that flaps again before the deadline
         // keeps the probe already in the queue
         if (e->probing.exchange(true)) continue;
@@ -79,6 +81,11 @@ void probe_due(msg_ep* e) {
         return;
     }
     if (got < 0 || e->terminal.load()) return;  // the pull delivered its end, or cannot tell
+    if (ep_outage_stalled(e)) {  // resumable: a stalled QP is an outage, not yet an end
+        EVD_INFO(FI_LOG_EP_CTRL, "ep %p: QP %u made no progress since its port returned: held "
+                 "as an outage (resumable)\n", static_cast<void*>(e), qpn);
+        return;
+    }
     EVD_WARN(FI_LOG_EP_CTRL,
              "ep %p: QP %u made no progress since its port returned (its progress probe did "
              "not complete, FI_EVD_PROBE_TIMEOUT): ended with FI_ETIMEDOUT\n",

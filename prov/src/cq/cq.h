@@ -44,6 +44,13 @@ void cq_bind_unref(cq* c);
 // Route fatal completion errors of QP `qp_num` to `owner` (see above).
 int cq_attach_qp(cq* c, uint32_t qp_num, ep* owner);
 void cq_detach_qp(cq* c, uint32_t qp_num);
+// A resumable endpoint's outage ends without resuming (msg/ep_outage.h):
+// what the ibv_cq holds is pulled into the backlog, then what the ledgers
+// of this CQ's direction(s) still hold completes behind it as cancelled,
+// as cq_detach_qp does, but QP `qp_num` stays attached (its late
+// completions are dropped: they name nothing the ledgers hold). Under the
+// endpoint's lock, the same rule as cq_detach_qp.
+void cq_cancel_resumable(cq* c, uint32_t qp_num);
 // fi_trywait support: arms the CQ's completion channel and answers 0 when the
 // wait fd may be waited on, -FI_EAGAIN when completions are already pending,
 // -FI_EINVAL when the CQ has no wait fd.

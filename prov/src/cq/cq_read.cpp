@@ -12,6 +12,7 @@
 
 #include "cq/cntr.h"
 #include "msg/ep.h"
+#include "msg/ep_outage.h"
 #include "msg/ep_resume.h"
 
 namespace evd {
@@ -88,8 +89,9 @@ namespace {
 // Under c->mu, once for every completion polled from the ibv_cq: turns a
 // send-queue slot id back into the user's context (or the hidden marker) and
 // counts the completion on its endpoint's counters. False: drop it (a slot of
-// an endpoint that is gone).
-bool acct(cq* c, struct ibv_wc& wc) EVD_REQUIRES(c->mu) {
+// an endpoint that is gone, or a failure a resumable endpoint holds back:
+// the one that starts its outage is noted, for cq_deliver_fatal to tell it).
+bool acct(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) EVD_REQUIRES(c->mu) {
     bool slot = is_tx_slot_wr_id(wc.wr_id);
     const bool rs_id = is_rs_wr_id(wc.wr_id);
     if (!slot && !rs_id && c->routes.empty()) return true;
@@ -104,7 +106,14 @@ bool acct(cq* c, struct ibv_wc& wc) EVD_REQUIRES(c->mu) {
     if (r && r->rs) {  // a resumable endpoint: its ledgers hold the contexts
         uint8_t kd = 0;
         bool recv = false;
-        if (!rs_complete(*r->rs, wc, &kd, &recv)) return false;
+        switch (rs_complete(*r->rs, wc, &kd, &recv)) {
+        case rs_placed::shown: break;
+        case rs_placed::outage:
+            if (nnotes < kBatch) notes[nnotes++] = {wc.qp_num, wc.status};
+            return false;
+        case rs_placed::held:
+        case rs_placed::dropped: return false;
+        }
         cntr* k = route_cntr(*r, static_cast<tx_kind>(kd), recv);
         if (k) ok ? cntr_inc(k) : cntr_inc_err(k);
         return true;
@@ -164,7 +173,7 @@ bool cq_admit(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) EVD_R
         return false;
     }
     // a probe that failed is an evd request that failed: hidden, terminal
-    if (!probe && !acct(c, wc)) return false;
+    if (!probe && !acct(c, wc, notes, nnotes)) return false;
     const bool hidden = probe || wc.wr_id == wr_id_suppressed();
     if (wc.status == IBV_WC_SUCCESS) return !hidden;
     const wc_row* r = wc_lookup(wc.status);
@@ -218,6 +227,8 @@ void cq_deliver_fatal(cq* c, const fatal_note* notes, size_t n) {
     for (size_t i = 0; i < n; ++i) {
         for (auto& [qpn, owner] : c->qps) {
             if (qpn != notes[i].qp_num) continue;
+            // a resumable endpoint's outage, begun or under way: no end yet
+            if (ep_outage_noted(owner, notes[i].status)) continue;
             const wc_row* r = wc_lookup(notes[i].status);
             ep_terminal_error(owner, r ? r->fi_errno : FI_EOTHER,
                               FI_EVD_PERR(FI_EVD_PERR_WC, notes[i].status),

@@ -151,8 +151,8 @@ bool pull_for_detach(cq* c, fatal_note* notes, size_t& nnotes, int& pushed) EVD_
 // the same hold: no completion of the QP is both reported by the device
 // and cancelled here (one the device makes later names no route and is
 // dropped by acct).
-void cancel_resumable(cq* c, ep* owner, cntr_route* r, uint32_t qp_num, int& pushed)
-    EVD_REQUIRES(c->mu) {
+void cancel_resumable(cq* c, ep* owner, cntr_route* r, uint32_t qp_num, int& pushed,
+                      bool keep_route = false) EVD_REQUIRES(c->mu) {
     size_t lost = 0;
     rs_cancel(*r->rs, c == owner->tx_cq, c == owner->rx_cq, qp_num,
               [&](const struct ibv_wc& wc, uint8_t counter, bool recv) {
@@ -172,9 +172,9 @@ void cancel_resumable(cq* c, ep* owner, cntr_route* r, uint32_t qp_num, int& pus
                   ++pushed;
               });
     if (lost)
-        EVD_WARN(FI_LOG_CQ, "QP %u: no memory for %zu cancelled completions of a closing "
+        EVD_WARN(FI_LOG_CQ, "QP %u: no memory for %zu cancelled completions of a "
                  "resumable endpoint: not reported\n", qp_num, lost);
-    std::erase_if(c->routes, [&](const auto& e) { return e.qpn == qp_num; });
+    if (!keep_route) std::erase_if(c->routes, [&](const auto& e) { return e.qpn == qp_num; });
 }
 
 }  // namespace
@@ -217,6 +217,33 @@ void cq_detach_qp(cq* c, uint32_t qp_num) {
     }
     unlist_qp(c, qp_num);
     if (r && owner) for_cntrs(c, owner, r, [&](cntr* k) { cntr_del_source(k, c); });
+}
+
+void cq_cancel_resumable(cq* c, uint32_t qp_num) {
+    ep* owner = nullptr;
+    {
+        evd::lock_guard g(c->reg_mu);
+        for (auto& [qpn, o] : c->qps)
+            if (qpn == qp_num) owner = o;
+    }
+    cntr_route* r = nullptr;
+    {
+        evd::lock_guard g(c->mu);
+        for (auto& e : c->routes)
+            if (e.qpn == qp_num) r = e.r;
+    }
+    for (bool done = !(r && r->rs && owner); !done;) {
+        fatal_note notes[kBatch] = {};
+        size_t nnotes = 0;
+        int pushed = 0;
+        {
+            evd::lock_guard g(c->mu);
+            done = pull_for_detach(c, notes, nnotes, pushed);
+            if (done) cancel_resumable(c, owner, r, qp_num, pushed, true);
+        }
+        if (pushed) cq_signal_backlog(c);
+        cq_deliver_fatal(c, notes, nnotes);
+    }
 }
 
 int cq_progress(cq* c) {

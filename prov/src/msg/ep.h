@@ -230,6 +230,20 @@ struct msg_ep final : ep {
     size_t conn_data_len = 0;
     // A progress probe is posted and its deadline armed (probe.h).
     std::atomic<bool> probing{false};
+    // A resumable connection's outage is under way (ep_outage.h): no probe is
+    // posted, the outage's own steps run on the channel's timer.
+    std::atomic<bool> in_outage{false};
+    // The drain of the failed QP (ep_outage.cpp).
+    struct outage_drain {
+        bool on = false;          // begun: the QP is in the error state
+        bool tx_posted = false;   // the send marker is queued
+        bool rx_marker = false;   // a receive marker went in before the QP failed
+        int want = 0;             // markers still to come out of the send CQ
+        bool rx_seen = false;     // the receive marker came out (its own CQ)
+        uint64_t t0_ms = 0;       // when the drain began
+    };
+    outage_drain drain EVD_GUARDED_BY(mu);
+    uint64_t outage_t0_ms EVD_GUARDED_BY(mu) = 0;  // when the outage's first failure was handled
 };
 
 // An FI_EP_DGRAM endpoint (ep_ud.cpp, ep_ud_data.cpp): a UD QP, no id, no

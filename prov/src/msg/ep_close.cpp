@@ -15,6 +15,7 @@
 #include "domain.h"
 #include "eq/eq.h"
 #include "msg/ep.h"
+#include "msg/ep_outage.h"
 #include "msg/qp_flush.h"
 #include "msg/qp_pool.h"
 #include "msg/srx.h"
@@ -125,6 +126,7 @@ bool qp_keepable(msg_ep* e) EVD_REQUIRES(e->mu) {
 
 int ep_msg_close(ep* base) {
     msg_ep* e = ep_msg(base);
+    ep_outage_close(e);  // its closing flush is no outage (ep_outage.h)
     if (e->chan) {  // the deadline timer runs under the channel's lock
         evd::lock_guard chan_lk(e->chan->mu);
         cm_deadline_clear(e->chan, e);

@@ -13,6 +13,7 @@
 #include "domain.h"
 #include "eq/eq.h"
 #include "msg/ep.h"
+#include "msg/ep_outage.h"
 #include "msg/qp_flush.h"
 
 namespace evd {
@@ -96,6 +97,7 @@ void on_established(msg_ep* e, const cm_action& a) EVD_REQUIRES(e->mu) {
     }
     ep_set_state(e, ep_state::connected);
     e->cm_established = true;
+    ep_outage_arm(e, st == ep_state::connecting);  // resumable: a failure is held from now on
     const void* data = nullptr;
     size_t len = 0;
     if (st == ep_state::connecting) {  // the active side gets the accept data
@@ -113,6 +115,10 @@ void on_established(msg_ep* e, const cm_action& a) EVD_REQUIRES(e->mu) {
 // DISCONNECTED: the peer's DREQ is answered and the endpoint ends with
 // FI_SHUTDOWN.
 void on_disconnected(msg_ep* e) EVD_REQUIRES(e->mu) {
+    // The connection is over, not failed: the flush rdma_disconnect causes
+    // starts no outage, and one under way ends here (ep_outage.h).
+    ep_outage_disarm(e);
+    ep_outage_end(e);
     // Answer the peer's DREQ (DREP) now, so the side that called
     // fi_shutdown sees its DISCONNECTED without waiting for a timeout.
     // The side that called fi_shutdown already sent its DREQ: this
@@ -130,7 +136,8 @@ void on_disconnected(msg_ep* e) EVD_REQUIRES(e->mu) {
 }
 
 // Every other end (unreachable, rejected, device removal): one terminal error.
-void on_error(msg_ep* e, const cm_row& r, const cm_action& a) {
+void on_error(msg_ep* e, const cm_row& r, const cm_action& a) EVD_REQUIRES(e->mu) {
+    ep_outage_end(e);  // what an outage held completes ahead of the record
     if (ep_claim_terminal(e)) {
         const void* data = a.peer_reject && a.data_ok ? a.data : nullptr;
         EVD_INFO(FI_LOG_EP_CTRL, "ep %p: %s (status %d)\n", static_cast<void*>(e),
@@ -144,6 +151,15 @@ void on_error(msg_ep* e, const cm_row& r, const cm_action& a) {
 cm_id_ptr ep_cm_event(msg_ep* e, struct rdma_cm_event* ev, const cm_action& a) {
     evd::lock_guard lk(e->mu);
     const cm_row& r = *a.row;
+    // A resumable connection rides through an rdma_cm error the failure
+    // table does not call an end (UNREACHABLE when the neighbour of a
+    // connected id fails): its QP's own failure, if one comes, decides.
+    if (r.outcome == cm_outcome::error && !e->terminal.load() &&
+        ep_state_of(e) == ep_state::connected && ep_outage_ignores_cm(e, ev->event)) {
+        EVD_INFO(FI_LOG_EP_CTRL, "ep %p: %s (status %d) on a resumable connection: not an end "
+                 "(its QP's own failure decides)\n", static_cast<void*>(e), r.name, a.prov_errno);
+        return nullptr;
+    }
     if (r.outcome == cm_outcome::shutdown || r.outcome == cm_outcome::error ||
         r.outcome == cm_outcome::removal) {
         // What ended it first decides whether its QP may be kept (qp_pool.h).
@@ -212,6 +228,7 @@ void ep_setup_timed_out(msg_ep* e) {
 
 bool ep_claim_terminal(ep* e) {
     const bool won = !e->terminal.exchange(true);
+    if (won) ep_outage_disarm(e);  // ended: no later failure starts an outage
     // siw neither completes nor flushes work posted once its QP has left
     // RTS, even at close: on iWARP the endpoint takes no more posts from its
     // terminal event on (fi_evd(7), IWARP)

@@ -26,6 +26,7 @@
 #include "domain.h"
 #include "eq/eq.h"
 #include "msg/ep.h"
+#include "msg/ep_outage.h"
 #include "msg/qp_flush.h"
 #include "msg/srx.h"
 
@@ -313,6 +314,10 @@ int ep_shutdown(struct fid_ep* f, uint64_t flags) {
         if (st == ep_state::idle || !e->id) return -FI_EOPBADSTATE;
         // FI_SHUTDOWN arrives on both sides from RDMA_CM_EVENT_DISCONNECTED.
         if (e->disconnect_sent) return 0;  // already on its way (the peer's DREQ was answered)
+        // The application ends the connection: its QP's flush is no outage,
+        // and what an outage held completes now (ep_outage.h).
+        ep_outage_disarm(e);
+        ep_outage_end(e);
         if (e->id->verbs && e->id->port_num && !port_active_now(e->id->verbs, e->id->port_num)) {
             // A DREQ from a port that is down is lost, and on rxe its failed
             // send disables the device's connection management. This side is

@@ -9,10 +9,12 @@
 #include <new>
 
 #include "cq/cq.h"  // wr_id_suppressed
+#include "device/devctx.h"
 #include "domain.h"
 #include "evd.h"
 #include "msg/ep.h"
 #include "msg/ep_dp.h"
+#include "resume/failure_table.h"
 
 namespace evd {
 
@@ -48,6 +50,8 @@ int ep_resume_enable(ep* e) {
         return -FI_ENOMEM;
     }
     d->route.rs = d->rs.get();
+    d->rs->verbs = e->dom->dev->verbs;
+    d->rs->port = e->dom->port_num;
     size_t kept = 0;
     {
         evd::lock_guard g(d->rs->mu);
@@ -95,19 +99,58 @@ ssize_t rs_refuse(resume::keep_error why, const char* what) {
     return -FI_EINVAL;
 }
 
-bool rs_complete(ep_resume& rs, struct ibv_wc& wc, uint8_t* counter, bool* recv) {
-    evd::lock_guard g(rs.mu);
+ssize_t rs_refuse_ended(const char* what) {
+    EVD_WARN(FI_LOG_EP_DATA, "%s: the resumable connection ended (its outage was not "
+             "ridden through): not posted\n", what);
+    return -FI_EOPBADSTATE;
+}
+
+bool rs_port_down(const ep_resume& rs, int status) {
+    return status == IBV_WC_LOC_QP_OP_ERR && rs.verbs && !port_active_now(rs.verbs, rs.port);
+}
+
+bool rs_hold_failure(ep_resume& rs, int status, bool port_down, bool* began) {
+    *began = false;
+    // held stays set once the outage ended: a late flush then names an
+    // operation already cancelled from the ledger, and is dropped
+    if (rs.held) return true;
+    if (!rs.armed) return false;
+    const bool transient =
+        resume::failure_verdict_of(resume::failure_source::completion, status) ==
+            resume::failure_verdict::transient ||
+        (status == IBV_WC_LOC_QP_OP_ERR && port_down);
+    if (!transient) {
+        rs.armed = false;  // the connection ends here, as without resumption
+        return false;
+    }
+    rs.held = true;
+    rs.held_tx = rs.held_rx = 0;
+    rs.cause_status = status;
+    *began = true;
+    return true;
+}
+
+rs_placed rs_complete(ep_resume& rs, struct ibv_wc& wc, uint8_t* counter, bool* recv) {
     const bool ok = wc.status == IBV_WC_SUCCESS;
+    const bool port_down = !ok && rs_port_down(rs, wc.status);
+    evd::lock_guard g(rs.mu);
     if (!is_rs_wr_id(wc.wr_id)) {
         // a receive of the shared receive context: the peer's message was
         // consumed by this connection all the same
         *recv = true;
         if (ok) rs.rx.count_shared();
-        return true;
+        return rs_placed::shown;
     }
     const uint64_t idx = wc.wr_id - reinterpret_cast<uintptr_t>(&rs_ids[0]);
     const uint32_t slot = static_cast<uint32_t>(idx & (kRsMaxSlots - 1));
     *recv = idx >= kRsMaxSlots;
+    // An outage holds the failure back: the operation stays in its ledger
+    // (on the wire, in doubt once the QP is drained), and nothing reaches
+    // the application until the outage ends (msg/ep_outage.h).
+    if (bool began = false; !ok && rs_hold_failure(rs, wc.status, port_down, &began)) {
+        ++(*recv ? rs.held_rx : rs.held_tx);
+        return began ? rs_placed::outage : rs_placed::held;
+    }
     // RC completes each queue in order, and every request of a resumable
     // endpoint is signaled: the completion is the oldest operation's on the
     // wire.
@@ -116,10 +159,10 @@ bool rs_complete(ep_resume& rs, struct ibv_wc& wc, uint8_t* counter, bool* recv)
         if (rs.rx.slot_of(seq) != slot || !(ok ? rs.rx.consume(&seq) : rs.rx.fail_head(&seq))) {
             EVD_WARN(FI_LOG_CQ, "QP %u: a receive completion (slot %u) is not the oldest "
                      "receive on the wire; dropped\n", wc.qp_num, slot);
-            return false;
+            return rs_placed::dropped;
         }
         wc.wr_id = rs.ops.recv(slot).user_id;
-        return true;
+        return rs_placed::shown;
     }
     const uint64_t seq = rs.tx.head();
     bool mine = false, other = false;
@@ -142,7 +185,7 @@ bool rs_complete(ep_resume& rs, struct ibv_wc& wc, uint8_t* counter, bool* recv)
                  placed ? "retired more than its own operation"
                         : "is not the oldest operation on the wire; dropped");
     }
-    return placed && mine;
+    return placed && mine ? rs_placed::shown : rs_placed::dropped;
 }
 
 }  // namespace evd

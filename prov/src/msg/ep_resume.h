@@ -15,9 +15,14 @@
 //  * Completing (cq_read.cpp, under the CQ's mu): a completion of the
 //    endpoint's QP is placed in its ledger (under mu), which gives back the
 //    user's context (or the hidden marker) in wc.wr_id and the counter kind.
-//  * Until the exchange exists (docs/resume.md, "Status") a failed QP still
-//    ends the connection: its completions retire their operations as failed,
-//    in order, with their own contexts, exactly as without resumption.
+//  * An outage (msg/ep_outage.h): once the connection is established
+//    (armed), the first failed completion whose status the failure table
+//    calls transient holds the endpoint: that completion and every failed one
+//    after it stay in the ledgers instead of reaching the CQ, and what the
+//    application posts meanwhile is taken by the ledger, queued, not posted.
+//    A failure that is not transient, or one on an endpoint not armed (it
+//    never connected, or its connection ended), retires its operation as
+//    failed, in order, with its own context, exactly as without resumption.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -30,6 +35,7 @@
 #include "lock.h"
 #include "resume/op_store.h"
 #include "resume/rx_ledger.h"
+#include "resume/session.h"
 #include "resume/tx_ledger.h"
 
 namespace evd {
@@ -58,11 +64,56 @@ struct ep_resume {
               uint32_t rx_sge, uint32_t timeout_ms);
 
     const uint32_t timeout_ms;  // FI_EVD_RESUME_TIMEOUT of its domain at fi_enable
+    // The device context and port of the endpoint's domain (set at fi_enable,
+    // before the QP exists): whether the port is up when a request fails.
+    struct ibv_context* verbs = nullptr;
+    uint8_t port = 0;
     mutex mu;
     resume::tx_ledger tx EVD_GUARDED_BY(mu);
     resume::rx_ledger rx EVD_GUARDED_BY(mu);
     resume::op_store ops EVD_GUARDED_BY(mu);
+
+    // --- the outage (msg/ep_outage.h). Set at ESTABLISHED, cleared when the
+    // connection ends (fi_shutdown, the peer's disconnect, a terminal event):
+    // only an armed endpoint holds a failure back.
+    bool armed EVD_GUARDED_BY(mu) = false;
+    // An outage is on: failed completions are held, posts are queued.
+    bool held EVD_GUARDED_BY(mu) = false;
+    // The outage ended without resuming (or the connection ended during
+    // one): what the ledgers held was cancelled, and a post is refused
+    // (-FI_EOPBADSTATE) rather than queued where nothing would take it.
+    bool ended EVD_GUARDED_BY(mu) = false;
+    // Failed completions held in this outage, per queue.
+    uint64_t held_tx EVD_GUARDED_BY(mu) = 0;
+    uint64_t held_rx EVD_GUARDED_BY(mu) = 0;
+    // What failed first in this outage (an ibv_wc_status), for the record.
+    int cause_status EVD_GUARDED_BY(mu) = 0;
+    // The connection's life (resume/session.h), made anew at ESTABLISHED.
+    resume::session sess EVD_GUARDED_BY(mu){resume::side::active, {0}};
 };
+
+// What rs_complete did with a completion.
+enum class rs_placed : uint8_t {
+    shown,    // its operation left the ledger: wc names the user's context
+    dropped,  // it names nothing the ledger can place (warned)
+    held,     // a failure held back by the outage under way
+    outage,   // a failure that starts an outage: held, and the endpoint is to be told
+};
+
+// Whether a failed request of status `status` found its port down: on
+// Soft-RoCE a request that cannot be transmitted because its link is down
+// fails at once with IBV_WC_LOC_QP_OP_ERR, which otherwise means a request
+// the QP refused. Queries the port only for that status (a failure path,
+// never a success); call without rs.mu.
+bool rs_port_down(const ep_resume& rs, int status);
+// A failed completion of status `status` (or a failed progress probe) on an
+// endpoint with rs, under rs.mu: true when it is held back, with *began set
+// when this one starts the outage: the endpoint is armed and the failure
+// table calls the status transient, or it is IBV_WC_LOC_QP_OP_ERR with its
+// port down (rs_port_down). A failure that is not held disarms: the
+// connection ends, and what is flushed behind it starts nothing.
+bool rs_hold_failure(ep_resume& rs, int status, bool port_down, bool* began)
+    EVD_REQUIRES(rs.mu);
 
 // fi_enable of an FI_EP_MSG endpoint whose domain resumes connections
 // (domain::resume_timeout_ms > 0 then): makes its ep_resume, sized by its
@@ -96,10 +147,11 @@ ssize_t rs_post_recv(ep_resume& rs, const struct ibv_recv_wr& wr, uint64_t user_
 // carries an rs_wr_id or, from a shared receive context, the user's): its
 // operation leaves the ledger; wc.wr_id becomes what the user's completion
 // reports, *counter the poster's counter kind (send queue) and *recv is set
-// for a receive. A receive of a shared receive context (its wr_id is the
-// user's) is only counted. False, with a warning, when the ledger cannot
-// place it: it is dropped.
-bool rs_complete(ep_resume& rs, struct ibv_wc& wc, uint8_t* counter, bool* recv)
+// for a receive (shown). A receive of a shared receive context (its wr_id is
+// the user's) is only counted. A failure the outage holds back stays in the
+// ledger (held, outage: rs_hold_failure). dropped, with a warning, when the
+// ledger cannot place it.
+rs_placed rs_complete(ep_resume& rs, struct ibv_wc& wc, uint8_t* counter, bool* recv)
     EVD_EXCLUDES(rs.mu);
 
 // The endpoint lets go of its QP (fi_close, cq_detach_qp under the CQ's
@@ -153,11 +205,13 @@ void rs_cancel(ep_resume& rs, bool send, bool recv, uint32_t qp_num, Emit&& emit
 
 // Warnings of the post path (ep_resume.cpp), kept out of the templates.
 ssize_t rs_refuse(resume::keep_error why, const char* what);
+ssize_t rs_refuse_ended(const char* what);
 
 template <class Post>
 ssize_t rs_post_send(ep_resume& rs, const struct ibv_send_wr& wr, resume::op_kind k,
                      uint8_t counter, bool hidden, bool no_ctx, void* context, Post&& post) {
     evd::lock_guard g(rs.mu);
+    if (rs.ended) return rs_refuse_ended("post");
     if (rs.tx.full()) return -FI_EAGAIN;
     // the slot the next seq takes: kept first, taken by the ledger once kept
     const uint32_t slot = rs.tx.slot_of(rs.tx.tail());
@@ -169,6 +223,7 @@ ssize_t rs_post_send(ep_resume& rs, const struct ibv_send_wr& wr, resume::op_kin
     struct ibv_send_wr& w = rs.ops.send(slot).wr;
     w.wr_id = rs_wr_id(slot, false);
     w.send_flags |= IBV_SEND_SIGNALED;
+    if (rs.held) return 0;  // an outage: queued, posted by the replay or cancelled at the end
     if (ssize_t r = post(w)) {
         rs.tx.take_back(seq);
         return r;
@@ -181,6 +236,7 @@ template <class Post>
 ssize_t rs_post_recv(ep_resume& rs, const struct ibv_recv_wr& wr, uint64_t user_id,
                      Post&& post) {
     evd::lock_guard g(rs.mu);
+    if (rs.ended) return rs_refuse_ended("fi_recv");
     if (rs.rx.full()) return -FI_EAGAIN;
     const uint64_t seq = rs.rx.add();
     const uint32_t slot = rs.rx.slot_of(seq);
@@ -190,6 +246,7 @@ ssize_t rs_post_recv(ep_resume& rs, const struct ibv_recv_wr& wr, uint64_t user_
     }
     struct ibv_recv_wr& w = rs.ops.recv(slot).wr;
     w.wr_id = rs_wr_id(slot, true);
+    if (rs.held) return 0;  // an outage: queued, as a send is
     if (ssize_t r = post(w)) {
         rs.rx.take_back(seq);
         return r;

@@ -25,7 +25,7 @@ const failure_row failure_table[] = {
     {W, IBV_WC_RESP_TIMEOUT_ERR,  "IBV_WC_RESP_TIMEOUT_ERR",  T, "the response did not come back in time (reliable datagram only; the path, as retries exhausted)"},
     {W, IBV_WC_RNR_RETRY_EXC_ERR, "IBV_WC_RNR_RETRY_EXC_ERR", E, "the peer posted no receive in time (evd asks for endless receiver-not-ready retries, so it does not happen on evd's connections)"},
     {W, IBV_WC_LOC_LEN_ERR,       "IBV_WC_LOC_LEN_ERR",       E, "a message longer than the receive: the application's"},
-    {W, IBV_WC_LOC_QP_OP_ERR,     "IBV_WC_LOC_QP_OP_ERR",     E, "the QP refused the request (siw also reports a failed send this way: on iWARP the TCP stream's end is the connection's)"},
+    {W, IBV_WC_LOC_QP_OP_ERR,     "IBV_WC_LOC_QP_OP_ERR",     E, "the QP refused the request (siw also reports a failed send this way: on iWARP the TCP stream's end is the connection's); with the endpoint's port down at that moment it rides through instead: Soft-RoCE fails a request it cannot transmit this way"},
     {W, IBV_WC_LOC_PROT_ERR,      "IBV_WC_LOC_PROT_ERR",      E, "a local buffer outside its registration: the application's"},
     {W, IBV_WC_LOC_ACCESS_ERR,    "IBV_WC_LOC_ACCESS_ERR",    E, "a local registration without the access needed: the application's"},
     {W, IBV_WC_MW_BIND_ERR,       "IBV_WC_MW_BIND_ERR",       E, "a memory window bind failed: the application's"},

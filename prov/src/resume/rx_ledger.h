@@ -40,6 +40,8 @@ class rx_ledger {
     uint64_t outstanding() const noexcept { return tail_ - head_; }
     bool full() const noexcept { return outstanding() == cap_; }
     uint64_t head() const noexcept { return head_; }
+    // Receives posted on the current QP and not completed yet.
+    uint64_t on_wire() const noexcept { return cursor_ - head_; }
 
     // Takes a receive the application posted; it starts queued. The caller
     // checked !full().

@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
+// Locks (which guards what, their order, what runs under which): docs/locking.md.
+// The outage of a resumable connection (ep_outage.h): held back, drained,
+// carried through the session's steps, ended with its record.
+#include "msg/ep_outage.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "cm/cm.h"
+#include "cm/cm_deadline.h"
+#include "cq/cq.h"
+#include "domain.h"
+#include "msg/ep_dp.h"
+#include "msg/qp_flush.h"
+#include "resume/failure_table.h"
+#include "resume/resume_err.h"
+
+namespace evd {
+
+namespace {
+
+// How often the drain looks for its markers while they have not come out.
+constexpr int kDrainPollMs = 10;
+
+uint64_t outage_now_ms() {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+}
+
+ep_resume* outage_rs_of(ep* e) {
+    ep_dp* d = e ? e->dp.get() : nullptr;
+    return d ? d->rs.get() : nullptr;
+}
+
+// The outage begins or goes on: its next step at once (the timer's, under
+// the channel's lock, where the endpoint's own lock may be taken).
+void outage_schedule_now(msg_ep* m) {
+    if (!m->in_outage.exchange(true)) {
+        m->probing.store(false);  // the outage's step replaces a probe's deadline
+        EVD_INFO(FI_LOG_EP_CTRL, "ep %p: its QP failed: the failure is held back while the "
+                 "connection is resumable\n", static_cast<void*>(m));
+    }
+    cm_deadline_set_outage(m->chan, m, 1);
+}
+
+// The receive marker, behind the application's receives, posted while the
+// QP still takes receives (one posted to a QP in error may never be
+// flushed). Not the closing flush's (qp_flush.h): that one keeps its own
+// flag, for fi_close, and this one is consumed here.
+bool drain_recv_marker(struct ibv_qp* qp) {
+    struct ibv_recv_wr wr {};
+    wr.wr_id = wr_id_flush_marker();
+    struct ibv_recv_wr* bad = nullptr;
+    return post_errno(ibv_post_recv(qp, &wr, &bad)) == 0;
+}
+
+// The send marker, behind whatever the send queue holds: 0, or an errno
+// (ENOMEM while the queue is still full).
+int drain_send_marker(struct ibv_qp* qp) {
+    struct ibv_send_wr wr {};
+    wr.wr_id = wr_id_flush_marker();
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    struct ibv_send_wr* bad = nullptr;
+    return post_errno(ibv_post_send(qp, &wr, &bad));
+}
+
+// The QP to the error state, the receive marker ahead of that when it can
+// still go in.
+void drain_begin(msg_ep* e, uint64_t now) EVD_REQUIRES(e->mu) {
+    msg_ep::outage_drain& d = e->drain;
+    d = {};
+    d.on = true;
+    d.t0_ms = now;
+    struct ibv_qp* qp = e->qp.get();
+    if (!qp) return;
+    struct ibv_qp_attr a {};
+    struct ibv_qp_init_attr init {};
+    const bool in_error = !ibv_query_qp(qp, &a, IBV_QP_STATE, &init) && a.qp_state == IBV_QPS_ERR;
+    if (!in_error) {
+        if (!qp->srq && e->rx_cq) d.rx_marker = drain_recv_marker(qp);
+        if (int rc = qp_to_error(qp))
+            EVD_WARN(FI_LOG_EP_CTRL, "ep %p: QP %u to the error state: %s\n",
+                     static_cast<void*>(e), qp->qp_num, strerror(rc));
+    }
+}
+
+// One look at the drain: true once every completion of the failed QP has
+// been read (or it cannot be known better: FI_EVD_FLUSH_TIMEOUT passed).
+bool drain_step(msg_ep* e, ep_resume& rs, uint64_t now) EVD_REQUIRES(e->mu) {
+    msg_ep::outage_drain& d = e->drain;
+    struct ibv_qp* qp = e->qp.get();
+    if (!qp || !e->tx_cq) return true;
+    const bool one_cq = e->rx_cq == e->tx_cq;
+    if (!d.tx_posted) {
+        const int r = drain_send_marker(qp);
+        if (r == 0) {
+            d.tx_posted = true;
+            d.want = 1 + (one_cq && d.rx_marker ? 1 : 0);
+        } else if (r != ENOMEM && r != EAGAIN) {
+            EVD_WARN(FI_LOG_EP_CTRL, "ep %p: drain marker on QP %u: %s\n",
+                     static_cast<void*>(e), qp->qp_num, strerror(r));
+            d.tx_posted = true;  // nothing to wait for: the timeout decides
+            d.want = -1;
+        }
+    }
+    // Pulled even before the marker is posted: a full send queue empties
+    // into the CQ. Markers are told apart by QP number only.
+    while (d.want > 0) {
+        const int got = cq_pull_marker(e->tx_cq, qp->qp_num);
+        if (got <= 0) break;
+        --d.want;
+        if (one_cq && d.rx_marker && d.want == 0) d.rx_seen = true;
+    }
+    if (!one_cq && d.rx_marker && !d.rx_seen && e->rx_cq)
+        d.rx_seen = cq_pull_marker(e->rx_cq, qp->qp_num) == 1;
+    bool rx_done = d.rx_seen || qp->srq || !e->rx_cq;
+    if (!rx_done && !d.rx_marker) {
+        // the QP failed by itself: no marker could go behind its receives;
+        // each one on the wire comes back flushed (counted as held)
+        if (!one_cq) cq_progress(e->rx_cq);
+        evd::lock_guard g(rs.mu);
+        rx_done = rs.held_rx >= rs.rx.on_wire();
+    }
+    const bool tx_done = d.tx_posted && d.want == 0;
+    if (tx_done && rx_done) return true;
+    const int limit = get_params().flush_timeout_ms;
+    if (now - d.t0_ms >= static_cast<uint64_t>(limit > 0 ? limit : 0)) {
+        EVD_WARN(FI_LOG_EP_CTRL, "ep %p: QP %u: its drain did not complete in %d ms "
+                 "(FI_EVD_FLUSH_TIMEOUT): what did not come out is taken as not carried out\n",
+                 static_cast<void*>(e), qp->qp_num, limit);
+        return true;
+    }
+    return false;
+}
+
+// The outage is over without resuming: what the ledgers hold completes as
+// cancelled in the CQs, in order, ahead of any terminal event.
+void cancel_held(msg_ep* e, ep_resume& rs) EVD_REQUIRES(e->mu) {
+    {
+        evd::lock_guard g(rs.mu);
+        if (rs.ended) return;
+        rs.ended = true;
+        rs.armed = false;
+    }
+    struct ibv_qp* qp = e->qp.get();
+    if (!qp) return;
+    if (e->tx_cq) cq_cancel_resumable(e->tx_cq, qp->qp_num);
+    if (e->rx_cq && e->rx_cq != e->tx_cq) cq_cancel_resumable(e->rx_cq, qp->qp_num);
+}
+
+// The session gave up: everything cancelled, then the terminal record.
+void give_up(msg_ep* e, ep_resume& rs, resume::give_up why, uint64_t now) EVD_REQUIRES(e->mu) {
+    resume::outage o;
+    int cause = 0;
+    {
+        evd::lock_guard g(rs.mu);
+        o.why = why;
+        // The exchange is not built: no request was ever sent, whatever the
+        // session counted as tries.
+        o.attempts = 0;
+        o.generation = rs.sess.generation();
+        cause = rs.cause_status;
+    }
+    o.ms = now - e->outage_t0_ms;
+    o.cause_source = resume::failure_source::completion;
+    o.cause_code = cause;
+    cancel_held(e, rs);
+    e->in_outage.store(false);
+    if (why == resume::give_up::closed || !ep_claim_terminal(e)) return;
+    const struct fi_evd_resume_err rec = resume::resume_err_make(o);
+    const wc_row* r = wc_lookup(cause);
+    // err says how the connection ended (fi_evd(7), RESUMABLE CONNECTIONS);
+    // prov_errno and err_data say why resuming did not help
+    int err = FI_ETIMEDOUT;
+    switch (why) {
+    case resume::give_up::deadline: err = FI_ETIMEDOUT; break;
+    case resume::give_up::refused:
+    case resume::give_up::peer_gone: err = FI_ECONNREFUSED; break;
+    case resume::give_up::verdict: err = FI_ECONNABORTED; break;
+    default: err = r ? r->fi_errno : FI_EOTHER; break;
+    }
+    EVD_WARN(FI_LOG_EP_CTRL, "ep %p: its connection was not resumed (%s) %llu ms after its QP "
+             "failed (%s): ended\n", static_cast<void*>(e), resume::give_up_name(why),
+             static_cast<unsigned long long>(o.ms), r ? r->name : "unknown status");
+    ep_post_terminal_err(e, err, resume::resume_prov_errno(why), &rec, sizeof(rec));
+}
+
+}  // namespace
+
+bool ep_outage_noted(ep* e, int status) {
+    msg_ep* m = ep_msg(e);
+    ep_resume* rs = outage_rs_of(e);
+    if (!m || !rs) return false;
+    const bool port_down = rs_port_down(*rs, status);
+    {
+        evd::lock_guard g(rs->mu);
+        bool began = false;
+        if (!rs_hold_failure(*rs, status, port_down, &began)) return false;
+        if (rs->ended) return true;  // over already: the note is moot
+    }
+    outage_schedule_now(m);
+    return true;
+}
+
+bool ep_outage_stalled(msg_ep* e) {
+    ep_resume* rs = outage_rs_of(e);
+    if (!rs) return false;
+    {
+        evd::lock_guard g(rs->mu);
+        bool began = false;
+        // a QP that made no progress since its port returned failed for the
+        // path's reason, as one whose retries ran out
+        if (!rs_hold_failure(*rs, IBV_WC_RETRY_EXC_ERR, false, &began)) return false;
+        if (rs->ended) return true;
+    }
+    outage_schedule_now(e);
+    return true;
+}
+
+bool ep_outage_ignores_cm(msg_ep* e, int event) {
+    ep_resume* rs = outage_rs_of(e);
+    if (!rs) return false;
+    {
+        evd::lock_guard g(rs->mu);
+        if (!rs->armed && !rs->held) return false;
+    }
+    return resume::failure_verdict_of(resume::failure_source::cm_event, event) ==
+           resume::failure_verdict::ignored;
+}
+
+void ep_outage_arm(msg_ep* e, bool active) {
+    ep_resume* rs = outage_rs_of(e);
+    // iWARP rides nothing through: its connection is its TCP stream, and a
+    // failed stream is the end (fi_evd(7), IWARP); the accounting still runs
+    if (!rs || e->dom->dev->iwarp) return;
+    evd::lock_guard g(rs->mu);
+    if (rs->ended || rs->held) return;
+    rs->armed = true;
+    rs->sess = resume::session(active ? resume::side::active : resume::side::passive,
+                               {rs->timeout_ms});
+}
+
+void ep_outage_close(ep* e) {
+    ep_resume* rs = outage_rs_of(e);
+    if (!rs) return;
+    {
+        evd::lock_guard g(rs->mu);
+        rs->armed = false;
+        rs->ended = true;
+    }
+    if (msg_ep* m = ep_msg(e)) m->in_outage.store(false);
+}
+
+void ep_outage_disarm(ep* e) {
+    ep_resume* rs = outage_rs_of(e);
+    if (!rs) return;
+    evd::lock_guard g(rs->mu);
+    rs->armed = false;
+}
+
+void ep_outage_end(msg_ep* e) {
+    ep_resume* rs = outage_rs_of(e);
+    if (!rs || !e->in_outage.load()) return;
+    EVD_INFO(FI_LOG_EP_CTRL, "ep %p: its connection ended during an outage: what it held is "
+             "cancelled\n", static_cast<void*>(e));
+    cancel_held(e, *rs);
+    e->in_outage.store(false);
+}
+
+void ep_outage_tick(msg_ep* e) {
+    evd::lock_guard lk(e->mu);
+    ep_resume* rsp = outage_rs_of(e);
+    if (!rsp) return;
+    ep_resume& rs = *rsp;
+    const uint64_t now = outage_now_ms();
+    resume::session_step st;
+    {
+        evd::lock_guard g(rs.mu);
+        if (!rs.held || rs.ended) return;
+        if (rs.sess.state() == resume::session_state::connected) {
+            st = rs.sess.failed(now, true);
+            e->outage_t0_ms = now;
+        } else {
+            st = rs.sess.tick(now);
+        }
+    }
+    if (e->terminal.load() && !st.end) {
+        // ended meanwhile for another reason (an async event, the device):
+        // its record is out; what the ledgers hold completes now
+        cancel_held(e, rs);
+        e->in_outage.store(false);
+        return;
+    }
+    if (st.qp_to_error && !e->drain.on) drain_begin(e, now);
+    if (!st.end && e->drain.on) {
+        if (!drain_step(e, rs, now)) {
+            resume::session_state s;
+            {
+                evd::lock_guard g(rs.mu);
+                st = rs.sess.tick(now);  // the deadline holds while draining
+                s = rs.sess.state();
+            }
+            if (!st.end && s == resume::session_state::draining) {
+                cm_deadline_set_outage(e->chan, e, kDrainPollMs);
+                return;
+            }
+        } else {
+            e->drain.on = false;
+            evd::lock_guard g(rs.mu);
+            rs.tx.qp_failed();
+            rs.rx.qp_failed();
+            rs.held_tx = rs.held_rx = 0;
+            st = rs.sess.drained(now);
+            EVD_DBG(FI_LOG_EP_CTRL, "ep %p: drained in %llu ms: %llu sends and %llu receives "
+                    "kept\n", static_cast<void*>(e),
+                    static_cast<unsigned long long>(now - e->drain.t0_ms),
+                    static_cast<unsigned long long>(rs.tx.outstanding()),
+                    static_cast<unsigned long long>(rs.rx.outstanding()));
+        }
+    }
+    if (st.connect)
+        EVD_DBG(FI_LOG_EP_CTRL, "ep %p: the resume request is not built in this release: the "
+                "outage waits for its deadline\n", static_cast<void*>(e));
+    if (st.end) {
+        give_up(e, rs, st.why, now);
+        return;
+    }
+    uint64_t due = 0;
+    {
+        evd::lock_guard g(rs.mu);
+        due = rs.sess.due();
+    }
+    if (due == UINT64_MAX) return;
+    cm_deadline_set_outage(e->chan, e, due > now ? static_cast<int>(due - now) : 1);
+}
+
+}  // namespace evd
