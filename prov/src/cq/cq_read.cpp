@@ -109,9 +109,14 @@ bool acct(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) EVD_REQUI
         switch (rs_complete(*r->rs, wc, &kd, &recv)) {
         case rs_placed::shown: break;
         case rs_placed::outage:
-            if (nnotes < kBatch) notes[nnotes++] = {wc.qp_num, wc.status};
+        case rs_placed::held: {
+            // noted once per batch (every held one tries, so a full set of
+            // notes never leaves an outage without its first step)
+            bool noted = false;
+            for (size_t i = 0; i < nnotes && !noted; ++i) noted = notes[i].qp_num == wc.qp_num;
+            if (!noted && nnotes < kBatch) notes[nnotes++] = {wc.qp_num, wc.status};
             return false;
-        case rs_placed::held:
+        }
         case rs_placed::dropped: return false;
         }
         cntr* k = route_cntr(*r, static_cast<tx_kind>(kd), recv);

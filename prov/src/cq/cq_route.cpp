@@ -187,20 +187,28 @@ void shrink_need(cq* c, ep* owner, cntr_route* r) EVD_REQUIRES(c->mu) {
 }
 }  // namespace
 
-void cq_detach_qp(cq* c, uint32_t qp_num) {
-    ep* owner = nullptr;
+namespace {
+
+// The endpoint and counter route of QP qp_num in c (either may be null).
+void lookup_qp(cq* c, uint32_t qp_num, ep*& owner, cntr_route*& r) {
+    owner = nullptr;
+    r = nullptr;
     {
         evd::lock_guard g(c->reg_mu);
         for (auto& [qpn, o] : c->qps)
             if (qpn == qp_num) owner = o;
     }
-    cntr_route* r = nullptr;
-    {
-        evd::lock_guard g(c->mu);
-        for (auto& e : c->routes)
-            if (e.qpn == qp_num) r = e.r;
-    }
-    for (bool done = !(r && r->rs && owner); !done;) {
+    evd::lock_guard g(c->mu);
+    for (auto& e : c->routes)
+        if (e.qpn == qp_num) r = e.r;
+}
+
+// A resumable endpoint's QP: c is pulled, then what the ledgers of c's
+// direction(s) hold completes as cancelled behind it. detach: the route
+// goes with it and the depth it added is given back (cq_detach_qp);
+// otherwise the QP stays attached (cq_cancel_resumable).
+void pull_and_cancel(cq* c, ep* owner, cntr_route* r, uint32_t qp_num, bool detach) {
+    for (bool done = false; !done;) {
         fatal_note notes[kBatch] = {};
         size_t nnotes = 0;
         int pushed = 0;
@@ -208,42 +216,31 @@ void cq_detach_qp(cq* c, uint32_t qp_num) {
             evd::lock_guard g(c->mu);
             done = pull_for_detach(c, notes, nnotes, pushed);
             if (done) {
-                shrink_need(c, owner, r);
-                cancel_resumable(c, owner, r, qp_num, pushed);
+                if (detach) shrink_need(c, owner, r);
+                cancel_resumable(c, owner, r, qp_num, pushed, !detach);
             }
         }
         if (pushed) cq_signal_backlog(c);
         cq_deliver_fatal(c, notes, nnotes);
     }
+}
+
+}  // namespace
+
+void cq_detach_qp(cq* c, uint32_t qp_num) {
+    ep* owner = nullptr;
+    cntr_route* r = nullptr;
+    lookup_qp(c, qp_num, owner, r);
+    if (r && r->rs && owner) pull_and_cancel(c, owner, r, qp_num, true);
     unlist_qp(c, qp_num);
     if (r && owner) for_cntrs(c, owner, r, [&](cntr* k) { cntr_del_source(k, c); });
 }
 
 void cq_cancel_resumable(cq* c, uint32_t qp_num) {
     ep* owner = nullptr;
-    {
-        evd::lock_guard g(c->reg_mu);
-        for (auto& [qpn, o] : c->qps)
-            if (qpn == qp_num) owner = o;
-    }
     cntr_route* r = nullptr;
-    {
-        evd::lock_guard g(c->mu);
-        for (auto& e : c->routes)
-            if (e.qpn == qp_num) r = e.r;
-    }
-    for (bool done = !(r && r->rs && owner); !done;) {
-        fatal_note notes[kBatch] = {};
-        size_t nnotes = 0;
-        int pushed = 0;
-        {
-            evd::lock_guard g(c->mu);
-            done = pull_for_detach(c, notes, nnotes, pushed);
-            if (done) cancel_resumable(c, owner, r, qp_num, pushed, true);
-        }
-        if (pushed) cq_signal_backlog(c);
-        cq_deliver_fatal(c, notes, nnotes);
-    }
+    lookup_qp(c, qp_num, owner, r);
+    if (r && r->rs && owner) pull_and_cancel(c, owner, r, qp_num, false);
 }
 
 int cq_progress(cq* c) {

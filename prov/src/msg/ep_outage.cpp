@@ -264,7 +264,13 @@ void ep_outage_disarm(ep* e) {
 
 void ep_outage_end(msg_ep* e) {
     ep_resume* rs = outage_rs_of(e);
-    if (!rs || !e->in_outage.load()) return;
+    if (!rs) return;
+    {
+        // held, not only in_outage: the note that sets that may still be on
+        // its way from the CQ reader
+        evd::lock_guard g(rs->mu);
+        if (!rs->held || rs->ended) return;
+    }
     EVD_INFO(FI_LOG_EP_CTRL, "ep %p: its connection ended during an outage: what it held is "
              "cancelled\n", static_cast<void*>(e));
     cancel_held(e, *rs);
