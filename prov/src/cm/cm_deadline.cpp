@@ -46,6 +46,9 @@ void timer_progress(eq_source* src) {
     uint64_t ticks;
     while (::read(chan->timer.fd, &ticks, sizeof ticks) == static_cast<ssize_t>(sizeof ticks)) {
     }
+    // ids an outage's step let go, destroyed once chan->mu is dropped
+    // (declared first: destroyed after the guard below)
+    cm_id_ptr dead[16];
     // chan->mu: an endpoint being closed clears its deadline under it, so every
     // endpoint found here is still open while it is ended
     evd::lock_guard chan_lk(chan->mu);
@@ -68,7 +71,7 @@ void timer_progress(eq_source* src) {
         switch (due[i].kind) {
         case cm_chan::due_kind::probe: probe_due(due[i].e); break;
         case cm_chan::due_kind::setup: ep_setup_timed_out(due[i].e); break;
-        case cm_chan::due_kind::outage: ep_outage_tick(due[i].e); break;
+        case cm_chan::due_kind::outage: dead[i] = ep_outage_tick(due[i].e); break;
         }
     }
 }

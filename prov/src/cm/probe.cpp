@@ -49,7 +49,10 @@ void probe_port_active(devctx* d, uint8_t port) {
         if (!e) continue;  // a datagram endpoint: no connection to probe
         if (e->dom->port_num != port || e->terminal.load() || !e->chan || !e->tx_cq) continue;
         if (static_cast<ep_state>(e->state.load()) != ep_state::connected) continue;
-        if (e->in_outage.load()) continue;  // its QP failed already: the outage goes on
+        if (e->in_outage.load()) {  // its QP failed already: the outage tries again now
+            ep_outage_port_active(e);
+            continue;
+        }
         // one probe at a time: a port that flaps again before the deadline
         // keeps the probe already in the queue
         if (e->probing.exchange(true)) continue;

@@ -51,6 +51,16 @@ void cq_detach_qp(cq* c, uint32_t qp_num);
 // completions are dropped: they name nothing the ledgers hold). Under the
 // endpoint's lock, the same rule as cq_detach_qp.
 void cq_cancel_resumable(cq* c, uint32_t qp_num);
+// A resumable endpoint's QP leaves c while its connection goes on (the
+// exchange moved it onto a new QP, or an attempt's QP is let go): what the
+// ibv_cq holds is pulled, the QP is forgotten, the ledgers keep what they
+// hold. Under the endpoint's lock, as cq_detach_qp.
+void cq_detach_qp_keep(cq* c, uint32_t qp_num);
+// The exchange resumed a connection of QP qp_num's endpoint: the send
+// operations its verdict found done leave the ledger, in order, completing
+// in c as successes (shown unless hidden, counted). Under the endpoint's
+// lock.
+void cq_retire_resumed(cq* c, uint32_t qp_num);
 // fi_trywait support: arms the CQ's completion channel and answers 0 when the
 // wait fd may be waited on, -FI_EAGAIN when completions are already pending,
 // -FI_EINVAL when the CQ has no wait fd.

@@ -203,11 +203,12 @@ void lookup_qp(cq* c, uint32_t qp_num, ep*& owner, cntr_route*& r) {
         if (e.qpn == qp_num) r = e.r;
 }
 
-// A resumable endpoint's QP: c is pulled, then what the ledgers of c's
-// direction(s) hold completes as cancelled behind it. detach: the route
-// goes with it and the depth it added is given back (cq_detach_qp);
-// otherwise the QP stays attached (cq_cancel_resumable).
-void pull_and_cancel(cq* c, ep* owner, cntr_route* r, uint32_t qp_num, bool detach) {
+// A resumable endpoint's QP: c is pulled, then (cancel) what the ledgers of
+// c's direction(s) hold completes as cancelled behind it. detach: the route
+// goes with it and the depth it added is given back (cq_detach_qp,
+// cq_detach_qp_keep); otherwise the QP stays attached (cq_cancel_resumable).
+void pull_and_cancel(cq* c, ep* owner, cntr_route* r, uint32_t qp_num, bool detach,
+                     bool cancel = true) {
     for (bool done = false; !done;) {
         fatal_note notes[kBatch] = {};
         size_t nnotes = 0;
@@ -217,7 +218,10 @@ void pull_and_cancel(cq* c, ep* owner, cntr_route* r, uint32_t qp_num, bool deta
             done = pull_for_detach(c, notes, nnotes, pushed);
             if (done) {
                 if (detach) shrink_need(c, owner, r);
-                cancel_resumable(c, owner, r, qp_num, pushed, !detach);
+                if (cancel)
+                    cancel_resumable(c, owner, r, qp_num, pushed, !detach);
+                else
+                    std::erase_if(c->routes, [&](const auto& e) { return e.qpn == qp_num; });
             }
         }
         if (pushed) cq_signal_backlog(c);
@@ -241,6 +245,44 @@ void cq_cancel_resumable(cq* c, uint32_t qp_num) {
     cntr_route* r = nullptr;
     lookup_qp(c, qp_num, owner, r);
     if (r && r->rs && owner) pull_and_cancel(c, owner, r, qp_num, false);
+}
+
+void cq_detach_qp_keep(cq* c, uint32_t qp_num) {
+    ep* owner = nullptr;
+    cntr_route* r = nullptr;
+    lookup_qp(c, qp_num, owner, r);
+    if (r && r->rs && owner) pull_and_cancel(c, owner, r, qp_num, true, false);
+    unlist_qp(c, qp_num);
+    if (r && owner) for_cntrs(c, owner, r, [&](cntr* k) { cntr_del_source(k, c); });
+}
+
+void cq_retire_resumed(cq* c, uint32_t qp_num) {
+    ep* owner = nullptr;
+    cntr_route* r = nullptr;
+    lookup_qp(c, qp_num, owner, r);
+    if (!r || !r->rs || !owner || c != owner->tx_cq) return;
+    int pushed = 0;
+    size_t lost = 0;
+    {
+        evd::lock_guard g(c->mu);
+        rs_retire_done(*r->rs, qp_num, [&](const struct ibv_wc& wc, uint8_t counter) {
+            c->mu.assert_held();  // rs_retire_done runs under it (above)
+            if (cntr* k = route_cntr(*r, static_cast<tx_kind>(counter), false)) cntr_inc(k);
+            if (wc.wr_id == wr_id_suppressed() || c->internal) return;
+            try {
+                cq_ring_reserve(c, 1);
+            } catch (const std::bad_alloc&) {
+                ++lost;
+                return;
+            }
+            cq_ring_push(c, wc);
+            ++pushed;
+        });
+    }
+    if (lost)
+        EVD_WARN(FI_LOG_CQ, "QP %u: no memory for %zu completions of a resumed connection: "
+                 "not reported\n", qp_num, lost);
+    if (pushed) cq_signal_backlog(c);
 }
 
 int cq_progress(cq* c) {

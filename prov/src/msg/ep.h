@@ -45,6 +45,7 @@
 #include "lock.h"
 #include "msg/qp_pool.h"
 #include "owners.h"
+#include "resume/resume_wire.h"  // token_t
 
 namespace evd {
 
@@ -57,6 +58,7 @@ struct connreq;
 struct av;
 struct ud_listener;
 struct ep_dp;  // ep_dp.h
+struct resume_tokens;  // pep_resume.h
 struct ep_kind;  // below
 extern const ep_kind kMsgKind;
 struct ep_dp_free {
@@ -94,6 +96,9 @@ struct pep : object_head<struct fid_pep, kind::pep> {
     std::atomic<bool> dead{false};        // DEVICE_REMOVAL seen: nothing more
     mutex mu;
     struct connreq* reqs EVD_GUARDED_BY(mu) = nullptr;  // every FI_CONNREQ handle it issued
+    // The connections it accepted with a resume offer (pep_resume.h), made
+    // at fi_listen; read by dispatch when a resume request arrives.
+    resume_tokens* tokens = nullptr;
 };
 
 // The handle of an FI_CONNREQ: wraps the incoming rdma_cm_id until the app
@@ -118,6 +123,7 @@ struct connreq {
     cm_chan* chan = nullptr;
     cm_id_ptr id EVD_GUARDED_BY(chan->mu);
     eq* eq_bound = nullptr;               // the pep's EQ (holds an eq_bind_ref)
+    resume_tokens* tokens = nullptr;      // the pep's resume tokens (a ref; pep_resume.h)
     std::atomic<bool> gone{false};        // peer went away before accept
     std::atomic<int> st{static_cast<int>(connreq_state::pending)};
     std::atomic<bool> closed{false};      // fi_close(handle) was called
@@ -244,6 +250,21 @@ struct msg_ep final : ep {
     };
     outage_drain drain EVD_GUARDED_BY(mu);
     uint64_t outage_t0_ms EVD_GUARDED_BY(mu) = 0;  // when the outage's first failure was handled
+    // --- joining the peer again (ep_exchange.cpp)
+    resume_tokens* rs_tokens = nullptr;  // passive: its listener's table (a ref), from the request
+    cm_chan* rs_listen_chan = nullptr;   // passive: the listener's channel (compared only)
+    bool rs_offered EVD_GUARDED_BY(mu) = false;  // resumable both ways: offer made / taken
+    resume::token_t rs_token EVD_GUARDED_BY(mu){};
+    struct sockaddr_storage rs_local EVD_GUARDED_BY(mu) {};  // the connection's addresses
+    struct sockaddr_storage rs_peer EVD_GUARDED_BY(mu) {};
+    // The attempt under way (active) or the request taken (passive): its
+    // id (its events come to this endpoint: ep_cm_event tells it by
+    // ev->id) and its QP, until the exchange moves the connection onto them.
+    cm_id_ptr rid EVD_GUARDED_BY(mu);
+    ibv_qp_ptr rqp EVD_GUARDED_BY(mu);
+    uint32_t rgen EVD_GUARDED_BY(mu) = 0;           // its generation
+    uint64_t r_peer_consumed EVD_GUARDED_BY(mu) = 0;  // passive: the request's count
+    uint32_t r_refusal EVD_GUARDED_BY(mu) = 0;       // active: the peer's refusal, for the record
 };
 
 // An FI_EP_DGRAM endpoint (ep_ud.cpp, ep_ud_data.cpp): a UD QP, no id, no
@@ -433,6 +454,15 @@ int ep_create_qp(msg_ep* e) EVD_REQUIRES(e->mu);
 // Takes e->qp back from its id (id->qp) and destroys it. Caller holds e->mu,
 // after qp_ready was cleared.
 void ep_destroy_qp(msg_ep* e) EVD_REQUIRES(e->mu);
+// A QP for the exchange (ep_exchange.cpp) on `id`, which is on e's device:
+// made like e's own, in INIT for id, its ECE agreed, handed to id
+// (id->qp), registered for async events and attached to e's CQs (which
+// route its completions to the same ledgers). 0 with *out set, or -FI_E*.
+int ep_make_resume_qp(msg_ep* e, struct rdma_cm_id* id, ibv_qp_ptr* out) EVD_REQUIRES(e->mu);
+// Lets go of a QP the exchange no longer needs (the failed one, or an
+// attempt's): out of id's hands and the async table, detached from e's CQs
+// keeping the ledgers (cq_detach_qp_keep), destroyed.
+void ep_drop_resume_qp(msg_ep* e, ibv_qp_ptr qp, struct rdma_cm_id* id) EVD_REQUIRES(e->mu);
 
 // ---- the connection state machine (ep_cm.cpp), callable from anywhere
 // Moves e to ep_state::error and posts its terminal error record (err is a

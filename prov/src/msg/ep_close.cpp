@@ -15,7 +15,9 @@
 #include "domain.h"
 #include "eq/eq.h"
 #include "msg/ep.h"
+#include "msg/ep_exchange.h"
 #include "msg/ep_outage.h"
+#include "msg/pep_resume.h"
 #include "msg/qp_flush.h"
 #include "msg/qp_pool.h"
 #include "msg/srx.h"
@@ -130,7 +132,14 @@ int ep_msg_close(ep* base) {
     if (e->chan) {  // the deadline timer runs under the channel's lock
         evd::lock_guard chan_lk(e->chan->mu);
         cm_deadline_clear(e->chan, e);
+        // out of its listener's table while dispatch cannot be reading it
+        // for a request (ep_exchange.h: e shares that channel, or is in none)
+        if (e->rs_tokens) {
+            evd::lock_guard g(e->rs_tokens->mu);
+            e->rs_tokens->tbl.remove(e);
+        }
     }
+    ep_exchange_close(e);  // an attempt's or a request's id and QP
     // A connection still up outlives e until the peer is told, and one
     // whose QP is kept until its time-wait is over (linger.h); otherwise no
     // more dispatch to e.

@@ -13,6 +13,7 @@
 #include "domain.h"
 #include "eq/eq.h"
 #include "msg/ep.h"
+#include "msg/ep_exchange.h"
 #include "msg/ep_outage.h"
 #include "msg/qp_flush.h"
 
@@ -88,7 +89,8 @@ void on_route_resolved(msg_ep* e) EVD_REQUIRES(e->mu) {
 }
 
 // ESTABLISHED: FI_CONNECTED, with the accept data on the active side.
-void on_established(msg_ep* e, const cm_action& a) EVD_REQUIRES(e->mu) {
+void on_established(msg_ep* e, const struct rdma_cm_event* ev, const cm_action& a)
+    EVD_REQUIRES(e->mu) {
     auto st = ep_state_of(e);
     if (st != ep_state::connecting && st != ep_state::accepting) {
         EVD_WARN(FI_LOG_EP_CTRL, "ep %p: ESTABLISHED in state %d: ignored\n",
@@ -97,7 +99,8 @@ void on_established(msg_ep* e, const cm_action& a) EVD_REQUIRES(e->mu) {
     }
     ep_set_state(e, ep_state::connected);
     e->cm_established = true;
-    ep_outage_arm(e, st == ep_state::connecting);  // resumable: a failure is held from now on
+    // resumable both ways (the accept's offer): a failure is held from now on
+    ep_exchange_established(e, ev, st == ep_state::connecting);
     const void* data = nullptr;
     size_t len = 0;
     if (st == ep_state::connecting) {  // the active side gets the accept data
@@ -114,11 +117,11 @@ void on_established(msg_ep* e, const cm_action& a) EVD_REQUIRES(e->mu) {
 
 // DISCONNECTED: the peer's DREQ is answered and the endpoint ends with
 // FI_SHUTDOWN.
-void on_disconnected(msg_ep* e) EVD_REQUIRES(e->mu) {
+void on_disconnected(msg_ep* e, cm_id_ptr& dead) EVD_REQUIRES(e->mu) {
     // The connection is over, not failed: the flush rdma_disconnect causes
     // starts no outage, and one under way ends here (ep_outage.h).
     ep_outage_disarm(e);
-    ep_outage_end(e);
+    dead = ep_outage_end(e);
     // Answer the peer's DREQ (DREP) now, so the side that called
     // fi_shutdown sees its DISCONNECTED without waiting for a timeout.
     // The side that called fi_shutdown already sent its DREQ: this
@@ -136,8 +139,9 @@ void on_disconnected(msg_ep* e) EVD_REQUIRES(e->mu) {
 }
 
 // Every other end (unreachable, rejected, device removal): one terminal error.
-void on_error(msg_ep* e, const cm_row& r, const cm_action& a) EVD_REQUIRES(e->mu) {
-    ep_outage_end(e);  // what an outage held completes ahead of the record
+void on_error(msg_ep* e, const cm_row& r, const cm_action& a, cm_id_ptr& dead)
+    EVD_REQUIRES(e->mu) {
+    dead = ep_outage_end(e);  // what an outage held completes ahead of the record
     if (ep_claim_terminal(e)) {
         const void* data = a.peer_reject && a.data_ok ? a.data : nullptr;
         EVD_INFO(FI_LOG_EP_CTRL, "ep %p: %s (status %d)\n", static_cast<void*>(e),
@@ -151,6 +155,14 @@ void on_error(msg_ep* e, const cm_row& r, const cm_action& a) EVD_REQUIRES(e->mu
 cm_id_ptr ep_cm_event(msg_ep* e, struct rdma_cm_event* ev, const cm_action& a) {
     evd::lock_guard lk(e->mu);
     const cm_row& r = *a.row;
+    // The id of an attempt to join the peer again, or of a request taken
+    // (ep_exchange.h); an id the connection has left behind is stale.
+    if (e->rid && ev->id == e->rid.get()) return ep_exchange_cm_event(e, ev, a);
+    if (e->rs_offered && e->id && ev->id != e->id.get()) {
+        EVD_DBG(FI_LOG_EP_CTRL, "ep %p: %s of an id it resumed away from: dropped\n",
+                static_cast<void*>(e), r.name);
+        return nullptr;
+    }
     // A resumable connection rides through an rdma_cm error the failure
     // table does not call an end (UNREACHABLE when the neighbour of a
     // connected id fails): its QP's own failure, if one comes, decides.
@@ -186,6 +198,7 @@ cm_id_ptr ep_cm_event(msg_ep* e, struct rdma_cm_event* ev, const cm_action& a) {
                 static_cast<void*>(e), r.name);
         return nullptr;
     }
+    cm_id_ptr dead;
     switch (r.outcome) {
         case cm_outcome::resolve_route:
             on_addr_resolved(e);
@@ -194,14 +207,14 @@ cm_id_ptr ep_cm_event(msg_ep* e, struct rdma_cm_event* ev, const cm_action& a) {
             on_route_resolved(e);
             break;
         case cm_outcome::connected:
-            on_established(e, a);
+            on_established(e, ev, a);
             break;
         case cm_outcome::shutdown:
-            on_disconnected(e);
+            on_disconnected(e, dead);
             break;
         case cm_outcome::error:
         case cm_outcome::removal:
-            on_error(e, r, a);
+            on_error(e, r, a, dead);
             break;
         case cm_outcome::connreq:
         case cm_outcome::internal:
@@ -209,7 +222,7 @@ cm_id_ptr ep_cm_event(msg_ep* e, struct rdma_cm_event* ev, const cm_action& a) {
                     a.prov_errno);
             break;
     }
-    return nullptr;
+    return dead;
 }
 
 void ep_setup_timed_out(msg_ep* e) {

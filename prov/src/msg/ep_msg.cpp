@@ -26,6 +26,7 @@
 #include "domain.h"
 #include "eq/eq.h"
 #include "msg/ep.h"
+#include "msg/ep_exchange.h"
 #include "msg/ep_outage.h"
 #include "msg/qp_flush.h"
 #include "msg/srx.h"
@@ -285,12 +286,13 @@ int ep_accept(struct fid_ep* f, const void* param, size_t paramlen) {
         }
         int ret = ep_enable(e);
         if (ret) return ret;
-        uint8_t buf[kCmHdrLen + kCmDataMax];
+        uint8_t buf[kCmHdrLen + kCmDataMax + resume::kResumeMsgLen];
         int n = cm_pack(buf, sizeof(buf), param, paramlen);
         if (n < 0) return n;
+        size_t len = static_cast<size_t>(n);
+        ep_exchange_offer(e, buf, &len, sizeof(buf));  // resumable: the token behind the user's data
         struct rdma_conn_param cp;
-        cm_fill_conn_param(&cp, buf, static_cast<size_t>(n),
-                           cm_retry_count(e->dom->dev->attr.orig_attr.vendor_id));
+        cm_fill_conn_param(&cp, buf, len, cm_retry_count(e->dom->dev->attr.orig_attr.vendor_id));
         ep_set_state(e, ep_state::accepting);
         hb_release(e->id.get());
         if (rdma_accept(e->id.get(), &cp)) {
@@ -308,6 +310,7 @@ int ep_shutdown(struct fid_ep* f, uint64_t flags) {
     return guard([&] {
         msg_ep* e = ep_msg(ep_from_fid(&f->fid));
         if (!e) return -FI_EINVAL;
+        cm_id_ptr dead;  // an outage's attempt, destroyed once e->mu is dropped
         evd::lock_guard lk(e->mu);
         if (e->terminal.load()) return 0;  // already ended: its one event was delivered
         auto st = ep_state_of(e);
@@ -317,7 +320,7 @@ int ep_shutdown(struct fid_ep* f, uint64_t flags) {
         // The application ends the connection: its QP's flush is no outage,
         // and what an outage held completes now (ep_outage.h).
         ep_outage_disarm(e);
-        ep_outage_end(e);
+        dead = ep_outage_end(e);
         if (e->id->verbs && e->id->port_num && !port_active_now(e->id->verbs, e->id->port_num)) {
             // A DREQ from a port that is down is lost, and on rxe its failed
             // send disables the device's connection management. This side is

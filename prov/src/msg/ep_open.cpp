@@ -9,6 +9,7 @@
 #include "cm/cm.h"
 #include "domain.h"
 #include "msg/ep.h"
+#include "msg/pep_resume.h"
 
 namespace evd {
 
@@ -47,6 +48,9 @@ int adopt_connreq(msg_ep* e, connreq* r, domain* d) {
         connreq_release(r, false, nullptr, 0);
         return -FI_ECONNABORTED;
     }
+    e->rs_listen_chan = r->chan;  // where a resume request for e would arrive
+    e->rs_tokens = r->tokens;     // and the table that would name e (pep_resume.h)
+    resume_tokens_ref(e->rs_tokens);
     e->chan = r->chan;  // the request's channel ref moves to e
     r->chan = nullptr;
     r->refs.fetch_add(1, std::memory_order_relaxed);

@@ -13,6 +13,7 @@
 #include "cq/cq.h"
 #include "domain.h"
 #include "msg/ep_dp.h"
+#include "msg/ep_exchange.h"
 #include "msg/qp_flush.h"
 #include "resume/failure_table.h"
 #include "resume/resume_err.h"
@@ -152,25 +153,27 @@ void cancel_held(msg_ep* e, ep_resume& rs) EVD_REQUIRES(e->mu) {
     if (e->rx_cq && e->rx_cq != e->tx_cq) cq_cancel_resumable(e->rx_cq, qp->qp_num);
 }
 
-// The session gave up: everything cancelled, then the terminal record.
-void give_up(msg_ep* e, ep_resume& rs, resume::give_up why, uint64_t now) EVD_REQUIRES(e->mu) {
+// The session gave up: everything cancelled, then the terminal record. An
+// id to destroy (the attempt's, or a request refused).
+cm_id_ptr give_up(msg_ep* e, ep_resume& rs, resume::give_up why, uint64_t now)
+    EVD_REQUIRES(e->mu) {
     resume::outage o;
     int cause = 0;
     {
         evd::lock_guard g(rs.mu);
         o.why = why;
-        // The exchange is not built: no request was ever sent, whatever the
-        // session counted as tries.
-        o.attempts = 0;
+        o.attempts = rs.sess.attempts();
         o.generation = rs.sess.generation();
         cause = rs.cause_status;
     }
     o.ms = now - e->outage_t0_ms;
     o.cause_source = resume::failure_source::completion;
     o.cause_code = cause;
+    o.refusal = e->r_refusal;
+    cm_id_ptr dead = ep_exchange_abandon(e);
     cancel_held(e, rs);
     e->in_outage.store(false);
-    if (why == resume::give_up::closed || !ep_claim_terminal(e)) return;
+    if (why == resume::give_up::closed || !ep_claim_terminal(e)) return dead;
     const struct fi_evd_resume_err rec = resume::resume_err_make(o);
     const wc_row* r = wc_lookup(cause);
     // err says how the connection ended (fi_evd(7), RESUMABLE CONNECTIONS);
@@ -184,9 +187,11 @@ void give_up(msg_ep* e, ep_resume& rs, resume::give_up why, uint64_t now) EVD_RE
     default: err = r ? r->fi_errno : FI_EOTHER; break;
     }
     EVD_WARN(FI_LOG_EP_CTRL, "ep %p: its connection was not resumed (%s) %llu ms after its QP "
-             "failed (%s): ended\n", static_cast<void*>(e), resume::give_up_name(why),
-             static_cast<unsigned long long>(o.ms), r ? r->name : "unknown status");
+             "failed (%s), %u attempts: ended\n", static_cast<void*>(e),
+             resume::give_up_name(why), static_cast<unsigned long long>(o.ms),
+             r ? r->name : "no failed completion", o.attempts);
     ep_post_terminal_err(e, err, resume::resume_prov_errno(why), &rec, sizeof(rec));
+    return dead;
 }
 
 }  // namespace
@@ -219,6 +224,17 @@ bool ep_outage_stalled(msg_ep* e) {
     }
     outage_schedule_now(e);
     return true;
+}
+
+void ep_outage_port_active(msg_ep* e) {
+    ep_resume* rs = outage_rs_of(e);
+    if (!rs) return;
+    {
+        evd::lock_guard g(rs->mu);
+        if (!rs->held || rs->ended) return;
+        rs->port_up = true;
+    }
+    cm_deadline_set_outage(e->chan, e, 1);
 }
 
 bool ep_outage_ignores_cm(msg_ep* e, int event) {
@@ -262,34 +278,114 @@ void ep_outage_disarm(ep* e) {
     rs->armed = false;
 }
 
-void ep_outage_end(msg_ep* e) {
+void ep_outage_hold(msg_ep* e) {
     ep_resume* rs = outage_rs_of(e);
     if (!rs) return;
+    {
+        evd::lock_guard g(rs->mu);
+        if (rs->held || rs->ended) return;
+        rs->held = true;
+        rs->held_tx = rs->held_rx = 0;
+        rs->cause_status = 0;  // nothing failed here: the peer's request came first
+    }
+    e->outage_t0_ms = outage_now_ms();
+    e->in_outage.store(true);
+}
+
+cm_id_ptr ep_outage_end(msg_ep* e) {
+    ep_resume* rs = outage_rs_of(e);
+    if (!rs) return nullptr;
     {
         // held, not only in_outage: the note that sets that may still be on
         // its way from the CQ reader
         evd::lock_guard g(rs->mu);
-        if (!rs->held || rs->ended) return;
+        if (!rs->held || rs->ended) return nullptr;
     }
     EVD_INFO(FI_LOG_EP_CTRL, "ep %p: its connection ended during an outage: what it held is "
              "cancelled\n", static_cast<void*>(e));
+    cm_id_ptr dead = ep_exchange_abandon(e);
     cancel_held(e, *rs);
     e->in_outage.store(false);
+    return dead;
 }
 
-void ep_outage_tick(msg_ep* e) {
+uint64_t ep_outage_now_ms() { return outage_now_ms(); }
+
+cm_id_ptr ep_outage_steps(msg_ep* e, resume::session_step st, uint64_t now) {
+    ep_resume* rsp = outage_rs_of(e);
+    if (!rsp) return nullptr;
+    ep_resume& rs = *rsp;
+    cm_id_ptr dead;
+    if (st.reject && e->rid && st.reject_gen == e->rgen && !st.end) {
+        // the request it holds is overtaken or came too late
+        ep_exchange_refuse(e->rid.get(), e->rgen, resume::resume_refusal::stale_generation);
+        ep_drop_resume_qp(e, std::move(e->rqp), e->rid.get());
+        dead = std::move(e->rid);
+    }
+    if (st.qp_to_error && !e->drain.on && !st.end) {
+        drain_begin(e, now);
+        if (drain_step(e, rs, now)) {
+            st = {};
+            e->drain.on = false;
+            {
+                evd::lock_guard g(rs.mu);
+                rs.tx.qp_failed();
+                rs.rx.qp_failed();
+                rs.held_tx = rs.held_rx = 0;
+                st = rs.sess.drained(now);
+            }
+            EVD_DBG(FI_LOG_EP_CTRL, "ep %p: drained at once\n", static_cast<void*>(e));
+            cm_id_ptr more = ep_outage_steps(e, st, now);
+            return more ? std::move(more) : std::move(dead);
+        }
+    }
+    if (st.connect && !st.end) {
+        cm_id_ptr old;
+        const bool sent = ep_exchange_attempt(e, &old);
+        if (old) dead = std::move(old);
+        if (!sent) {
+            evd::lock_guard g(rs.mu);
+            st = rs.sess.attempt_failed(now, resume::attempt_outcome::unreachable);
+        }
+    }
+    if (st.accept && !st.end) {
+        if (cm_id_ptr refused = ep_exchange_accept(e, now)) dead = std::move(refused);
+        evd::lock_guard g(rs.mu);
+        if (rs.sess.state() == resume::session_state::ended) st.end = true, st.why = rs.sess.why();
+    }
+    if (st.end) {
+        cm_id_ptr more = give_up(e, rs, st.why, now);
+        return more ? std::move(more) : std::move(dead);
+    }
+    uint64_t due = 0;
+    {
+        evd::lock_guard g(rs.mu);
+        due = rs.sess.due();
+    }
+    if (e->drain.on) due = std::min<uint64_t>(due, now + kDrainPollMs);
+    if (due != UINT64_MAX)
+        cm_deadline_set_outage(e->chan, e, due > now ? static_cast<int>(due - now) : 1);
+    return dead;
+}
+
+cm_id_ptr ep_outage_tick(msg_ep* e) {
     evd::lock_guard lk(e->mu);
     ep_resume* rsp = outage_rs_of(e);
-    if (!rsp) return;
+    if (!rsp) return nullptr;
     ep_resume& rs = *rsp;
     const uint64_t now = outage_now_ms();
     resume::session_step st;
     {
         evd::lock_guard g(rs.mu);
-        if (!rs.held || rs.ended) return;
-        if (rs.sess.state() == resume::session_state::connected) {
+        if (!rs.held || rs.ended) return nullptr;
+        if (rs.sess.state() == resume::session_state::connected &&
+            !(e->drain.on || e->rid)) {
             st = rs.sess.failed(now, true);
             e->outage_t0_ms = now;
+        } else if (rs.port_up) {
+            rs.port_up = false;
+            st = rs.sess.port_active(now);  // an active side waiting tries now
+            if (!st.connect && !st.end) st = rs.sess.tick(now);
         } else {
             st = rs.sess.tick(now);
         }
@@ -297,51 +393,26 @@ void ep_outage_tick(msg_ep* e) {
     if (e->terminal.load() && !st.end) {
         // ended meanwhile for another reason (an async event, the device):
         // its record is out; what the ledgers hold completes now
+        cm_id_ptr dead = ep_exchange_abandon(e);
         cancel_held(e, rs);
         e->in_outage.store(false);
-        return;
+        return dead;
     }
-    if (st.qp_to_error && !e->drain.on) drain_begin(e, now);
-    if (!st.end && e->drain.on) {
-        if (!drain_step(e, rs, now)) {
-            resume::session_state s;
-            {
-                evd::lock_guard g(rs.mu);
-                st = rs.sess.tick(now);  // the deadline holds while draining
-                s = rs.sess.state();
-            }
-            if (!st.end && s == resume::session_state::draining) {
-                cm_deadline_set_outage(e->chan, e, kDrainPollMs);
-                return;
-            }
-        } else {
-            e->drain.on = false;
-            evd::lock_guard g(rs.mu);
-            rs.tx.qp_failed();
-            rs.rx.qp_failed();
-            rs.held_tx = rs.held_rx = 0;
-            st = rs.sess.drained(now);
-            EVD_DBG(FI_LOG_EP_CTRL, "ep %p: drained in %llu ms: %llu sends and %llu receives "
-                    "kept\n", static_cast<void*>(e),
-                    static_cast<unsigned long long>(now - e->drain.t0_ms),
-                    static_cast<unsigned long long>(rs.tx.outstanding()),
-                    static_cast<unsigned long long>(rs.rx.outstanding()));
-        }
-    }
-    if (st.connect)
-        EVD_DBG(FI_LOG_EP_CTRL, "ep %p: the resume request is not built in this release: the "
-                "outage waits for its deadline\n", static_cast<void*>(e));
-    if (st.end) {
-        give_up(e, rs, st.why, now);
-        return;
-    }
-    uint64_t due = 0;
-    {
+    if (!st.end && !st.qp_to_error && e->drain.on) {
+        if (!drain_step(e, rs, now)) return ep_outage_steps(e, st, now);
+        e->drain.on = false;
         evd::lock_guard g(rs.mu);
-        due = rs.sess.due();
+        rs.tx.qp_failed();
+        rs.rx.qp_failed();
+        rs.held_tx = rs.held_rx = 0;
+        st = rs.sess.drained(now);
+        EVD_DBG(FI_LOG_EP_CTRL, "ep %p: drained in %llu ms: %llu sends and %llu receives "
+                "kept\n", static_cast<void*>(e),
+                static_cast<unsigned long long>(now - e->drain.t0_ms),
+                static_cast<unsigned long long>(rs.tx.outstanding()),
+                static_cast<unsigned long long>(rs.rx.outstanding()));
     }
-    if (due == UINT64_MAX) return;
-    cm_deadline_set_outage(e->chan, e, due > now ? static_cast<int>(due - now) : 1);
+    return ep_outage_steps(e, st, now);
 }
 
 }  // namespace evd

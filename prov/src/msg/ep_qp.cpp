@@ -201,6 +201,44 @@ int ep_create_qp(msg_ep* e) {
     return 0;
 }
 
+int ep_make_resume_qp(msg_ep* e, struct rdma_cm_id* id, ibv_qp_ptr* out) {
+    if (!id || id->verbs != e->dom->dev->verbs) {
+        EVD_WARN(FI_LOG_EP_CTRL, "resume: the new connection's id is not on the endpoint's "
+                 "device\n");
+        return -FI_EINVAL;
+    }
+    struct ibv_qp_init_attr a;
+    if (int rc = ep_qp_init_attr(e, e->ekind->qp_type, 0, &a)) return rc;
+    errno = 0;
+    ibv_qp_ptr qp(ibv_create_qp(e->dom->pd.get(), &a));
+    if (!qp) return qp_failed(a, errno ? errno : ENOMEM, "ibv_create_qp (resume)");
+    agree_ece(id, qp.get());
+    if (int rc = init_bound_qp(id, qp.get())) return fi_err(rc);
+    async_target t = ep_async_target(e);
+    t.consequence = async_ep_consequence;
+    devctx_register(e->dom->dev, &devctx::qps, qp.get(), t);
+    const uint32_t qpn = qp->qp_num;
+    int ret = cq_attach_qp(e->tx_cq, qpn, e);
+    if (!ret && e->rx_cq != e->tx_cq && (ret = cq_attach_qp(e->rx_cq, qpn, e)))
+        cq_detach_qp_keep(e->tx_cq, qpn);
+    if (ret) {
+        devctx_unregister(e->dom->dev, &devctx::qps, qp.get());
+        return ret;
+    }
+    id->qp = qp.get();  // rdma_cm drives it from here (RTR, RTS); e owns it
+    *out = std::move(qp);
+    return 0;
+}
+
+void ep_drop_resume_qp(msg_ep* e, ibv_qp_ptr qp, struct rdma_cm_id* id) {
+    if (!qp) return;
+    if (id && id->qp == qp.get()) id->qp = nullptr;
+    devctx_unregister(e->dom->dev, &devctx::qps, qp.get());
+    cq_detach_qp_keep(e->tx_cq, qp->qp_num);
+    if (e->rx_cq != e->tx_cq) cq_detach_qp_keep(e->rx_cq, qp->qp_num);
+    qp.reset();
+}
+
 void ep_destroy_qp(msg_ep* e) {
     if (!e->qp) return;
     if (e->id && e->id->qp == e->qp.get()) e->id->qp = nullptr;  // rdma_cm lets go first

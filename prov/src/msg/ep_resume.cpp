@@ -105,6 +105,24 @@ ssize_t rs_refuse_ended(const char* what) {
     return -FI_EOPBADSTATE;
 }
 
+int rs_post_queued(ep_resume& rs, struct ibv_qp* qp, bool sends) {
+    uint64_t seq = 0;
+    while (rs.rx.next_queued(seq)) {
+        struct ibv_recv_wr* bad = nullptr;
+        if (int r = post_errno(ibv_post_recv(qp, &rs.ops.recv(rs.rx.slot_of(seq)).wr, &bad)))
+            return r;
+        rs.rx.posted(seq);
+    }
+    if (!sends) return 0;
+    while (rs.tx.next_queued(seq)) {
+        struct ibv_send_wr* bad = nullptr;
+        if (int r = post_errno(ibv_post_send(qp, &rs.ops.send(rs.tx.slot_of(seq)).wr, &bad)))
+            return r;
+        rs.tx.posted(seq);
+    }
+    return 0;
+}
+
 bool rs_port_down(const ep_resume& rs, int status) {
     return status == IBV_WC_LOC_QP_OP_ERR && rs.verbs && !port_active_now(rs.verbs, rs.port);
 }
@@ -151,6 +169,8 @@ rs_placed rs_complete(ep_resume& rs, struct ibv_wc& wc, uint8_t* counter, bool* 
         ++(*recv ? rs.held_rx : rs.held_tx);
         return began ? rs_placed::outage : rs_placed::held;
     }
+    // a success on a resumed connection's QP ends its outage (session.h)
+    if (ok) rs.sess.progress();
     // RC completes each queue in order, and every request of a resumable
     // endpoint is signaled: the completion is the oldest operation's on the
     // wire.

@@ -88,6 +88,8 @@ struct ep_resume {
     uint64_t held_rx EVD_GUARDED_BY(mu) = 0;
     // What failed first in this outage (an ibv_wc_status), for the record.
     int cause_status EVD_GUARDED_BY(mu) = 0;
+    // The port came back during the outage (ep_outage_port_active).
+    bool port_up EVD_GUARDED_BY(mu) = false;
     // The connection's life (resume/session.h), made anew at ESTABLISHED.
     resume::session sess EVD_GUARDED_BY(mu){resume::side::active, {0}};
 };
@@ -202,6 +204,31 @@ void rs_cancel(ep_resume& rs, bool send, bool recv, uint32_t qp_num, Emit&& emit
             emit(wc, uint8_t{0}, true);
         });
 }
+
+// The exchange resumed the connection (ep_exchange.cpp, through
+// cq_retire_resumed under the CQ's mu): the send operations the verdict
+// found done leave the ledger in order, each as the successful completion
+// emit(wc, counter) is to report.
+template <class Emit>
+void rs_retire_done(ep_resume& rs, uint32_t qp_num, Emit&& emit) EVD_EXCLUDES(rs.mu) {
+    evd::lock_guard g(rs.mu);
+    rs.tx.retire_done([&](uint64_t seq, bool) {
+        rs.mu.assert_held();  // called by the ledger, under the guard above
+        const resume::sq_op& op = rs.ops.send(rs.tx.slot_of(seq));
+        struct ibv_wc wc {};
+        wc.wr_id = rs_report_id(op, true);
+        wc.status = IBV_WC_SUCCESS;
+        wc.opcode = rs_wc_opcode(op.wr.opcode);
+        wc.qp_num = qp_num;
+        emit(wc, op.counter);
+    });
+}
+
+// Posts what the ledgers queued on qp, in ledger order, receives first
+// (the exchange: after the verdict, and the receives ahead of the connect or
+// accept). Under rs.mu. 0, or the errno of the post that failed (what
+// follows it stays queued).
+int rs_post_queued(ep_resume& rs, struct ibv_qp* qp, bool sends) EVD_REQUIRES(rs.mu);
 
 // Warnings of the post path (ep_resume.cpp), kept out of the templates.
 ssize_t rs_refuse(resume::keep_error why, const char* what);

@@ -13,6 +13,8 @@
 #include "eq/eq.h"
 #include "fabric.h"
 #include "msg/ep.h"
+#include "msg/ep_exchange.h"
+#include "msg/pep_resume.h"
 
 namespace evd {
 
@@ -96,6 +98,8 @@ int pep_close(struct fid* f) {
             connreq_put(r);
         }
         p->id.reset();  // before its channel can go
+        resume_tokens_unref(p->tokens);  // its endpoints keep theirs
+        p->tokens = nullptr;
         if (p->chan) cm_chan_put(p->chan);
         if (p->eq_bound) eq_bind_unref(p->eq_bound);
         fi_freeinfo(p->info);
@@ -211,6 +215,7 @@ int pep_listen(struct fid_pep* pf) {
             return fi_err(e);
         }
         p->listening = true;
+        if (!p->tokens) p->tokens = resume_tokens_new();  // null: no resumption offered
         EVD_INFO(FI_LOG_EP_CTRL, "listening (device %s)\n",
                  p->id->verbs ? ibv_get_device_name(p->id->verbs->device) : "any");
         return 0;
@@ -292,6 +297,46 @@ info_ptr connreq_info(const pep* p, struct rdma_cm_id* id) {
     return info;
 }
 
+// CONNECT_REQUEST carrying a resume request (ep_exchange.h): it attaches
+// only to the connection its token names, from that connection's peer, for
+// a newer generation, or it is refused (counted, logged, and told only
+// "unknown token" when the token was not the problem's whole story). Never
+// an FI_CONNREQ. Returns the id to destroy, or nothing when an endpoint
+// took it.
+cm_id_ptr on_resume_request(pep* p, struct rdma_cm_event* ev, cm_id_ptr id, cm_chan* chan) {
+    resume::resume_msg m;
+    const auto err = resume::resume_unpack(ev->param.conn.private_data,
+                                           ev->param.conn.private_data_len, &m);
+    if (err != resume::wire_error::none || m.kind != resume::resume_kind::request) {
+        EVD_WARN(FI_LOG_EP_CTRL, "resume request refused: malformed (%s)\n",
+                 err == resume::wire_error::none ? "not a request" : resume::wire_error_name(err));
+        if (p->tokens) {
+            evd::lock_guard g(p->tokens->mu);
+            p->tokens->tbl.count(resume::resume_refusal::malformed);
+        }
+        ep_exchange_refuse(id.get(), 0, resume::resume_refusal::malformed);
+        return id;
+    }
+    resume::token_table::decision d;
+    if (p->tokens) {
+        const struct sockaddr* from = rdma_get_peer_addr(id.get());
+        evd::lock_guard g(p->tokens->mu);
+        d = p->tokens->tbl.check(m.token, resume::peer_ip_of(from, cm_addrlen(from)),
+                                 m.generation);
+    }
+    if (!d.ok || !d.owner) {
+        EVD_WARN(FI_LOG_EP_CTRL, "resume request for generation %u refused: %s\n",
+                 m.generation, resume::resume_refusal_name(static_cast<uint32_t>(d.why)));
+        ep_exchange_refuse(id.get(), m.generation, d.why);
+        return id;
+    }
+    // The owner is open: an endpoint leaves its listener's table at fi_close
+    // under this channel's lock, which dispatch holds (it shares the
+    // listener's channel, or it made no offer).
+    chan->mu.assert_held();
+    return ep_exchange_request(static_cast<msg_ep*>(d.owner), std::move(id), m);
+}
+
 void unlist(pep* p, connreq* r) {
     evd::lock_guard plk(p->mu);
     for (connreq** pp = &p->reqs; *pp; pp = &(*pp)->next)
@@ -310,6 +355,8 @@ cm_id_ptr on_connreq(pep* p, struct rdma_cm_event* ev, const cm_action& a, cm_ch
         rdma_reject(id.get(), nullptr, 0);
         return id;
     }
+    if (resume::looks_like_resume(ev->param.conn.private_data, ev->param.conn.private_data_len))
+        return on_resume_request(p, ev, std::move(id), chan);
     if (!a.data_ok) {
         cm_get_stats().bad_connreq.fetch_add(1, std::memory_order_relaxed);
         EVD_WARN(FI_LOG_EP_CTRL,
@@ -334,6 +381,8 @@ cm_id_ptr on_connreq(pep* p, struct rdma_cm_event* ev, const cm_action& a, cm_ch
     id->context = &r->owner;
     r->id = std::move(id);
     r->eq_bound = p->eq_bound;
+    r->tokens = p->tokens;
+    resume_tokens_ref(r->tokens);
     cm_chan_ref(chan);
     eq_bind_ref(r->eq_bound);
     info->handle = &r->fid;
@@ -395,6 +444,7 @@ cm_id_ptr connreq_cm_event(connreq* r, struct rdma_cm_event* ev, const cm_action
 
 void connreq_put(connreq* r) {
     if (r->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    resume_tokens_unref(r->tokens);
     r->fid.fclass = 0;
     r->fid.ops = nullptr;
     delete r;
