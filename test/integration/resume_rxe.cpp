@@ -41,13 +41,21 @@ class ResumeRxe : public rxetest::PairFixture<ResumeRxe> {
     void TearDown() override {
         rxetest::link_up();  // never leave the link down for later tests
         close_side(c);
+        if (share_listener_eq) s.eq = nullptr;  // the listener's: closed with it
         close_side(s);
         close_listener();
     }
+    // The server's endpoint on the listener's EQ, as ofi_rxm binds them:
+    // only then does its listener offer resumption (fi_evd(7)).
+    bool share_listener_eq = false;
     struct fi_info* pair_hints() { return rxetest::rma_hints(kDepth); }
     int deadline_ms = kDeadlineMs;  // what open_side gives each domain
     void open_side(rxetest::pair_side& x, struct fi_info* info) {
         ASSERT_NO_FATAL_FAILURE(open_domain(x, info));
+        if (share_listener_eq && &x == &s) {
+            EXPECT_EQ(fi_close(&x.eq->fid), 0);
+            x.eq = peq;
+        }
         int ms = deadline_ms;
         ASSERT_EQ(fi_control(&x.dom->fid, FI_EVD_RESUME_TIMEOUT_SET, &ms), 0);
         ASSERT_NO_FATAL_FAILURE(open_cqs(x, FI_WAIT_NONE, 4 * kDepth));
@@ -238,7 +246,9 @@ TEST_F(ResumeRxe, AMixedStreamBeyondTheLedgerCompletesOnceInOrderWithItsContexts
 // loopback, so the sender here is the server, the passive side). On a resumable endpoint nothing of that
 // reaches the application: no CQ error, no EQ record, and sends posted
 // during the outage are taken (queued). The exchange that would join the
-// peer again is not built yet, so the outage ends at its deadline: then,
+// peer again is the active side's to start, and the active side here has
+// nothing on its send queue, so it never sees the failure and the outage
+// ends at its deadline: then,
 // and only then, every send completes exactly once, in posting order, with
 // FI_ECANCELED and its own context, and after them comes the one terminal
 // record, err as without resumption and err_data a fi_evd_resume_err
@@ -247,6 +257,7 @@ TEST_F(ResumeRxe, AnOutageIsHeldBackUntilItsDeadlineThenEveryOperationIsCancelle
     if (rxetest::on_iwarp()) GTEST_SKIP() << "siw ends every connection when its interface goes down";
     constexpr int kOutageMs = 8000;
     deadline_ms = kOutageMs;
+    share_listener_eq = true;  // resumable both ways; the client never comes back (it sends nothing)
     ASSERT_NO_FATAL_FAILURE(connect());
     constexpr size_t kMsg = 64, kBefore = 8, kDuring = 4;
     rxetest::pair_side& tx = s;  // on rxe0, whose link goes down
@@ -334,7 +345,7 @@ TEST_F(ResumeRxe, AnOutageIsHeldBackUntilItsDeadlineThenEveryOperationIsCancelle
     EXPECT_EQ(re.reason, static_cast<uint32_t>(FI_EVD_RESUME_DEADLINE));
     EXPECT_EQ(re.cause_source, static_cast<uint32_t>(FI_EVD_RESUME_CAUSE_COMPLETION));
     EXPECT_GE(re.outage_ms, static_cast<uint64_t>(kOutageMs));
-    EXPECT_EQ(re.attempts, 0u) << "no resume request is sent in this release";
+    EXPECT_EQ(re.attempts, 0u) << "the passive side accepted no request";
     // every send exactly once, in order, cancelled, with its context; none
     // before the deadline (nothing of the failure reached the CQ before)
     EXPECT_EQ(successes, 0u) << "a send completed while the link was down";
@@ -349,6 +360,130 @@ TEST_F(ResumeRxe, AnOutageIsHeldBackUntilItsDeadlineThenEveryOperationIsCancelle
     EXPECT_EQ(fi_send(tx.ep, sbufs.data(), kMsg, fi_mr_desc(sm), 0, &sctx[0]), -FI_EOPBADSTATE);
     struct fi_cq_data_entry e {};
     EXPECT_EQ(fi_cq_read(tx.tx, &e, 1), -FI_EAGAIN) << "a completion after the record";
+}
+
+
+// A connection resumed (fi_evd(7), RESUMABLE CONNECTIONS; docs/resume.md,
+// "The exchange"): traffic both ways across a 4 s flap of the link under
+// rxe0. rxe0's QP (the passive side's) fails at link down; rxe1's QP (the
+// active side's) when its retries to that failed QP run out. The active
+// side then joins the peer again on a new QP, the two exchange how many of
+// each other's messages they consumed, and each replays what the other did
+// not consume: every message arrives exactly once and in order, every send
+// completes once, successfully, with its own context, in posting order, and
+// nothing of the failure reaches either application. The same connection
+// then carries new traffic both ways.
+TEST_F(ResumeRxe, AFlapUnderTrafficBothWaysIsResumedWithEveryMessageOnceInOrder) {
+    if (rxetest::on_iwarp()) GTEST_SKIP() << "siw ends every connection when its interface goes down";
+    share_listener_eq = true;
+    ASSERT_NO_FATAL_FAILURE(connect());
+    constexpr size_t kMsg = 64, kN = 24;  // each way, across the flap
+    struct way {
+        rxetest::pair_side* tx;
+        rxetest::pair_side* rx;
+        std::vector<uint8_t> sbuf, rbuf;
+        held<struct fid_mr> smr, rmr;
+        std::vector<int> sctx, rctx;
+        size_t sent = 0, tx_done = 0, rx_done = 0, rx_posted = 0;
+    };
+    way ways[2] = {{&s, &c, {}, {}, {}, {}, {}, {}}, {&c, &s, {}, {}, {}, {}, {}, {}}};
+    for (way& w : ways) {
+        w.sbuf.assign((kN + 8) * kMsg, 0);
+        w.rbuf.assign(kDepth * kMsg, 0);
+        w.smr = reg(*w.tx, w.sbuf.data(), w.sbuf.size(), FI_SEND);
+        w.rmr = reg(*w.rx, w.rbuf.data(), w.rbuf.size(), FI_RECV);
+        ASSERT_TRUE(w.smr && w.rmr);
+        w.sctx.resize(kN + 8);
+        w.rctx.resize(kDepth);
+    }
+    auto post_recv = [&](way& w) {
+        const size_t slot = w.rx_posted % kDepth;
+        ASSERT_EQ(fi_recv(w.rx->ep, &w.rbuf[slot * kMsg], kMsg, fi_mr_desc(w.rmr), 0,
+                          &w.rctx[slot]), 0);
+        ++w.rx_posted;
+    };
+    auto send = [&](way& w) {
+        const uint64_t k = w.sent;
+        std::memcpy(&w.sbuf[k * kMsg], &k, 8);
+        ASSERT_EQ(fi_send(w.tx->ep, &w.sbuf[k * kMsg], kMsg, fi_mr_desc(w.smr), 0, &w.sctx[k]), 0);
+        ++w.sent;
+    };
+    for (way& w : ways)
+        for (size_t i = 0; i < kDepth; ++i) ASSERT_NO_FATAL_FAILURE(post_recv(w));
+    // nothing of the failure may reach either side: a CQ error or an EQ
+    // record fails the test
+    auto poll = [&](way& w) {
+        struct fi_cq_data_entry e[8];
+        ssize_t r = fi_cq_read(w.tx->tx, e, 8);
+        ASSERT_TRUE(r > 0 || r == -FI_EAGAIN) << "send CQ: " << fi_strerror(static_cast<int>(-r));
+        for (ssize_t i = 0; i < r; ++i) {
+            ASSERT_LT(w.tx_done, w.sent) << "a send completion nobody posted";
+            EXPECT_EQ(e[i].op_context, &w.sctx[w.tx_done]) << "send " << w.tx_done;
+            ++w.tx_done;
+        }
+        r = fi_cq_read(w.rx->rx, e, 8);
+        ASSERT_TRUE(r > 0 || r == -FI_EAGAIN) << "receive CQ: " << fi_strerror(static_cast<int>(-r));
+        for (ssize_t i = 0; i < r; ++i) {
+            const size_t slot = w.rx_done % kDepth;
+            EXPECT_EQ(e[i].op_context, &w.rctx[slot]) << "receive " << w.rx_done;
+            uint64_t k = 0;
+            std::memcpy(&k, &w.rbuf[slot * kMsg], 8);
+            EXPECT_EQ(k, w.rx_done) << "message " << w.rx_done << " arrived out of order or twice";
+            ++w.rx_done;
+            ASSERT_NO_FATAL_FAILURE(post_recv(w));
+        }
+    };
+    auto quiet_eqs = [&] {
+        for (struct fid_eq* q : {s.eq, c.eq}) {
+            rxetest::cm_rec r = next_event(q, 1);
+            ASSERT_EQ(r.rc, -FI_EAGAIN) << "a record during the outage: " << rxetest::describe(r);
+        }
+    };
+    // a few messages before the flap, then the rest while the link is down
+    for (way& w : ways)
+        for (int i = 0; i < 4; ++i) ASSERT_NO_FATAL_FAILURE(send(w));
+    ASSERT_EQ(rxetest::link_down(), 0);
+    const auto down = clk::now();
+    auto ms_since_down = [&] {
+        return std::chrono::duration<double, std::milli>(clk::now() - down).count();
+    };
+    bool up = false;
+    double all_at = -1;
+    const auto end = down + std::chrono::seconds(50);
+    while (clk::now() < end) {
+        for (way& w : ways) {
+            if (w.sent < kN && w.sent - w.tx_done < kDepth / 2) {
+                ASSERT_NO_FATAL_FAILURE(send(w));
+            }
+            ASSERT_NO_FATAL_FAILURE(poll(w));
+        }
+        ASSERT_NO_FATAL_FAILURE(quiet_eqs());
+        if (!up && ms_since_down() > 4000) {
+            ASSERT_EQ(rxetest::link_up(), 0);
+            up = true;
+        }
+        bool all = up;
+        for (way& w : ways) all = all && w.sent == kN && w.tx_done == kN && w.rx_done == kN;
+        if (all) {
+            all_at = ms_since_down();
+            break;
+        }
+    }
+    std::printf("# server->client: %zu sent, %zu completed, %zu received; client->server: %zu, "
+                "%zu, %zu; all in at %.0f ms after link down\n", ways[0].sent, ways[0].tx_done,
+                ways[0].rx_done, ways[1].sent, ways[1].tx_done, ways[1].rx_done, all_at);
+    ASSERT_GE(all_at, 0.0) << "the connection was not resumed within 50 s";
+    // the same connection carries new traffic both ways
+    for (way& w : ways) ASSERT_NO_FATAL_FAILURE(send(w));
+    const auto again = clk::now() + std::chrono::seconds(20);
+    bool fresh = false;
+    while (!fresh && clk::now() < again) {
+        for (way& w : ways) ASSERT_NO_FATAL_FAILURE(poll(w));
+        fresh = true;
+        for (way& w : ways) fresh = fresh && w.tx_done == kN + 1 && w.rx_done == kN + 1;
+    }
+    EXPECT_TRUE(fresh) << "no traffic after the resume";
+    ASSERT_NO_FATAL_FAILURE(quiet_eqs());
 }
 
 }  // namespace resume_rxe_test
