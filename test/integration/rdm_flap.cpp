@@ -6,13 +6,15 @@
 // payload is checked. It measures how long the application takes to see the
 // failure and how long after the link returns round trips work again.
 //
-//   evd_rdm_flap [-p PROV] [-d DOWN_S] [-w WARMUP_S] [-r RECOVER_S] [--report]
+//   evd_rdm_flap [-p PROV] [-d DOWN_S] [-w WARMUP_S] [-r RECOVER_S] [--report] [--no-error]
 //
 // Prints one "# ..." summary line and "ok - ..." / "not ok - ..." (unless
 // --report, which only measures: for providers evd is compared with). Passes
 // when the process survives, no payload is wrong, no completion carries a
 // context the program did not give, and round trips resume within RECOVER_S
-// (default 10) seconds of the link returning.
+// (default 10) seconds of the link returning. --no-error (a resumable
+// connection, FI_EVD_RESUME_TIMEOUT): passes only when, besides, no error at
+// all reached the application: no CQ error, no failed post, no EQ record.
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -174,7 +176,7 @@ int which(const side& s, const void* ctx) {
 int main(int argc, char** argv) {
     const char* prov = "evd;ofi_rxm";
     double down_s = 4, warm_s = 3, recover_s = 10;
-    bool report = false;
+    bool report = false, no_error = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "-p" && i + 1 < argc) prov = argv[++i];
@@ -182,8 +184,9 @@ int main(int argc, char** argv) {
         else if (a == "-w" && i + 1 < argc) warm_s = std::atof(argv[++i]);
         else if (a == "-r" && i + 1 < argc) recover_s = std::atof(argv[++i]);
         else if (a == "--report") report = true;
+        else if (a == "--no-error") no_error = true;
         else {
-            std::fprintf(stderr, "usage: evd_rdm_flap [-p PROV] [-d DOWN_S] [-w WARMUP_S] [-r RECOVER_S] [--report]\n");
+            std::fprintf(stderr, "usage: evd_rdm_flap [-p PROV] [-d DOWN_S] [-w WARMUP_S] [-r RECOVER_S] [--report] [--no-error]\n");
             return 2;
         }
     }
@@ -305,6 +308,8 @@ int main(int argc, char** argv) {
                 secs(t0, t_down), secs(t0, t_up));
     bool ok = st.before > 0 && st.bad_payloads == 0 && st.foreign_ctx == 0 && st.null_ctx == 0 &&
               recovered != clk::time_point{} && secs(t_up, recovered) <= recover_s;
+    if (no_error)
+        ok = ok && st.cq_errors == 0 && st.post_errors == 0 && first_err == clk::time_point{};
     for (side* s : {&A, &B}) {
         if (s->ep) fi_close(&s->ep->fid);
         if (s->cq) fi_close(&s->cq->fid);
@@ -315,6 +320,7 @@ int main(int argc, char** argv) {
     }
     if (report) return 0;
     std::printf("%s - evd_rdm_flap %s: round trips resume within %.0f s of the link returning, "
-                "every payload checked\n", ok ? "ok" : "not ok", prov, recover_s);
+                "every payload checked%s\n", ok ? "ok" : "not ok", prov, recover_s,
+                no_error ? ", no error reached the application" : "");
     return ok ? 0 : 1;
 }

@@ -18,6 +18,8 @@
 # "# mpi flap: ..." lines, for providers evd is compared with; with
 # --hang-report a rank dying of a signal or a wrong byte is still a test line,
 # and whether the job completed, reported the error or hung is a "# " line).
+# EVD_FLAP_MUST_COMPLETE=1 (resumable connections, FI_EVD_RESUME_TIMEOUT):
+# the job passes only when it completes; an MPI error is then a failure.
 set -u
 prov=${1:?usage: run-mpi-flap.sh PROVIDER [--report|--hang-report]}
 mode=${2:-}
@@ -127,6 +129,10 @@ if [ -n "$bad" ]; then
 fi
 if [ "$rc" = 0 ] && [ "$outcome" = "mpi_flap: completed" ]; then
     say ok "the job completed across the flap (${total} s)"
+elif [ "${EVD_FLAP_MUST_COMPLETE:-0}" = 1 ]; then
+    say not-ok "the job completes across the flap (exit $rc, ${outcome:-no outcome line}, ${since_down} s after link down)"
+    tail -n 20 "$work/err" | sed 's/^/#   /'
+    exit 1
 elif { [ -n "$outcome" ] || [ "$rc" = 3 ]; } && awk -v s="$since_down" 'BEGIN{exit !(s <= 60)}'; then
     # mpi_flap exits 3 only through MPI_Abort after an MPI call failed; the
     # abort can overtake the forwarding of the line it printed first.

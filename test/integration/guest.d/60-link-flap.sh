@@ -2,7 +2,9 @@
 # Link failures through ofi_rxm and MPI (fi_evd(7), LINK AND PORT FAILURES):
 # a 4 s flap of veth0 under an RDM ping-pong (evd_rdm_flap) and under an
 # Open MPI job (test/mpi/run-mpi-flap.sh), over "evd;ofi_rxm" by default and
-# with FI_EVD_FAIL_FAST=1. The RDM lines count as tests: the process
+# with FI_EVD_FAIL_FAST=1, and with resumable connections
+# (FI_EVD_RESUME_TIMEOUT=30000: no error may reach the application and the
+# Open MPI job must complete). The RDM lines count as tests: the process
 # survives, every payload and context is right, and round trips resume
 # within 10 s of the link returning (over default evd a connection that
 # stalls on rxe is ended by its progress probe, prov/src/cm/probe.h, and ofi_rxm
@@ -32,12 +34,19 @@ flap -p "evd;ofi_rxm"
 rc=$?
 [ "$rc" -gt 1 ] && echo "not ok - evd_rdm_flap evd;ofi_rxm: exit $rc (crashed or killed)"
 FI_EVD_FAIL_FAST=1 flap -p "evd;ofi_rxm" | sed 's/evd;ofi_rxm/evd;ofi_rxm (FI_EVD_FAIL_FAST=1)/'
+# Resumable connections (fi_evd(7), RESUMABLE CONNECTIONS): the flap is
+# ridden through, and no error at all may reach the application.
+FI_EVD_RESUME_TIMEOUT=30000 flap -p "evd;ofi_rxm" --no-error |
+    sed 's/evd;ofi_rxm/evd;ofi_rxm (FI_EVD_RESUME_TIMEOUT=30000)/'
 verbs=${EVD_VERBS_BESIDE:-0}
 [ "$verbs" = 1 ] && flap -p "verbs;ofi_rxm" --report 2>&1 | sed 's/^# /# verbs: /'
 if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
     mpi_flap "evd;ofi_rxm"
     FI_EVD_FAIL_FAST=1 mpi_flap "evd;ofi_rxm" |
         sed 's/evd;ofi_rxm/evd;ofi_rxm (FI_EVD_FAIL_FAST=1)/'
+    # resumable: the job must complete (a shorter job: the flap is over by ~8 s)
+    FI_EVD_RESUME_TIMEOUT=30000 EVD_FLAP_MUST_COMPLETE=1 EVD_FLAP_RUN=15 mpi_flap "evd;ofi_rxm" |
+        sed 's/evd;ofi_rxm/evd;ofi_rxm (FI_EVD_RESUME_TIMEOUT=30000)/'
     [ "$verbs" = 1 ] && mpi_flap "verbs;ofi_rxm" --report 2>&1 | sed 's/^# /# verbs: /'
 else
     echo "not ok - mpi flap: Open MPI not installed (mpicc/mpirun missing)"
