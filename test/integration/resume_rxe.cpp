@@ -13,6 +13,9 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_ext_evd.h>
 #include <rdma/fi_rma.h>
+#include <rdma/rdma_cma.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -484,6 +487,128 @@ TEST_F(ResumeRxe, AFlapUnderTrafficBothWaysIsResumedWithEveryMessageOnceInOrder)
     }
     EXPECT_TRUE(fresh) << "no traffic after the resume";
     ASSERT_NO_FATAL_FAILURE(quiet_eqs());
+}
+
+
+namespace {
+// A resume message as resume_wire.h lays it out (36 bytes, network order),
+// written here by hand, as a forger would.
+std::vector<uint8_t> resume_bytes(uint8_t kind, const uint8_t* token, uint32_t gen,
+                                  uint64_t count) {
+    std::vector<uint8_t> b(36, 0);
+    b[0] = 'e';
+    b[1] = 'v';
+    b[2] = 0x52;
+    b[3] = kind;
+    if (token) std::memcpy(&b[4], token, 16);
+    const uint32_t g = htonl(gen);
+    std::memcpy(&b[20], &g, 4);
+    for (int i = 0; i < 8; ++i) b[24 + i] = static_cast<uint8_t>(count >> (56 - 8 * i));
+    return b;
+}
+
+// Sends a connect request carrying `pd` to the listener at dst from bare
+// librdmacm and returns the event that answers it, with the reject's
+// private data in *rej. pump() runs while it waits: the listener's
+// events advance only when its EQ is read.
+template <class Pump>
+enum rdma_cm_event_type raw_request(const struct sockaddr* dst, const std::vector<uint8_t>& pd,
+                                    std::vector<uint8_t>* rej, Pump pump) {
+    struct rdma_event_channel* ch = rdma_create_event_channel();
+    EXPECT_NE(ch, nullptr);
+    const int fl = fcntl(ch->fd, F_GETFL);
+    fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK);
+    struct rdma_cm_id* id = nullptr;
+    EXPECT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+    enum rdma_cm_event_type got = RDMA_CM_EVENT_ADDR_ERROR;
+    auto next = [&](enum rdma_cm_event_type want) {
+        struct rdma_cm_event* ev = nullptr;
+        const auto end = clk::now() + std::chrono::seconds(20);
+        while (rdma_get_cm_event(ch, &ev)) {
+            if (errno != EAGAIN || clk::now() > end) return false;
+            pump();
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        got = ev->event;
+        if (got == RDMA_CM_EVENT_REJECTED && ev->param.conn.private_data)
+            rej->assign(static_cast<const uint8_t*>(ev->param.conn.private_data),
+                        static_cast<const uint8_t*>(ev->param.conn.private_data) +
+                            ev->param.conn.private_data_len);
+        rdma_ack_cm_event(ev);
+        return got == want;
+    };
+    struct sockaddr_in src = {};
+    src.sin_family = AF_INET;
+    inet_pton(AF_INET, rxetest::env_or("EVD_VM_ADDR1", "192.0.2.2"), &src.sin_addr);
+    if (rdma_resolve_addr(id, reinterpret_cast<struct sockaddr*>(&src),
+                          const_cast<struct sockaddr*>(dst), 2000) == 0 &&
+        next(RDMA_CM_EVENT_ADDR_RESOLVED) && rdma_resolve_route(id, 2000) == 0 &&
+        next(RDMA_CM_EVENT_ROUTE_RESOLVED)) {
+        struct rdma_conn_param cp = {};
+        cp.private_data = pd.data();
+        cp.private_data_len = static_cast<uint8_t>(pd.size());
+        cp.qp_num = 0x123;  // no QP: the request is answered before one would matter
+        cp.retry_count = 6;
+        if (rdma_connect(id, &cp) == 0) next(RDMA_CM_EVENT_REJECTED);
+    }
+    rdma_destroy_id(id);
+    rdma_destroy_event_channel(ch);
+    return got;
+}
+}  // namespace
+
+// Hostile resume requests (docs/resume.md, "Security"): a token nobody was
+// given and bytes that only look like a resume message are refused, each
+// with the reason the forger may learn ("unknown token", "malformed"), and
+// nothing of the open resumable connection changes: no record on any EQ, and
+// it carries data both ways afterwards.
+TEST_F(ResumeRxe, ForgedAndMalformedResumeRequestsAreRefusedAndChangeNothing) {
+    if (rxetest::on_iwarp()) GTEST_SKIP() << "no resumption on iWARP";
+    share_listener_eq = true;
+    ASSERT_NO_FATAL_FAILURE(connect());
+    const auto* dst = static_cast<const struct sockaddr*>(c.info->dest_addr);
+    uint8_t guess[16];
+    for (int i = 0; i < 16; ++i) guess[i] = static_cast<uint8_t>(0x11 * (i + 1));
+    struct attempt {
+        const char* what;
+        std::vector<uint8_t> pd;
+        uint32_t reason;
+    } attempts[] = {
+        {"a token nobody was given", resume_bytes(2, guess, 1, 0), 1},
+        {"a request without a token", resume_bytes(2, nullptr, 1, 0), 6},
+        {"an offer sent as a request", resume_bytes(1, guess, 0, 0), 6},
+        {"a request for generation 0", resume_bytes(2, guess, 0, 0), 1},
+    };
+    for (const attempt& a : attempts) {
+        std::vector<uint8_t> rej;
+        auto pump = [&] {
+            rxetest::pump_eqs(fab, {peq, c.eq}, nullptr);
+        };
+        EXPECT_EQ(raw_request(dst, a.pd, &rej, pump), RDMA_CM_EVENT_REJECTED) << a.what;
+        ASSERT_GE(rej.size(), 36u) << a.what << ": the refusal carries a resume message";
+        EXPECT_EQ(rej[2], 0x52) << a.what;
+        EXPECT_EQ(rej[3], 4) << a.what << ": kind refuse";
+        uint32_t reason = 0;
+        std::memcpy(&reason, &rej[32], 4);
+        EXPECT_EQ(ntohl(reason), a.reason) << a.what;
+    }
+    for (struct fid_eq* q : {peq, c.eq}) {
+        rxetest::cm_rec r = next_event(q, 200);
+        EXPECT_EQ(r.rc, -FI_EAGAIN) << "a record after the forged requests: "
+                                    << rxetest::describe(r);
+    }
+    std::vector<uint8_t> sb(64, 7), rb(64, 0);
+    auto sm = reg(c, sb.data(), sb.size(), FI_SEND);
+    auto rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    int rc = 0, sc = 0;
+    ASSERT_EQ(fi_recv(s.ep, rb.data(), rb.size(), fi_mr_desc(rm), 0, &rc), 0);
+    ASSERT_EQ(fi_send(c.ep, sb.data(), sb.size(), fi_mr_desc(sm), 0, &sc), 0);
+    struct fi_cq_data_entry e {};
+    ASSERT_EQ(rxetest::cq_wait_one(s.rx, e, 20000), 1);
+    EXPECT_EQ(e.op_context, &rc);
+    EXPECT_EQ(rb, sb);
+    ASSERT_EQ(rxetest::cq_wait_one(c.tx, e, 20000), 1);
+    EXPECT_EQ(e.op_context, &sc);
 }
 
 }  // namespace resume_rxe_test
