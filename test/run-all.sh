@@ -140,11 +140,14 @@ if [ -z "${EVD_SKIP_VM:-}" ]; then
     # node, checked, a job across a 4 s link flap of one node (must
     # complete) and one whose peer node dies while the survivor waits to
     # receive from it (with heartbeats going, it must get an MPI error and
-    # exit); then the failure matrix (link flap, silent partition, node death
-    # and reboot, device removal). evd only: verbs beside it is
+    # exit); on resumable connections (FI_EVD_RESUME_TIMEOUT) a job across a
+    # 30 s partition of one node (must complete) and the peer-death job again
+    # (the dead peer is still found); then the failure matrix (link flap,
+    # silent partition, node death and reboot, device removal). evd only:
+    # verbs beside it is
     # test/bench/verbs-beside.sh.
     plan nodes           120 4   build                    ""       0 2400 \
-        env EVD_VM_TIMEOUT=2300 EVD_NODES_MPI_NP=2 "$vm/run-nodes" -- \
+        env EVD_VM_TIMEOUT=2300 EVD_NODES_MPI_NP=2 EVD_NODES_MPI_PARTS="checked flap partition death death-resume" "$vm/run-nodes" -- \
         bash "$top/test/nodes/suite.sh" "$top/build" pingpong mpi failures
     # Four nodes: Open MPI with 4 ranks, one a node, checked (its allreduce
     # spans four machines), then node A killed under traffic from B, C and D

@@ -256,9 +256,9 @@ struct fi_evd_async_ops {
  * -FI_EINVAL. A domain starts with the FI_EVD_RESUME_TIMEOUT variable.
  * FI_EVD_RESUME_TIMEOUT_GET on an enabled FI_EP_MSG endpoint reads what it
  * was enabled with: 0 when it is not resumable.
- * Being built: in this release the operations are kept and accounted, a
- * failure to ride through is held back until the deadline, and the
- * connection then ends (the joining again is not built yet; fi_evd(7)).
+ * A connection is resumable when both sides' domains resume and the
+ * passive endpoint shares its listener's EQ (fi_evd(7), RESUMABLE
+ * CONNECTIONS).
  */
 #define FI_EVD_RESUME_TIMEOUT_SET 0x65764405
 #define FI_EVD_RESUME_TIMEOUT_GET 0x65764406
@@ -269,8 +269,7 @@ struct fi_evd_async_ops {
  * again: prov_errno is FI_EVD_PERR(FI_EVD_PERR_RESUME, reason) and err_data
  * (err_data_size bytes) a struct fi_evd_resume_err, which fi_eq_strerror
  * reads. Every operation still posted completes with FI_ECANCELED and its
- * own context, ahead of it, as without resumption. In this release every
- * held outage ends with it at its deadline (fi_evd(7)).
+ * own context, ahead of it, as without resumption (fi_evd(7)).
  */
 enum fi_evd_resume_reason {
 	FI_EVD_RESUME_DEADLINE = 1,      /* not joined again within the deadline */

@@ -1,7 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # Open MPI across the nodes of the multi-node bed (EVD_NODES_MPI_PARTS, default
-# all three: "checked flap death"): test/mpi/mpi_check.c
+# "checked flap death"; also "partition" and "death-resume", with resumable
+# connections, FI_EVD_RESUME_TIMEOUT): test/mpi/mpi_check.c
 # (checked ping-pong, allreduce, numbers; messages up to 256 KiB: across
 # emulated nodes a megabyte takes about a second) with N and 2N ranks on N
 # nodes, spread evenly, over `evd;ofi_rxm` and `verbs;ofi_rxm` (cm PML, ofi
@@ -62,8 +63,9 @@ node_mpirun() {
         --mca oob_tcp_if_include eth0 \
         --mca pml cm --mca mtl ofi --mca btl self --mca mtl_ofi_provider_include "$prov" \
         --mca mtl_ofi_verbose 1 --mca mpi_yield_when_idle 1 \
-        -x FI_PROVIDER_PATH -x FI_UNIVERSE_SIZE -x FI_VERBS_IFACE "$@"
+        -x FI_PROVIDER_PATH -x FI_UNIVERSE_SIZE -x FI_VERBS_IFACE "${resume_x[@]}" "$@"
 }
+resume_x=()  # -x FI_EVD_RESUME_TIMEOUT for the runs on resumable connections
 # the binary where every node sees it at the same path
 mpicc -O2 -o "$ctl/mpi_check" "$top/test/mpi/mpi_check.c" || { echo "not ok - mpi: mpicc"; exit 1; }
 major=$(mpirun --version 2>/dev/null | sed -n 's/.*(Open MPI) \([0-9]*\).*/\1/p' | head -n 1)
@@ -136,8 +138,8 @@ done_at() { # "ok T ...": T (the host's clock) on B's clock
 }
 since() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == "") print "-"; else printf "%.1f", b - a }'; }
 boot=0
-death() { # PROV LIMIT_S
-    local prov=$1 limit=$2 mp t_kill t_err= t_end rc out=/tmp/death.out err=/tmp/death.err
+death() { # PROV LIMIT_S [LABEL]
+    local prov=$1 limit=$2 label=${3:-$1} mp t_kill t_err= t_end rc out=/tmp/death.out err=/tmp/death.err
     "$nctl" wait "exec-up-$boot" 180 >/dev/null || { echo "not ok - mpi: node A did not come back (boot $boot)"; fail=1; return; }
     # the launch agent gives up on the dead node only after the limit: what
     # ends the survivor within it is the fabric, not the launcher
@@ -147,7 +149,7 @@ death() { # PROV LIMIT_S
     local end=$((SECONDS + 120))
     until grep -aq 'rank 1 stops replying' "$out"; do
         if [ "$SECONDS" -ge "$end" ] || ! kill -0 "$mp" 2>/dev/null; then
-            echo "not ok - mpi: $prov: the two-node job did not start"
+            echo "not ok - mpi: $label: the two-node job did not start"
             tail -n 20 "$err" | tr -d '\000' | sed 's/^/#   /'
             kill "$mp" 2>/dev/null; wait "$mp"; fail=1; return
         fi
@@ -201,14 +203,14 @@ death() { # PROV LIMIT_S
         # An iWARP send completes once TCP has it: the survivor's sends to
         # the dead rank succeed, it waits to receive, and ofi_rxm ties no
         # posted receive to a connection (docs/multi-node.md): reported only
-        echo "# siw (report only): mpi: $prov: peer node killed: $what; ${line:-no outcome line}"
+        echo "# siw (report only): mpi: $label: peer node killed: $what; ${line:-no outcome line}"
         return
     fi
-    echo "# mpi: $prov: peer node killed: $what; ${line:-no outcome line}"
+    echo "# mpi: $label: peer node killed: $what; ${line:-no outcome line}"
     if [ -n "$t_err" ] && [ -n "$t_gone" ]; then
-        echo "ok - mpi: $prov: peer node killed: the survivor got an MPI error and exited ($what)"
+        echo "ok - mpi: $label: peer node killed: the survivor got an MPI error and exited ($what)"
     else
-        echo "not ok - mpi: $prov: peer node killed: $what"
+        echo "not ok - mpi: $label: peer node killed: $what"
         tail -n 20 "$err" | tr -d '\000' | sed 's/^/#   /'
         fail=1
     fi
@@ -246,14 +248,63 @@ flap() { # PROV
         fail=1
     fi
 }
-if [[ " $parts " == *" death "* ]] || [[ " $parts " == *" flap "* ]]; then
+# ---- node A is cut off for 30 s mid-job, on resumable connections
+# The same two-rank exchange; 8 s in, the switch drops A's frames for 30 s,
+# beyond RC's retries (about 14 s on rxe). With FI_EVD_RESUME_TIMEOUT the
+# connections are joined again once the path is back and the job must
+# complete with checked data; reported: the longest gap.
+partition() { # PROV
+    local prov=$1 mp out=/tmp/part.out err=/tmp/part.err rc line t_cut t_heal
+    export FI_EVD_RESUME_TIMEOUT=30000
+    resume_x=(-x FI_EVD_RESUME_TIMEOUT)
+    node_mpirun 240 "$prov" "evd-node-1:1,evd-node-0:1" 2 \
+        "$ctl/mpi_flap" 50 >"$out" 2>"$err" &
+    mp=$!
+    local end=$((SECONDS + 120))
+    until grep -aq 'first round trip' "$out"; do
+        if [ "$SECONDS" -ge "$end" ] || ! kill -0 "$mp" 2>/dev/null; then break; fi
+        snooze 0.1
+    done
+    sleep 8
+    "$nctl" cut 0 >/dev/null
+    sleep 30
+    "$nctl" heal 0 >/dev/null
+    wait "$mp"
+    rc=$?
+    resume_x=()
+    unset FI_EVD_RESUME_TIMEOUT
+    line=$(grep -a '^# mpi_flap: [0-9]* round trips' "$out" | head -n 1)
+    echo "# mpi: $prov (FI_EVD_RESUME_TIMEOUT=30000): 30 s partition of node A: ${line:-no summary}"
+    if [ "$rc" = 0 ] && grep -aq '^mpi_flap: completed' "$out"; then
+        echo "ok - mpi: $prov (FI_EVD_RESUME_TIMEOUT=30000): a 30 s partition of node A: the job completed with checked data"
+    else
+        echo "not ok - mpi: $prov (FI_EVD_RESUME_TIMEOUT=30000): a 30 s partition of node A: mpirun exit $rc, $(grep -a '^mpi_flap: ' "$out" | head -n 1)"
+        tail -n 20 "$err" | tr -d '\000' | sed 's/^/#   /'
+        fail=1
+    fi
+}
+if [[ " $parts " == *" death"* ]] || [[ " $parts " == *" flap "* ]] ||
+    [[ " $parts " == *" partition "* ]]; then
     mpicc -O2 -o "$ctl/mpi_flap" "$top/test/mpi/mpi_flap.c" || { echo "not ok - mpi: mpicc mpi_flap"; exit 1; }
 fi
 if [[ " $parts " == *" flap "* ]]; then
     for prov in "${provs[@]}"; do flap "$prov"; done
 fi
+if [[ " $parts " == *" partition "* ]]; then
+    partition "evd;ofi_rxm"
+fi
 if [[ " $parts " == *" death "* ]]; then
     for prov in "${provs[@]}"; do death "$prov" 60; done
+    "$nctl" wait "exec-up-$boot" 180 >/dev/null
+fi
+if [[ " $parts " == *" death-resume "* ]]; then
+    # the dead peer is still found with resumption on: within RC's retries
+    # (about 14 s) plus the deadline (30 s)
+    export FI_EVD_RESUME_TIMEOUT=30000
+    resume_x=(-x FI_EVD_RESUME_TIMEOUT)
+    death "evd;ofi_rxm" 75 "evd;ofi_rxm (FI_EVD_RESUME_TIMEOUT=30000)"
+    resume_x=()
+    unset FI_EVD_RESUME_TIMEOUT
     "$nctl" wait "exec-up-$boot" 180 >/dev/null
 fi
 exit $fail
