@@ -87,6 +87,16 @@ cm_id_ptr attempt_failed(msg_ep* e, ep_resume& rs, resume::attempt_outcome o)
 // peer's old id, which the peer drops as stale).
 cm_id_ptr move_and_replay(msg_ep* e, ep_resume& rs) EVD_REQUIRES(e->mu) {
     const uint64_t now = ep_outage_now_ms();
+    {
+        resume::session_step st;
+        {
+            evd::lock_guard g(rs.mu);
+            st = rs.sess.resumed(now);
+        }
+        // the deadline passed while the exchange was under way: it ends
+        // here, and the new connection with it
+        if (st.end) return ep_outage_steps(e, st, now);
+    }
     cm_id_ptr old_id = std::move(e->id);
     ibv_qp_ptr old_qp;
     {
@@ -113,7 +123,6 @@ cm_id_ptr move_and_replay(msg_ep* e, ep_resume& rs) EVD_REQUIRES(e->mu) {
         bad = e->qp ? rs_post_queued(rs, e->qp.get(), true) : ENOTCONN;
         rs.held = false;
         rs.held_tx = rs.held_rx = 0;
-        rs.sess.resumed(now);
         tx_left = rs.tx.outstanding();
         rx_left = rs.rx.outstanding();
     }
@@ -390,7 +399,7 @@ cm_id_ptr ep_exchange_request(msg_ep* e, cm_id_ptr id, const resume::resume_msg&
         }
     }
     if (!open) return refuse(resume::resume_refusal::not_resumable);
-    if (st.reject && st.reject_gen == m.generation && !st.accept)
+    if (st.reject && st.reject_gen == m.generation && !st.accept && !st.end)
         return refuse(resume::resume_refusal::stale_generation);
     cm_id_ptr dead;
     if (e->rid) {  // an older request it held is answered no

@@ -316,6 +316,15 @@ cm_id_ptr ep_outage_steps(msg_ep* e, resume::session_step st, uint64_t now) {
     if (!rsp) return nullptr;
     ep_resume& rs = *rsp;
     cm_id_ptr dead;
+    {
+        // a session that ended on a path whose step was not this one's
+        // still ends the outage here: no endpoint is left held for ever
+        evd::lock_guard g(rs.mu);
+        if (!st.end && !rs.ended && rs.held && rs.sess.state() == resume::session_state::ended) {
+            st.end = true;
+            st.why = rs.sess.why();
+        }
+    }
     if (st.reject && e->rid && st.reject_gen == e->rgen && !st.end) {
         // the request it holds is overtaken or came too late
         ep_exchange_refuse(e->rid.get(), e->rgen, resume::resume_refusal::stale_generation);
