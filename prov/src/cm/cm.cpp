@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <new>
 #include <unordered_map>
 
 #include "cm/linger.h"
@@ -117,6 +118,7 @@ void dispatch(cm_chan* chan, struct rdma_cm_event* ev) {
                  v && v->device ? ibv_get_device_name(v->device) : "(unknown)",
                  static_cast<void*>(ev->id), a.prov_errno);
     }
+    std::vector<cm_id_ptr> graves;  // destroyed last, outside chan->mu
     cm_id_ptr destroy;  // once the event is acknowledged, outside chan->mu
     hb_acquire(ev->id);  // what its owner did before handing it to the kernel (tsan_hb.h)
     hb_acquire(ev->listen_id);
@@ -124,6 +126,7 @@ void dispatch(cm_chan* chan, struct rdma_cm_event* ev) {
         evd::lock_guard lk(chan->mu);
         destroy = hand_to_owner(chan, ev, a);
         rdma_ack_cm_event(ev);
+        if (!chan->dead.empty()) graves.swap(chan->dead);
     }
 }
 
@@ -148,6 +151,23 @@ mutex& cm_chan_table_lock() {
 void cm_detach_owner(cm_chan* chan, struct rdma_cm_id* id) {
     evd::lock_guard lk(chan->mu);  // a dispatch in progress finishes first
     id->context = nullptr;
+}
+
+void cm_chan_bury(cm_chan* chan, cm_id_ptr id) {
+    if (!id) return;
+    id->context = nullptr;  // no dispatch reaches its owner any more
+    try {
+        chan->dead.push_back(std::move(id));
+    } catch (const std::bad_alloc&) {
+        EVD_WARN(FI_LOG_EP_CTRL, "no memory to queue an rdma_cm id for destruction: leaked\n");
+        (void)id.release();
+    }
+}
+
+cm_id_ptr cm_chan_keep_one(cm_chan* chan, cm_id_ptr a, cm_id_ptr b) {
+    if (!a) return b;
+    cm_chan_bury(chan, std::move(b));
+    return a;
 }
 
 void cm_chan_ref(cm_chan* chan) {

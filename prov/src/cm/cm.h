@@ -129,6 +129,9 @@ struct cm_chan {
         std::chrono::steady_clock::time_point at;
         due_kind kind;
     };
+    // ids a handler let go beyond the one it returns (ep_exchange.cpp):
+    // destroyed by dispatch and the timer once mu is dropped
+    std::vector<cm_id_ptr> dead EVD_GUARDED_BY(mu);
     mutex dl_mu;  // guards deadlines (after mu when both are taken)
     std::vector<deadline> deadlines EVD_GUARDED_BY(dl_mu);
     fd_owner timer;  // timerfd (cm_deadline.cpp)
@@ -160,6 +163,13 @@ constexpr uint32_t kSoftRoceVendorId = 0xffffff;  // rxe's ibv_device_attr.vendo
 // (logged) with *out left empty.
 int cm_create_id(cm_chan* chan, cm_owner* owner, cm_id_ptr* out);
 
+// An id a handler lets go (its context cleared), destroyed by whoever holds
+// chan->mu once they drop it (dispatch, the deadline timer). Never throws:
+// without memory the id is destroyed at provider exit instead, with a warning.
+void cm_chan_bury(cm_chan* chan, cm_id_ptr id) EVD_REQUIRES(chan->mu);
+// A handler lets go of two ids and may return one: a (or b when there is
+// no a) is returned, the other buried.
+cm_id_ptr cm_chan_keep_one(cm_chan* chan, cm_id_ptr a, cm_id_ptr b) EVD_REQUIRES(chan->mu);
 // Posts an error record for fid f (context = f->context) to q.
 int cm_post_err(eq* q, struct fid* f, int err, int prov_errno, const void* data, size_t len);
 // Posts FI_CONNREQ / FI_CONNECTED / FI_SHUTDOWN with data after the record.

@@ -49,6 +49,7 @@ void timer_progress(eq_source* src) {
     // ids an outage's step let go, destroyed once chan->mu is dropped
     // (declared first: destroyed after the guard below)
     cm_id_ptr dead[16];
+    std::vector<cm_id_ptr> graves;
     // chan->mu: an endpoint being closed clears its deadline under it, so every
     // endpoint found here is still open while it is ended
     evd::lock_guard chan_lk(chan->mu);
@@ -74,6 +75,7 @@ void timer_progress(eq_source* src) {
         case cm_chan::due_kind::outage: dead[i] = ep_outage_tick(due[i].e); break;
         }
     }
+    if (!chan->dead.empty()) graves.swap(chan->dead);
 }
 
 }  // namespace

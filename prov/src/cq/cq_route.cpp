@@ -128,7 +128,9 @@ void grow_for_resumable(cq* c, size_t depth) EVD_REQUIRES(c->mu) {
 // once the ibv_cq is empty.
 bool pull_for_detach(cq* c, fatal_note* notes, size_t& nnotes, int& pushed) EVD_REQUIRES(c->mu) {
     for (;;) {
-        if (nnotes >= kBatch) return false;
+        // one batch of notes at most (a batch makes at most kBatch): the
+        // caller delivers them and calls again, so none is ever dropped
+        if (nnotes) return false;
         try {
             cq_ring_reserve(c, kBatch);
         } catch (const std::bad_alloc&) {
@@ -146,6 +148,26 @@ bool pull_for_detach(cq* c, fatal_note* notes, size_t& nnotes, int& pushed) EVD_
     }
 }
 
+// A completion the ledgers made (cancelled, or found done at a resume) is
+// counted as admit would count it and, unless hidden, pushed behind what c
+// holds; `lost` counts the ones no memory could be had for.
+void push_settled(cq* c, cntr_route* r, const struct ibv_wc& wc, uint8_t counter, bool recv,
+                  size_t& lost, int& pushed) EVD_REQUIRES(c->mu) {
+    const bool ok = wc.status == IBV_WC_SUCCESS;
+    cntr* k = route_cntr(*r, static_cast<tx_kind>(counter), recv);
+    if (k) ok ? cntr_inc(k) : cntr_inc_err(k);
+    // hidden: never shown, flushed or not (cq_admit's rule)
+    if (wc.wr_id == wr_id_suppressed() || c->internal) return;
+    try {
+        cq_ring_reserve(c, 1);
+    } catch (const std::bad_alloc&) {
+        ++lost;
+        return;
+    }
+    cq_ring_push(c, wc);
+    ++pushed;
+}
+
 // Then what the ledgers of this CQ's direction(s) still hold completes as
 // flushed behind it, counted as admit would count it, and the route goes in
 // the same hold: no completion of the QP is both reported by the device
@@ -157,19 +179,7 @@ void cancel_resumable(cq* c, ep* owner, cntr_route* r, uint32_t qp_num, int& pus
     rs_cancel(*r->rs, c == owner->tx_cq, c == owner->rx_cq, qp_num,
               [&](const struct ibv_wc& wc, uint8_t counter, bool recv) {
                   c->mu.assert_held();  // rs_cancel runs under it (above)
-                  const bool ok = wc.status == IBV_WC_SUCCESS;
-                  cntr* k = route_cntr(*r, static_cast<tx_kind>(counter), recv);
-                  if (k) ok ? cntr_inc(k) : cntr_inc_err(k);
-                  // hidden: never shown, flushed or not (cq_admit's rule)
-                  if (wc.wr_id == wr_id_suppressed() || c->internal) return;
-                  try {
-                      cq_ring_reserve(c, 1);
-                  } catch (const std::bad_alloc&) {
-                      ++lost;
-                      return;
-                  }
-                  cq_ring_push(c, wc);
-                  ++pushed;
+                  push_settled(c, r, wc, counter, recv, lost, pushed);
               });
     if (lost)
         EVD_WARN(FI_LOG_CQ, "QP %u: no memory for %zu cancelled completions of a "
@@ -267,16 +277,7 @@ void cq_retire_resumed(cq* c, uint32_t qp_num) {
         evd::lock_guard g(c->mu);
         rs_retire_done(*r->rs, qp_num, [&](const struct ibv_wc& wc, uint8_t counter) {
             c->mu.assert_held();  // rs_retire_done runs under it (above)
-            if (cntr* k = route_cntr(*r, static_cast<tx_kind>(counter), false)) cntr_inc(k);
-            if (wc.wr_id == wr_id_suppressed() || c->internal) return;
-            try {
-                cq_ring_reserve(c, 1);
-            } catch (const std::bad_alloc&) {
-                ++lost;
-                return;
-            }
-            cq_ring_push(c, wc);
-            ++pushed;
+            push_settled(c, r, wc, counter, false, lost, pushed);
         });
     }
     if (lost)

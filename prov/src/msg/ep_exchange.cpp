@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "cm/cm_deadline.h"
 #include "cq/cq.h"
 #include "device/devctx.h"
 #include "domain.h"
@@ -63,7 +64,17 @@ cm_id_ptr drop_attempt(msg_ep* e) EVD_REQUIRES(e->mu) {
             rs->rx.qp_failed();
         }
     }
+    // Every caller holds e->chan->mu (dispatch, the timer, fi_close): no
+    // dispatch reaches e through this id once it is handed back.
+    if (e->rid) e->rid->context = nullptr;
     return std::move(e->rid);
+}
+
+// Two ids let go at once: one is returned, the other buried on the channel,
+// whose lock every caller holds (see drop_attempt).
+cm_id_ptr one_of(msg_ep* e, cm_id_ptr a, cm_id_ptr b) EVD_REQUIRES(e->mu) {
+    e->chan->mu.assert_held();
+    return cm_chan_keep_one(e->chan, std::move(a), std::move(b));
 }
 
 // The session's answer to an attempt that failed (active), carried out.
@@ -76,8 +87,7 @@ cm_id_ptr attempt_failed(msg_ep* e, ep_resume& rs, resume::attempt_outcome o)
         evd::lock_guard g(rs.mu);
         st = rs.sess.attempt_failed(now, o);
     }
-    cm_id_ptr more = ep_outage_steps(e, st, now);
-    return more ? std::move(more) : std::move(dead);
+    return one_of(e, ep_outage_steps(e, st, now), std::move(dead));
 }
 
 // The new connection is up: the old QP leaves, the new one takes its place,
@@ -104,7 +114,12 @@ cm_id_ptr move_and_replay(msg_ep* e, ep_resume& rs) EVD_REQUIRES(e->mu) {
         evd::lock_guard g(rs.mu);
         old_qp = std::move(e->qp);
         e->qp = std::move(e->rqp);
+        // the new QP completed something before this (the peer's replay
+        // came first): the outage is over already
+        if (rs.early_progress) rs.sess.progress();
+        rs.early_progress = false;
     }
+    cm_deadline_clear(e->chan, e);  // the outage's step: none is due (a probe may be armed again)
     ep_drop_resume_qp(e, std::move(old_qp), old_id.get());
     e->id = std::move(e->rid);
     e->disconnect_sent = false;
@@ -159,6 +174,23 @@ bool verdict_resumes(msg_ep* e, ep_resume& rs, uint64_t peer_consumed) EVD_REQUI
              static_cast<unsigned long long>(peer_consumed), resume::verdict_name(v),
              static_cast<unsigned long long>(culprit));
     return false;
+}
+
+// The resume message m (a request or an accept) gets this side's count of
+// the peer's messages, final since the drain, and the queued receives go on
+// the new QP first (the peer's replay may follow at once): its bytes in buf.
+bool prepare_msg(msg_ep* e, ep_resume& rs, resume::resume_msg& m, uint8_t* buf, size_t cap)
+    EVD_REQUIRES(e->mu) {
+    int bad = 0;
+    {
+        evd::lock_guard g(rs.mu);
+        m.count = rs.rx.consumed();
+        bad = rs_post_queued(rs, e->rqp.get(), false);
+    }
+    if (bad)
+        EVD_WARN(FI_LOG_EP_CTRL, "ep %p: resume: receives not posted on the new QP: %s\n",
+                 static_cast<void*>(e), strerror(bad));
+    return !bad && resume::resume_pack(m, buf, cap);
 }
 
 // The accounting ends the connection.
@@ -239,7 +271,7 @@ bool ep_exchange_established(msg_ep* e, const struct rdma_cm_event* ev, bool act
 bool ep_exchange_attempt(msg_ep* e, cm_id_ptr* dead) {
     ep_resume* rs = exchange_rs_of(e);
     if (!rs || !e->chan) return false;
-    if (e->rid) *dead = drop_attempt(e);  // one left by an attempt that failed
+    if (e->rid) *dead = drop_attempt(e);  // one left by an attempt that failed (none, as a rule)
     if (int rc = cm_create_id(e->chan, &e->owner, &e->rid)) {
         EVD_WARN(FI_LOG_EP_CTRL, "ep %p: resume attempt: no id (%d)\n", static_cast<void*>(e), rc);
         return false;
@@ -259,7 +291,8 @@ bool ep_exchange_attempt(msg_ep* e, cm_id_ptr* dead) {
                           get_params().cm_timeout_ms)) {
         EVD_INFO(FI_LOG_EP_CTRL, "ep %p: resume attempt %u: rdma_resolve_addr: %s\n",
                  static_cast<void*>(e), e->rgen, strerror(errno));
-        *dead = std::move(e->rid);  // no event of it can come: destroyed by the caller's caller
+        e->rid->context = nullptr;  // no event of it can come
+        *dead = one_of(e, std::move(*dead), std::move(e->rid));
         return false;
     }
     EVD_DBG(FI_LOG_EP_CTRL, "ep %p: resume attempt for generation %u\n", static_cast<void*>(e),
@@ -271,12 +304,14 @@ cm_id_ptr ep_exchange_cm_event(msg_ep* e, struct rdma_cm_event* ev, const cm_act
     ep_resume* rsp = exchange_rs_of(e);
     if (!rsp) return nullptr;
     ep_resume& rs = *rsp;
-    bool active = false;
+    bool active = false, over = false;
     {
         evd::lock_guard g(rs.mu);
-        if (rs.ended) return drop_attempt(e);
         active = rs.sess.which() == resume::side::active;
+        // ended, shut down or ended otherwise meanwhile: nothing to resume
+        over = rs.ended || !rs.armed || e->terminal.load();
     }
+    if (over) return drop_attempt(e);
     switch (ev->event) {
     case RDMA_CM_EVENT_ADDR_RESOLVED: {
         if (int rc = ep_make_resume_qp(e, e->rid.get(), &e->rqp)) {
@@ -296,20 +331,10 @@ cm_id_ptr ep_exchange_cm_event(msg_ep* e, struct rdma_cm_event* ev, const cm_act
         m.kind = resume::resume_kind::request;
         m.token = e->rs_token;
         m.generation = e->rgen;
-        int bad = 0;
-        {
-            evd::lock_guard g(rs.mu);
-            m.count = rs.rx.consumed();
-            // the receives go first: the peer's replay may follow the accept at once
-            bad = rs_post_queued(rs, e->rqp.get(), false);
-        }
         uint8_t buf[resume::kResumeMsgLen];
         struct rdma_conn_param cp;
-        if (bad || !resume::resume_pack(m, buf, sizeof(buf))) {
-            EVD_WARN(FI_LOG_EP_CTRL, "ep %p: resume attempt: receives not posted: %s\n",
-                     static_cast<void*>(e), strerror(bad));
+        if (!prepare_msg(e, rs, m, buf, sizeof(buf)))
             return attempt_failed(e, rs, resume::attempt_outcome::unreachable);
-        }
         cm_fill_conn_param(&cp, buf, sizeof(buf), retry_of(e));
         hb_release(e->rid.get());
         if (rdma_connect(e->rid.get(), &cp)) {
@@ -417,8 +442,7 @@ cm_id_ptr ep_exchange_request(msg_ep* e, cm_id_ptr id, const resume::resume_msg&
                  "drained first\n", static_cast<void*>(e));
         ep_outage_hold(e);
     }
-    cm_id_ptr more = ep_outage_steps(e, st, now);
-    return more ? std::move(more) : std::move(dead);
+    return one_of(e, ep_outage_steps(e, st, now), std::move(dead));
 }
 
 cm_id_ptr ep_exchange_accept(msg_ep* e, uint64_t now) {
@@ -442,15 +466,9 @@ cm_id_ptr ep_exchange_accept(msg_ep* e, uint64_t now) {
     resume::resume_msg m;
     m.kind = resume::resume_kind::accept;
     m.generation = e->rgen;
-    int bad = 0;
-    {
-        evd::lock_guard g(rs.mu);
-        m.count = rs.rx.consumed();
-        bad = rs_post_queued(rs, e->rqp.get(), false);
-    }
     uint8_t buf[resume::kResumeMsgLen];
     struct rdma_conn_param cp;
-    if (bad || !resume::resume_pack(m, buf, sizeof(buf))) {
+    if (!prepare_msg(e, rs, m, buf, sizeof(buf))) {
         ep_exchange_refuse(e->rid.get(), e->rgen, resume::resume_refusal::not_resumable);
         return drop_attempt(e);
     }
@@ -491,16 +509,13 @@ void ep_exchange_close(msg_ep* e) {
         resume_tokens_unref(e->rs_tokens);
         e->rs_tokens = nullptr;
     }
+    if (!e->chan) return;  // no id was ever made
     cm_id_ptr rid;
     {
+        // order: cm_chan::mu -> ep::mu; a dispatch of the id's event has
+        // finished, and none reaches e after this
+        evd::lock_guard ck(e->chan->mu);
         evd::lock_guard lk(e->mu);
-        if (!e->rid) return;
-        if (e->chan) {
-            struct rdma_cm_id* raw = e->rid.get();
-            e->mu.unlock();  // order: cm_chan::mu -> ep::mu
-            cm_detach_owner(e->chan, raw);
-            e->mu.lock();
-        }
         rid = drop_attempt(e);
     }
     rid.reset();  // no lock held: rdma_destroy_id waits for its events' acks

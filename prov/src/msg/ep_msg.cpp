@@ -310,7 +310,6 @@ int ep_shutdown(struct fid_ep* f, uint64_t flags) {
     return guard([&] {
         msg_ep* e = ep_msg(ep_from_fid(&f->fid));
         if (!e) return -FI_EINVAL;
-        cm_id_ptr dead;  // an outage's attempt, destroyed once e->mu is dropped
         evd::lock_guard lk(e->mu);
         if (e->terminal.load()) return 0;  // already ended: its one event was delivered
         auto st = ep_state_of(e);
@@ -318,9 +317,8 @@ int ep_shutdown(struct fid_ep* f, uint64_t flags) {
         // FI_SHUTDOWN arrives on both sides from RDMA_CM_EVENT_DISCONNECTED.
         if (e->disconnect_sent) return 0;  // already on its way (the peer's DREQ was answered)
         // The application ends the connection: its QP's flush is no outage,
-        // and what an outage held completes now (ep_outage.h).
+        // and an outage under way ends at its next step, at once (ep_outage.h).
         ep_outage_disarm(e);
-        dead = ep_outage_end(e);
         if (e->id->verbs && e->id->port_num && !port_active_now(e->id->verbs, e->id->port_num)) {
             // A DREQ from a port that is down is lost, and on rxe its failed
             // send disables the device's connection management. This side is

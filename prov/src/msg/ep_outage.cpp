@@ -110,19 +110,24 @@ bool drain_step(msg_ep* e, ep_resume& rs, uint64_t now) EVD_REQUIRES(e->mu) {
     }
     // Pulled even before the marker is posted: a full send queue empties
     // into the CQ. Markers are told apart by QP number only.
-    while (d.want > 0) {
+    // A pull stops at a batch that noted a failure (each held completion
+    // notes its QP): pulled again, within bounds, so a deep queue drains in
+    // one step rather than a batch a tick.
+    for (int pulls = 0; d.want > 0 && pulls < 64; ++pulls) {
         const int got = cq_pull_marker(e->tx_cq, qp->qp_num);
-        if (got <= 0) break;
+        if (got < 0) break;
+        if (got == 0) continue;
         --d.want;
         if (one_cq && d.rx_marker && d.want == 0) d.rx_seen = true;
     }
-    if (!one_cq && d.rx_marker && !d.rx_seen && e->rx_cq)
+    for (int pulls = 0; !one_cq && d.rx_marker && !d.rx_seen && e->rx_cq && pulls < 64; ++pulls)
         d.rx_seen = cq_pull_marker(e->rx_cq, qp->qp_num) == 1;
     bool rx_done = d.rx_seen || qp->srq || !e->rx_cq;
     if (!rx_done && !d.rx_marker) {
         // the QP failed by itself: no marker could go behind its receives;
         // each one on the wire comes back flushed (counted as held)
-        if (!one_cq) cq_progress(e->rx_cq);
+        for (int pulls = 0; pulls < 64 && cq_progress(one_cq ? e->tx_cq : e->rx_cq) > 0; ++pulls) {
+        }
         evd::lock_guard g(rs.mu);
         rx_done = rs.held_rx >= rs.rx.on_wire();
     }
@@ -136,6 +141,21 @@ bool drain_step(msg_ep* e, ep_resume& rs, uint64_t now) EVD_REQUIRES(e->mu) {
         return true;
     }
     return false;
+}
+
+// The drain is over: what was on the failed QP is in doubt, its flushed
+// receives are queued again, and the session takes its next step.
+resume::session_step drain_done(msg_ep* e, ep_resume& rs, uint64_t now) EVD_REQUIRES(e->mu) {
+    e->drain.on = false;
+    evd::lock_guard g(rs.mu);
+    rs.tx.qp_failed();
+    rs.rx.qp_failed();
+    rs.held_tx = rs.held_rx = 0;
+    EVD_DBG(FI_LOG_EP_CTRL, "ep %p: drained in %llu ms: %llu sends and %llu receives kept\n",
+            static_cast<void*>(e), static_cast<unsigned long long>(now - e->drain.t0_ms),
+            static_cast<unsigned long long>(rs.tx.outstanding()),
+            static_cast<unsigned long long>(rs.rx.outstanding()));
+    return rs.sess.drained(now);
 }
 
 // The outage is over without resuming: what the ledgers hold completes as
@@ -274,8 +294,16 @@ void ep_outage_close(ep* e) {
 void ep_outage_disarm(ep* e) {
     ep_resume* rs = outage_rs_of(e);
     if (!rs) return;
-    evd::lock_guard g(rs->mu);
-    rs->armed = false;
+    bool under_way = false;
+    {
+        evd::lock_guard g(rs->mu);
+        rs->armed = false;
+        under_way = rs->held && !rs->ended;
+    }
+    // an outage under way ends at its next step, which comes at once: what
+    // it holds completes as cancelled there (the channel's lock is needed
+    // for its attempt's id, and the caller may hold locks above it)
+    if (msg_ep* m = ep_msg(e); m && under_way) cm_deadline_set_outage(m->chan, m, 1);
 }
 
 void ep_outage_hold(msg_ep* e) {
@@ -334,37 +362,30 @@ cm_id_ptr ep_outage_steps(msg_ep* e, resume::session_step st, uint64_t now) {
     if (st.qp_to_error && !e->drain.on && !st.end) {
         drain_begin(e, now);
         if (drain_step(e, rs, now)) {
-            st = {};
-            e->drain.on = false;
-            {
-                evd::lock_guard g(rs.mu);
-                rs.tx.qp_failed();
-                rs.rx.qp_failed();
-                rs.held_tx = rs.held_rx = 0;
-                st = rs.sess.drained(now);
-            }
-            EVD_DBG(FI_LOG_EP_CTRL, "ep %p: drained at once\n", static_cast<void*>(e));
-            cm_id_ptr more = ep_outage_steps(e, st, now);
-            return more ? std::move(more) : std::move(dead);
+            st = drain_done(e, rs, now);
+            e->chan->mu.assert_held();  // every step runs under it (ep_outage.h)
+            return cm_chan_keep_one(e->chan, ep_outage_steps(e, st, now), std::move(dead));
         }
     }
     if (st.connect && !st.end) {
         cm_id_ptr old;
         const bool sent = ep_exchange_attempt(e, &old);
-        if (old) dead = std::move(old);
+        e->chan->mu.assert_held();
+        dead = cm_chan_keep_one(e->chan, std::move(dead), std::move(old));
         if (!sent) {
             evd::lock_guard g(rs.mu);
             st = rs.sess.attempt_failed(now, resume::attempt_outcome::unreachable);
         }
     }
     if (st.accept && !st.end) {
-        if (cm_id_ptr refused = ep_exchange_accept(e, now)) dead = std::move(refused);
+        e->chan->mu.assert_held();
+        dead = cm_chan_keep_one(e->chan, std::move(dead), ep_exchange_accept(e, now));
         evd::lock_guard g(rs.mu);
         if (rs.sess.state() == resume::session_state::ended) st.end = true, st.why = rs.sess.why();
     }
     if (st.end) {
-        cm_id_ptr more = give_up(e, rs, st.why, now);
-        return more ? std::move(more) : std::move(dead);
+        e->chan->mu.assert_held();
+        return cm_chan_keep_one(e->chan, give_up(e, rs, st.why, now), std::move(dead));
     }
     uint64_t due = 0;
     {
@@ -399,9 +420,15 @@ cm_id_ptr ep_outage_tick(msg_ep* e) {
             st = rs.sess.tick(now);
         }
     }
-    if (e->terminal.load() && !st.end) {
-        // ended meanwhile for another reason (an async event, the device):
-        // its record is out; what the ledgers hold completes now
+    bool disarmed = false;
+    {
+        evd::lock_guard g(rs.mu);
+        disarmed = !rs.armed;
+    }
+    if ((e->terminal.load() || disarmed) && !st.end) {
+        // ended meanwhile for another reason (an async event, the device,
+        // fi_shutdown): its record is the connection's own; what the
+        // ledgers hold completes now
         cm_id_ptr dead = ep_exchange_abandon(e);
         cancel_held(e, rs);
         e->in_outage.store(false);
@@ -409,17 +436,7 @@ cm_id_ptr ep_outage_tick(msg_ep* e) {
     }
     if (!st.end && !st.qp_to_error && e->drain.on) {
         if (!drain_step(e, rs, now)) return ep_outage_steps(e, st, now);
-        e->drain.on = false;
-        evd::lock_guard g(rs.mu);
-        rs.tx.qp_failed();
-        rs.rx.qp_failed();
-        rs.held_tx = rs.held_rx = 0;
-        st = rs.sess.drained(now);
-        EVD_DBG(FI_LOG_EP_CTRL, "ep %p: drained in %llu ms: %llu sends and %llu receives "
-                "kept\n", static_cast<void*>(e),
-                static_cast<unsigned long long>(now - e->drain.t0_ms),
-                static_cast<unsigned long long>(rs.tx.outstanding()),
-                static_cast<unsigned long long>(rs.rx.outstanding()));
+        st = drain_done(e, rs, now);
     }
     return ep_outage_steps(e, st, now);
 }

@@ -214,8 +214,10 @@ int ep_make_resume_qp(msg_ep* e, struct rdma_cm_id* id, ibv_qp_ptr* out) {
     if (!qp) return qp_failed(a, errno ? errno : ENOMEM, "ibv_create_qp (resume)");
     agree_ece(id, qp.get());
     if (int rc = init_bound_qp(id, qp.get())) return fi_err(rc);
+    // No COMM_EST consequence (rdma_notify of e->id): the id this QP belongs
+    // to changes at the swap, and its ESTABLISHED comes with the RTU anyway
+    // (a lost RTU is retransmitted by the peer's CM).
     async_target t = ep_async_target(e);
-    t.consequence = async_ep_consequence;
     devctx_register(e->dom->dev, &devctx::qps, qp.get(), t);
     const uint32_t qpn = qp->qp_num;
     int ret = cq_attach_qp(e->tx_cq, qpn, e);

@@ -170,7 +170,10 @@ rs_placed rs_complete(ep_resume& rs, struct ibv_wc& wc, uint8_t* counter, bool* 
         return began ? rs_placed::outage : rs_placed::held;
     }
     // a success on a resumed connection's QP ends its outage (session.h)
-    if (ok) rs.sess.progress();
+    if (ok) {
+        if (rs.sess.state() == resume::session_state::exchanging) rs.early_progress = true;
+        rs.sess.progress();
+    }
     // RC completes each queue in order, and every request of a resumable
     // endpoint is signaled: the completion is the oldest operation's on the
     // wire.

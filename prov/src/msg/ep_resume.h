@@ -90,6 +90,8 @@ struct ep_resume {
     int cause_status EVD_GUARDED_BY(mu) = 0;
     // The port came back during the outage (ep_outage_port_active).
     bool port_up EVD_GUARDED_BY(mu) = false;
+    // A new QP completed something while its exchange was under way.
+    bool early_progress EVD_GUARDED_BY(mu) = false;
     // The connection's life (resume/session.h), made anew at ESTABLISHED.
     resume::session sess EVD_GUARDED_BY(mu){resume::side::active, {0}};
 };

@@ -395,6 +395,8 @@ cm_id_ptr on_connreq(pep* p, struct rdma_cm_event* ev, const cm_action& a, cm_ch
                              a.data_len)) {
         EVD_WARN(FI_LOG_EP_CTRL, "FI_CONNREQ could not be queued (%d): rejected\n", ret);
         unlist(p, r.get());
+        resume_tokens_unref(r->tokens);  // r is freed here, not by connreq_put
+        r->tokens = nullptr;
         r->id->context = nullptr;
         rdma_reject(r->id.get(), nullptr, 0);
         eq_bind_unref(r->eq_bound);
