@@ -485,6 +485,12 @@ cm_id_ptr ep_exchange_accept(msg_ep* e, uint64_t now) {
     return nullptr;
 }
 
+cm_id_ptr ep_exchange_refuse_pending(msg_ep* e, resume::resume_refusal why) {
+    if (!e->rid) return nullptr;
+    ep_exchange_refuse(e->rid.get(), e->rgen, why);
+    return drop_attempt(e);
+}
+
 cm_id_ptr ep_exchange_abandon(msg_ep* e) {
     if (e->rs_tokens) {
         evd::lock_guard g(e->rs_tokens->mu);

@@ -58,6 +58,10 @@ cm_id_ptr ep_exchange_request(msg_ep* e, cm_id_ptr id, const resume::resume_msg&
 // token is no longer resumable.
 cm_id_ptr ep_exchange_abandon(msg_ep* e) EVD_REQUIRES(e->mu);
 
+// The request e->rid holds is refused with `why` and let go (its QP too):
+// the id to destroy.
+cm_id_ptr ep_exchange_refuse_pending(msg_ep* e, resume::resume_refusal why) EVD_REQUIRES(e->mu);
+
 // fi_close (ep_close.cpp, no dispatch reaches e any more): the token leaves
 // the listener's table, the attempt's id and QP go.
 void ep_exchange_close(msg_ep* e) EVD_EXCLUDES(e->mu);

@@ -355,9 +355,7 @@ cm_id_ptr ep_outage_steps(msg_ep* e, resume::session_step st, uint64_t now) {
     }
     if (st.reject && e->rid && st.reject_gen == e->rgen && !st.end) {
         // the request it holds is overtaken or came too late
-        ep_exchange_refuse(e->rid.get(), e->rgen, resume::resume_refusal::stale_generation);
-        ep_drop_resume_qp(e, std::move(e->rqp), e->rid.get());
-        dead = std::move(e->rid);
+        dead = ep_exchange_refuse_pending(e, resume::resume_refusal::stale_generation);
     }
     if (st.qp_to_error && !e->drain.on && !st.end) {
         drain_begin(e, now);
