@@ -215,13 +215,14 @@ death() { # PROV LIMIT_S [LABEL]
         fail=1
     fi
 }
-# ---- node A's link goes down for 4 s mid-job
-# The same two-rank exchange for 30 s; 8 s in, A's link (carrier) drops for
-# 4 s. The job must complete with checked data; reported: the longest gap.
-flap() { # PROV
-    local prov=$1 mp out=/tmp/flap.out err=/tmp/flap.err rc line
-    node_mpirun 150 "$prov" "evd-node-1:1,evd-node-0:1" 2 \
-        "$ctl/mpi_flap" 30 >"$out" 2>"$err" &
+# mid_job LIMIT_S RUN_S OUT ERR FAULT HOLD_S RESTORE: the two-rank exchange
+# for RUN_S seconds (killed after LIMIT_S); 8 s after its first round trip
+# node-ctl FAULT, HOLD_S seconds later node-ctl RESTORE (each "CMD ARGS");
+# its exit status in rc.
+mid_job() {
+    local limit=$1 run=$2 out=$3 err=$4 fault=$5 hold=$6 restore=$7 mp
+    node_mpirun "$limit" "$prov" "evd-node-1:1,evd-node-0:1" 2 \
+        "$ctl/mpi_flap" "$run" >"$out" 2>"$err" &
     mp=$!
     local end=$((SECONDS + 120))
     until grep -aq 'first round trip' "$out"; do
@@ -229,11 +230,20 @@ flap() { # PROV
         snooze 0.1
     done
     sleep 8
-    "$nctl" link 0 down >/dev/null
-    sleep 4
-    "$nctl" link 0 up >/dev/null
+    # shellcheck disable=SC2086
+    "$nctl" $fault >/dev/null
+    sleep "$hold"
+    # shellcheck disable=SC2086
+    "$nctl" $restore >/dev/null
     wait "$mp"
     rc=$?
+}
+# ---- node A's link goes down for 4 s mid-job
+# The same two-rank exchange for 30 s; 8 s in, A's link (carrier) drops for
+# 4 s. The job must complete with checked data; reported: the longest gap.
+flap() { # PROV
+    local prov=$1 out=/tmp/flap.out err=/tmp/flap.err rc line
+    mid_job 150 30 "$out" "$err" "link 0 down" 4 "link 0 up"
     line=$(grep -a '^# mpi_flap: [0-9]* round trips' "$out" | head -n 1)
     if [ "${prov%%;*}" = verbs ]; then
         echo "# verbs (report only): mpi: 4 s link flap on node A: mpirun exit $rc; $(grep -a '^mpi_flap: ' "$out" | head -n 1); ${line:-no summary}"
@@ -254,23 +264,10 @@ flap() { # PROV
 # connections are joined again once the path is back and the job must
 # complete with checked data; reported: the longest gap.
 partition() { # PROV
-    local prov=$1 mp out=/tmp/part.out err=/tmp/part.err rc line t_cut t_heal
+    local prov=$1 out=/tmp/part.out err=/tmp/part.err rc line
     export FI_EVD_RESUME_TIMEOUT=30000
     resume_x=(-x FI_EVD_RESUME_TIMEOUT)
-    node_mpirun 240 "$prov" "evd-node-1:1,evd-node-0:1" 2 \
-        "$ctl/mpi_flap" 50 >"$out" 2>"$err" &
-    mp=$!
-    local end=$((SECONDS + 120))
-    until grep -aq 'first round trip' "$out"; do
-        if [ "$SECONDS" -ge "$end" ] || ! kill -0 "$mp" 2>/dev/null; then break; fi
-        snooze 0.1
-    done
-    sleep 8
-    "$nctl" cut 0 >/dev/null
-    sleep 30
-    "$nctl" heal 0 >/dev/null
-    wait "$mp"
-    rc=$?
+    mid_job 240 50 "$out" "$err" "cut 0" 30 "heal 0"
     resume_x=()
     unset FI_EVD_RESUME_TIMEOUT
     line=$(grep -a '^# mpi_flap: [0-9]* round trips' "$out" | head -n 1)
