@@ -124,7 +124,15 @@ void dispatch(cm_chan* chan, struct rdma_cm_event* ev) {
     hb_acquire(ev->listen_id);
     {
         evd::lock_guard lk(chan->mu);
-        destroy = hand_to_owner(chan, ev, a);
+        // The event is acknowledged whatever its handler did: one left
+        // unacknowledged would block the rdma_destroy_id of its id forever.
+        try {
+            destroy = hand_to_owner(chan, ev, a);
+        } catch (const std::exception& x) {
+            g_stats.failed.fetch_add(1, std::memory_order_relaxed);
+            EVD_WARN(FI_LOG_EP_CTRL, "rdma_cm %s for id %p: its handling failed (%s)\n",
+                     a.row->name, static_cast<void*>(ev->id), x.what());
+        }
         rdma_ack_cm_event(ev);
         if (!chan->dead.empty()) graves.swap(chan->dead);
     }
@@ -170,9 +178,11 @@ cm_id_ptr cm_chan_keep_one(cm_chan* chan, cm_id_ptr a, cm_id_ptr b) {
     return a;
 }
 
-void cm_chan_ref(cm_chan* chan) {
+int cm_chan_ref(cm_chan* chan) {
     evd::lock_guard lk(cm_chan_table_lock());
+    if (int ret = cm_deadline_reserve(chan, static_cast<size_t>(chan->refs) + 1)) return ret;
     chan->refs++;
+    return 0;
 }
 
 int cm_post_err(eq* q, struct fid* f, int err, int prov_errno, const void* data, size_t len) {
@@ -241,6 +251,10 @@ cm_chan* cm_chan_get(eq* q, int* err) {
     auto& t = chan_table();
     auto it = t.find(q);
     if (it != t.end()) {
+        if (int ret = cm_deadline_reserve(it->second, static_cast<size_t>(it->second->refs) + 1)) {
+            *err = ret;
+            return nullptr;
+        }
         it->second->refs++;
         return it->second;
     }
@@ -269,6 +283,9 @@ cm_chan* cm_chan_get(eq* q, int* err) {
     if (int ret = eq_add_source(q, &chan->src)) return fail(ret);
     undo_on_exit unsource([&] { eq_remove_source(q, &chan->src); });
     if (int ret = cm_deadline_open(chan.get())) return fail(ret);
+    undo_on_exit untimer([&] { cm_deadline_close(chan.get()); });
+    if (int ret = cm_deadline_reserve(chan.get(), 1)) return fail(ret);
+    untimer.dismiss();
     unsource.dismiss();
     unslot.dismiss();
     chan->refs = 1;

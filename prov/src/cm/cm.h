@@ -142,7 +142,9 @@ struct cm_chan {
 // nullptr with *err set on failure.
 cm_chan* cm_chan_get(eq* q, int* err);
 void cm_chan_put(cm_chan* chan);
-void cm_chan_ref(cm_chan* chan);  // another id now lives on c
+// Another id now lives on chan: +1 ref, with room for its deadline
+// (cm_deadline_reserve). -FI_ENOMEM (no ref taken) when there is none.
+int cm_chan_ref(cm_chan* chan);
 // No more dispatch of id's events to its owner: the context is cleared under
 // the channel's lock, so a dispatch already running has finished, and later
 // events of id are acknowledged and dropped. For an owner about to go.
@@ -181,6 +183,7 @@ struct cm_stats {
     std::atomic<uint64_t> events{0};       // rdma_cm events read
     std::atomic<uint64_t> orphaned{0};     // events for an id nobody owns anymore
     std::atomic<uint64_t> bad_connreq{0};  // requests rejected for malformed data
+    std::atomic<uint64_t> failed{0};       // events whose handler failed (no memory)
 };
 cm_stats& cm_get_stats();
 

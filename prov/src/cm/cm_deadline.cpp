@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <new>
 
 #include "cm/probe.h"
 #include "msg/ep_outage.h"
@@ -17,6 +19,8 @@ namespace evd {
 namespace {
 
 using clock = std::chrono::steady_clock;
+
+void set_deadline(cm_chan* chan, msg_ep* e, int ms, cm_chan::due_kind kind);
 
 // Under chan->dl_mu: the timer fires at the earliest deadline, or never.
 void rearm(cm_chan* chan) EVD_REQUIRES(chan->dl_mu) {
@@ -69,16 +73,37 @@ void timer_progress(eq_source* src) {
         rearm(chan);  // more than 16 due: the timer fires again at once
     }
     for (size_t i = 0; i < n; ++i) {
-        switch (due[i].kind) {
-        case cm_chan::due_kind::probe: probe_due(due[i].e); break;
-        case cm_chan::due_kind::setup: ep_setup_timed_out(due[i].e); break;
-        case cm_chan::due_kind::outage: dead[i] = ep_outage_tick(due[i].e); break;
+        // A step that failed (out of memory) is not lost: it is due again
+        // in 100 ms. The others still run.
+        try {
+            switch (due[i].kind) {
+            case cm_chan::due_kind::probe: probe_due(due[i].e); break;
+            case cm_chan::due_kind::setup: ep_setup_timed_out(due[i].e); break;
+            case cm_chan::due_kind::outage: dead[i] = ep_outage_tick(due[i].e); break;
+            }
+        } catch (const std::exception& x) {
+            EVD_WARN(FI_LOG_EP_CTRL, "ep %p: its due step failed (%s): again in 100 ms\n",
+                     static_cast<void*>(due[i].e), x.what());
+            set_deadline(chan, due[i].e, 100, due[i].kind);
         }
     }
     if (!chan->dead.empty()) graves.swap(chan->dead);
 }
 
 }  // namespace
+
+int cm_deadline_reserve(cm_chan* chan, size_t n) {
+    evd::lock_guard lk(chan->dl_mu);
+    auto& v = chan->deadlines;
+    if (v.capacity() >= n) return 0;
+    try {
+        v.reserve(std::max(n, 2 * v.capacity()));
+    } catch (const std::bad_alloc&) {
+        EVD_WARN(FI_LOG_EP_CTRL, "no memory for the deadlines of %zu endpoints\n", n);
+        return -FI_ENOMEM;
+    }
+    return 0;
+}
 
 int cm_deadline_open(cm_chan* chan) {
     chan->timer.reset(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
@@ -106,6 +131,12 @@ namespace {
 void set_deadline(cm_chan* chan, msg_ep* e, int ms, cm_chan::due_kind kind) {
     if (!chan || !e || ms <= 0 || chan->timer.fd < 0) return;
     evd::lock_guard lk(chan->dl_mu);
+    if (chan->deadlines.size() == chan->deadlines.capacity()) {
+        // cm_deadline_reserve keeps one slot per reference: never reached
+        EVD_WARN(FI_LOG_EP_CTRL, "ep %p: no room for its deadline (%zu set): not set\n",
+                 static_cast<void*>(e), chan->deadlines.size());
+        return;
+    }
     const auto at = clock::now() + std::chrono::milliseconds(ms);
     auto it = std::find_if(chan->deadlines.begin(), chan->deadlines.end(),
                            [&](const auto& d) { return d.e == e; });

@@ -24,6 +24,12 @@ namespace evd {
 // At cm_chan creation/destruction: the timer and its EQ source.
 int cm_deadline_open(cm_chan* chan);
 void cm_deadline_close(cm_chan* chan);
+// Room in chan's deadline list for n endpoints (cm.cpp: one per reference
+// the channel has), so that setting a deadline never allocates: a
+// deadline is set from an rdma_cm event's handler or a due step, where an
+// allocation that failed would lose the event. -FI_ENOMEM when the room
+// cannot be made. Takes cm_chan::dl_mu.
+int cm_deadline_reserve(cm_chan* chan, size_t n);
 // e sent its connect request or accept on c: it must be connected by now +
 // FI_EVD_CONNECT_TIMEOUT (nothing when the timeout is 0). Any thread, with or
 // without cm_chan::mu.

@@ -373,6 +373,11 @@ cm_id_ptr on_connreq(pep* p, struct rdma_cm_event* ev, const cm_action& a, cm_ch
         rdma_reject(id.get(), nullptr, 0);
         return id;
     }
+    if (cm_chan_ref(chan)) {  // the request's id lives on chan from here
+        EVD_WARN(FI_LOG_EP_CTRL, "connection request: out of memory, rejected\n");
+        rdma_reject(id.get(), nullptr, 0);
+        return id;
+    }
     r->fid.fclass = FI_CLASS_CONNREQ;
     r->fid.context = p->fid.fid.context;
     r->fid.ops = &connreq_fi_ops;
@@ -383,7 +388,6 @@ cm_id_ptr on_connreq(pep* p, struct rdma_cm_event* ev, const cm_action& a, cm_ch
     r->eq_bound = p->eq_bound;
     r->tokens = p->tokens;
     resume_tokens_ref(r->tokens);
-    cm_chan_ref(chan);
     eq_bind_ref(r->eq_bound);
     info->handle = &r->fid;
     {
