@@ -166,10 +166,12 @@ void* real(const char* name) {
     return p;
 }
 
-__attribute__((constructor)) void fault_init() {
-    g_count_file = getenv("EVD_FAULT_COUNT");
-    if (const char* from = getenv("EVD_FAULT_FROM"); from && *from) g_from = from;
-    const char* spec = getenv("EVD_FAULT");
+// Parses SYMBOL:N into g_fault_sym / g_fault_n (aborts on a bad spec: the
+// runner wrote it); "" or null: no fault.
+void arm(const char* spec) {
+    g_fault_sym = -1;
+    g_fault_n = 0;
+    g_fired.store(0);
     if (!spec || !*spec) return;
     const char* colon = strrchr(spec, ':');
     if (!colon) {
@@ -186,13 +188,12 @@ __attribute__((constructor)) void fault_init() {
     }
 }
 
-__attribute__((destructor)) void fault_fini() {
-    if (getenv("EVD_FAULT_LIST"))
-        for (int i = 0; i < id_count; ++i) fprintf(stderr, "%s\n", kSyms[i].name);
-    if (!g_count_file) return;
+// Writes "SYMBOL COUNT" for every symbol called so far, then the fired line;
+// %p in `file` stands for the process id.
+void write_counts(const char* file) {
     char path[4096];
     size_t n = 0;
-    for (const char* c = g_count_file; *c && n + 24 < sizeof path; ++c) {
+    for (const char* c = file; *c && n + 24 < sizeof path; ++c) {
         if (c[0] == '%' && c[1] == 'p') {
             n += static_cast<size_t>(snprintf(path + n, sizeof path - n, "%d", static_cast<int>(getpid())));
             ++c;
@@ -204,8 +205,8 @@ __attribute__((destructor)) void fault_fini() {
     FILE* f = fopen(path, "w");
     if (!f) return;
     for (int i = 0; i < id_count; ++i) {
-        unsigned long n = g_count[i].load();
-        if (n) fprintf(f, "%s %lu\n", kSyms[i].name, n);
+        unsigned long k = g_count[i].load();
+        if (k) fprintf(f, "%s %lu\n", kSyms[i].name, k);
     }
     if (g_fired.load())
         fprintf(f, "fired %s %lu %d\n", kSyms[g_fault_sym].name, g_fault_n,
@@ -213,7 +214,41 @@ __attribute__((destructor)) void fault_fini() {
     fclose(f);
 }
 
+char g_count_file_buf[4096];
+
+__attribute__((constructor)) void fault_init() {
+    g_count_file = getenv("EVD_FAULT_COUNT");
+    if (g_count_file && !*g_count_file) g_count_file = nullptr;
+    if (const char* from = getenv("EVD_FAULT_FROM"); from && *from) g_from = from;
+    arm(getenv("EVD_FAULT"));
+}
+
+__attribute__((destructor)) void fault_fini() {
+    if (getenv("EVD_FAULT_LIST"))
+        for (int i = 0; i < id_count; ++i) fprintf(stderr, "%s\n", kSyms[i].name);
+    if (g_count_file) write_counts(g_count_file);
+}
+
 }  // namespace
+
+// For a process that forks one run per site after its start-up
+// (test/fault/scenario.cpp --serve): the counts go on from the parent's, so
+// a child's call numbers are a cold run's.
+//   evd_fault_rearm(SPEC, FILE): from now on SPEC ("" none) is the fault and
+//     FILE gets the counts at exit
+//   evd_fault_snapshot(FILE): the counts so far, now
+extern "C" __attribute__((visibility("default"))) void evd_fault_rearm(const char* spec,
+                                                                      const char* file) {
+    arm(spec);
+    g_count_file = nullptr;
+    if (file && *file && strlen(file) < sizeof g_count_file_buf) {
+        strcpy(g_count_file_buf, file);
+        g_count_file = g_count_file_buf;
+    }
+}
+extern "C" __attribute__((visibility("default"))) void evd_fault_snapshot(const char* file) {
+    write_counts(file);
+}
 
 // Failure conventions: PTR (NULL + errno), NEG (-1 + errno), POS (the errno
 // returned, errno set too, as rdma-core's providers leave it).

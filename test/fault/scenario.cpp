@@ -21,6 +21,9 @@
 //
 // Environment: EVD_VM_ADDR0 / EVD_VM_ADDR1 (rxe0's and rxe1's addresses).
 #include <arpa/inet.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -38,6 +41,12 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../common/rxe_hints.h"
 #include "../common/vm_link.h"
@@ -352,9 +361,129 @@ int scenario() {
     return done();
 }
 
+
+// ---- the fork server (run.sh): libfabric's start-up, once
+//
+// Under TCG most of a site's run is the process's start: exec, the ASan
+// runtime, libfabric loading and initialising every provider it has. With
+// --serve PREFORK the scenario does that once: fi_getinfo for a provider
+// that does not exist (libfabric initialises its providers, evd's included,
+// and asks none of them for anything), then writes the interposer's counts
+// so far to PREFORK and reads "SPEC DIR K" lines (SPEC "-": no fault) from
+// stdin. Each line forks a run of the scenario whose call numbers go on from
+// the parent's, so SYMBOL:N is the same call as in a cold run; run.sh runs
+// cold every site numbered within PREFORK, and checks that a served run
+// without a fault counts what a cold one does. The run's output goes to
+// DIR/out (DIR made), the interposer's counts to DIR/counts; once it has
+// ended, "K RC SECS" (RC its exit status, 128 + signal when killed: SIGALRM
+// after 90 s) is written to fd 3 in one write.
+
+using rearm_fn = void (*)(const char*, const char*);
+using snapshot_fn = void (*)(const char*);
+
+double now_s() {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+int threads_now() {
+    int n = 0;
+    if (DIR* d = opendir("/proc/self/task")) {
+        while (struct dirent* e = readdir(d))
+            if (e->d_name[0] != '.') ++n;
+        closedir(d);
+    }
+    return n;
+}
+
+pid_t g_child = -1;
+void kill_child(int) {
+    if (g_child > 0) kill(g_child, SIGKILL);
+}
+
+// The monitor (a child of the server): runs the scenario in its own child,
+// waits for it, reports. Never returns.
+[[noreturn]] void serve_one(rearm_fn rearm, const std::string& spec, const std::string& dir,
+                           const char* k) {
+    signal(SIGCHLD, SIG_DFL);
+    const double t0 = now_s();
+    mkdir(dir.c_str(), 0755);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(3);
+        int out = open((dir + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int in = open("/dev/null", O_RDONLY);
+        if (out < 0 || in < 0) _exit(125);
+        dup2(in, 0);
+        dup2(out, 1);
+        dup2(out, 2);
+        close(in);
+        close(out);
+        rearm(spec == "-" ? "" : spec.c_str(), (dir + "/counts").c_str());
+        alarm(90);
+        std::exit(scenario());
+    }
+    int status = 0, rc = 125;
+    if (pid > 0) {
+        g_child = pid;
+        signal(SIGALRM, kill_child);
+        alarm(100);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        rc = WIFEXITED(status) ? WEXITSTATUS(status)
+             : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 125;
+    }
+    char done[64];
+    int n = std::snprintf(done, sizeof done, "%s %d %.1f\n", k, rc, now_s() - t0);
+    ssize_t w = write(3, done, static_cast<size_t>(n));
+    (void)w;
+    _exit(0);
+}
+
+int serve(const char* prefork) {
+    auto rearm = reinterpret_cast<rearm_fn>(dlsym(RTLD_DEFAULT, "evd_fault_rearm"));
+    auto snapshot = reinterpret_cast<snapshot_fn>(dlsym(RTLD_DEFAULT, "evd_fault_snapshot"));
+    if (!rearm || !snapshot) {
+        std::fprintf(stderr, "serve: the interposer (libevd_fault.so) is not preloaded\n");
+        return 3;
+    }
+    struct fi_info* h = fi_allocinfo();
+    struct fi_info* got = nullptr;
+    if (!h) return 3;
+    h->fabric_attr->prov_name = strdup("evd-fault-no-such-provider");
+    int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, h, &got);
+    fi_freeinfo(h);
+    if (rc != -FI_ENODATA) {
+        std::fprintf(stderr, "serve: the warm-up fi_getinfo returned %d, not -FI_ENODATA\n", rc);
+        return 3;
+    }
+    if (int n = threads_now(); n != 1) {
+        std::fprintf(stderr, "serve: %d threads after libfabric's start-up; a fork keeps only one\n", n);
+        return 3;
+    }
+    snapshot(prefork);
+    signal(SIGCHLD, SIG_IGN);  // the monitors are reaped by the kernel
+    char line[8192];
+    while (std::fgets(line, sizeof line, stdin)) {
+        char spec[512], dir[4096], k[32];
+        if (std::sscanf(line, "%511s %4095s %31s", spec, dir, k) != 3) continue;
+        std::fflush(nullptr);
+        pid_t m = fork();
+        if (m == 0) serve_one(rearm, spec, dir, k);
+        if (m < 0) {
+            std::string done = std::string(k) + " 125 0.0\n";
+            ssize_t w = write(3, done.data(), done.size());
+            (void)w;
+        }
+    }
+    _exit(0);
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    if (argc == 3 && !std::strcmp(argv[1], "--serve")) return serve(argv[2]);
     return scenario();
 }
