@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define LEN 4096
 #define DATA_TAG 1
@@ -92,9 +93,13 @@ static void heartbeat(void)
     }
 }
 
-/* Waits for one request, heartbeats going meanwhile; WHAT names the call. */
+/* Waits for one request, heartbeats going meanwhile; WHAT names the call.
+ * Between tests the rank sleeps 100 us: a rank that spins keeps its VM's
+ * vCPU busy under emulation for nothing (every round trip here takes
+ * milliseconds), and each MPI_Test still runs the library's progress. */
 static void wait_for(MPI_Request *req, const char *what)
 {
+    const struct timespec pause = {0, 100000};
     for (;;) {
         int done = 0, err;
         if ((err = MPI_Test(req, &done, MPI_STATUS_IGNORE)))
@@ -102,6 +107,7 @@ static void wait_for(MPI_Request *req, const char *what)
         if (done)
             return;
         heartbeat();
+        nanosleep(&pause, NULL);
     }
 }
 
@@ -164,8 +170,11 @@ int main(int argc, char **argv)
                 printf("# mpi_flap: rank 1 stops replying after %d round trips (%.2f s)\n",
                        STALL_AFTER, MPI_Wtime() - t0);
                 fflush(stdout);
-                for (;;)
+                const struct timespec pause = {0, 100000};
+                for (;;) {
                     heartbeat();
+                    nanosleep(&pause, NULL);
+                }
             }
             fill(out, iter, 1);
             transfer(1, out, REPLY_TAG, "MPI_Send");

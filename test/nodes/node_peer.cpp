@@ -352,7 +352,7 @@ struct peer {
             }
             for (auto& c : conns)
                 if (c->ep && c->connected && c->first_fail <= 0) progress(*c);
-            usleep(200);
+            usleep(1000);
         }
         summary("server");
     }
@@ -420,7 +420,7 @@ struct peer {
             }
             if (!o.reconnect && finished()) break;
             if (o.reconnect && o.end_on_resume && resumed_at && now() > resumed_at + 3) break;
-            usleep(200);
+            usleep(1000);
         }
         summary("client");
         if (o.reconnect && !reconnected) std::printf("NOT-RECONNECTED\n");
@@ -442,7 +442,7 @@ struct peer {
         while (now() < end && !n.received && n.first_fail <= 0) {
             poll_eq();
             progress(n);
-            usleep(200);
+            usleep(1000);
         }
         if (n.received) {
             std::printf("RECONNECTED t=%.3f\n", now());
