@@ -84,6 +84,7 @@ build() {
             make -j"$jobs" >/dev/null
             make -j"$jobs" check TESTS= >/dev/null
             make -j"$jobs" bench >/dev/null
+            make mpi-programs >/dev/null
         else
             # shellcheck disable=SC2086
             make -j"$jobs" $targets >/dev/null
@@ -200,7 +201,7 @@ if [ -z "${EVD_SKIP_SAN:-}" ]; then
         # scenario once per failing rdma-core or system call, every call evd
         # makes (EVD_FAULT_CAP=K: K a symbol), each run a fork of one warm
         # process, two at a time on two vCPUs
-        plan vm-fault    95  4   build-asan               ""       0 1200 \
+        plan vm-fault    120 4   build-asan               ""       0 1200 \
             env EVD_VM_TIMEOUT=1100 EVD_VM_CPUS=2 "$vm/run-in-vm" -- \
             env EVD_FAULT_CAP="${EVD_FAULT_CAP:-0}" bash "$top/test/fault/run.sh" "$top/build-asan"
     fi
@@ -252,7 +253,7 @@ if [ -z "${EVD_SKIP_ALT:-}" ]; then
         bash "$vm/in-root.sh" "$altroot" "$top" bash -c "
             set -e; mkdir -p build-$alt; cd build-$alt
             [ -f Makefile ] || ../configure -q --enable-werror
-            make -j$jobs >/dev/null; make -j$jobs evd_unit_api evd_unit_internal evd_integration evd_rdm_flap >/dev/null
+            make -j$jobs >/dev/null; make -j$jobs evd_unit_api evd_unit_internal evd_integration evd_rdm_flap >/dev/null; make mpi-programs >/dev/null
             echo 'ok - build build-$alt (libfabric '\$(pkg-config --modversion libfabric)', -Werror)'"
     plan $alt-unit-api   100 0   $alt-build               ""       0 600 \
         bash "$vm/in-root.sh" "$altroot" "$top/build-$alt" ./evd_unit_api

@@ -42,7 +42,8 @@ ulimit -l unlimited 2>/dev/null || true
 export TMPDIR=$work FI_UNIVERSE_SIZE=${FI_UNIVERSE_SIZE:-4}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 unset FI_PROVIDER
-if ! mpicc -O2 -o "$work/mpi_flap" "$here/mpi_flap.c" >"$work/cc.log" 2>&1; then
+. "$here/mpi-prog.sh"
+if ! mpi_prog mpi_flap "$work/mpi_flap" "$work/cc.log"; then
     say not-ok "mpicc compiles mpi_flap.c"
     sed 's/^/#   /' "$work/cc.log" | tail -n 20
     exit 1

@@ -94,7 +94,8 @@ done
 note "Open MPI $version, $(rdma link show 2>/dev/null | awk '/ rxe/{printf "%s %s %s; ", $2, $4, $NF}')FI_PROVIDER_PATH=${FI_PROVIDER_PATH:-}"
 
 # --- build -------------------------------------------------------------------
-if ! mpicc -O2 -Wall -Wextra -o "$work/mpi_check" "$here/mpi_check.c" >"$work/cc.log" 2>&1; then
+. "$here/mpi-prog.sh"
+if ! mpi_prog mpi_check "$work/mpi_check" "$work/cc.log"; then
     notok "mpicc compiles mpi_check.c"
     indent <"$work/cc.log" | tail -n 30
     exit 1

@@ -67,7 +67,9 @@ node_mpirun() {
 }
 resume_x=()  # -x FI_EVD_RESUME_TIMEOUT for the runs on resumable connections
 # the binary where every node sees it at the same path
-mpicc -O2 -o "$ctl/mpi_check" "$top/test/mpi/mpi_check.c" || { echo "not ok - mpi: mpicc"; exit 1; }
+. "$top/test/mpi/mpi-prog.sh"
+export EVD_MPI_PREBUILT=${EVD_MPI_PREBUILT:-$build/test/mpi}
+mpi_prog mpi_check "$ctl/mpi_check" /tmp/mpicc.log || { echo "not ok - mpi: mpicc"; cat /tmp/mpicc.log; exit 1; }
 major=$(mpirun --version 2>/dev/null | sed -n 's/.*(Open MPI) \([0-9]*\).*/\1/p' | head -n 1)
 over=(--oversubscribe)
 [ "$major" = 5 ] && over=(--map-by :OVERSUBSCRIBE)
@@ -294,7 +296,7 @@ partition() { # PROV
 }
 if [[ " $parts " == *" death"* ]] || [[ " $parts " == *" flap "* ]] ||
     [[ " $parts " == *" partition "* ]]; then
-    mpicc -O2 -o "$ctl/mpi_flap" "$top/test/mpi/mpi_flap.c" || { echo "not ok - mpi: mpicc mpi_flap"; exit 1; }
+    mpi_prog mpi_flap "$ctl/mpi_flap" /tmp/mpicc.log || { echo "not ok - mpi: mpicc mpi_flap"; cat /tmp/mpicc.log; exit 1; }
 fi
 if [[ " $parts " == *" flap "* ]]; then
     for prov in "${provs[@]}"; do flap "$prov"; done

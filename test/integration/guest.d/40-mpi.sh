@@ -6,7 +6,7 @@
 # same run over libfabric's own "verbs;ofi_rxm" follows as comment lines
 # ("# verbs: ..."), a side-by-side report that never fails.
 set -u
-export FI_PROVIDER_PATH="$BUILD/.libs"
+export FI_PROVIDER_PATH="$BUILD/.libs" EVD_MPI_PREBUILT="$BUILD/test/mpi"
 if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
     echo "not ok - mpi: Open MPI not installed (mpicc/mpirun missing)"
     exit 0

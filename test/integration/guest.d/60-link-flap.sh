@@ -16,7 +16,7 @@
 # that never fails. It runs last, and renews the rxe
 # devices before every run (renew below).
 set -u
-export FI_PROVIDER_PATH="$BUILD/.libs" FI_UNIVERSE_SIZE=4
+export FI_PROVIDER_PATH="$BUILD/.libs" FI_UNIVERSE_SIZE=4 EVD_MPI_PREBUILT="$BUILD/test/mpi"
 ulimit -l unlimited 2>/dev/null || true
 # Every run starts on fresh rxe devices: a process that exits (or any rdma_cm
 # user that sends a CM message) while veth0 is administratively down leaves
