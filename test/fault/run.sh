@@ -77,6 +77,8 @@ serving=0 server=
 declare -A before=()
 served() {
     [ "$serving" = 1 ] || return 1
+    # gone (a write to its FIFO would end this script with SIGPIPE): cold
+    kill -0 "$server" 2>/dev/null || return 1
     [ -z "$1" ] && return 0
     [ "${1##*:}" -gt "${before[${1%:*}]:-0}" ]
 }
