@@ -144,7 +144,9 @@ if [ -z "${EVD_FAULT_COLD:-}" ]; then
     start "" "$k_wbase"
     finish && [ "$finished" = "$k_wbase" ] || rcs[$k_wbase]=137
     why=
-    if [ "${rcs[$k_wbase]}" -ne 0 ]; then
+    if ! kill -0 "$server" 2>/dev/null; then
+        why="it ended at its start"
+    elif [ "${rcs[$k_wbase]}" -ne 0 ]; then
         why="its run without a fault: exit ${rcs[$k_wbase]}"
     elif [ ! -e "$work/prefork" ]; then
         why="no start-up counts"
