@@ -226,6 +226,8 @@ death() { # PROV LIMIT_S [LABEL]
     else
         echo "not ok - mpi: $label: peer node killed: $what"
         tail -n 20 "$err" | tr -d '\000' | sed 's/^/#   /'
+        echo "# evd's warnings in the ranks (when the job had them on):"
+        tr -d '\000' <"$err" | grep -a 'libfabric:.*evd' | tail -n 60 | sed 's/^/#   /'
         fail=1
     fi
 }
@@ -279,11 +281,13 @@ flap() { # PROV
 # complete with checked data; reported: the longest gap.
 partition() { # PROV
     local prov=$1 out=/tmp/part.out err=/tmp/part.err rc line
-    export FI_EVD_RESUME_TIMEOUT=30000
-    resume_x=(-x FI_EVD_RESUME_TIMEOUT)
+    # evd's warnings go to the ranks' stderr: what the outage did, shown
+    # when the job fails (run 20 of test/README.md failed once, logging off)
+    export FI_EVD_RESUME_TIMEOUT=30000 FI_LOG_LEVEL=warn FI_LOG_PROV=evd
+    resume_x=(-x FI_EVD_RESUME_TIMEOUT -x FI_LOG_LEVEL -x FI_LOG_PROV)
     mid_job 240 50 "$out" "$err" "cut 0" 30 "heal 0"
     resume_x=()
-    unset FI_EVD_RESUME_TIMEOUT
+    unset FI_EVD_RESUME_TIMEOUT FI_LOG_LEVEL FI_LOG_PROV
     line=$(grep -a '^# mpi_flap: [0-9]* round trips' "$out" | head -n 1)
     echo "# mpi: $prov (FI_EVD_RESUME_TIMEOUT=30000): 30 s partition of node A: ${line:-no summary}"
     if [ "$rc" = 0 ] && grep -aq '^mpi_flap: completed' "$out"; then
@@ -291,6 +295,8 @@ partition() { # PROV
     else
         echo "not ok - mpi: $prov (FI_EVD_RESUME_TIMEOUT=30000): a 30 s partition of node A: mpirun exit $rc, $(grep -a '^mpi_flap: ' "$out" | head -n 1)"
         tail -n 20 "$err" | tr -d '\000' | sed 's/^/#   /'
+        echo "# evd's warnings in the ranks:"
+        tr -d '\000' <"$err" | grep -a 'libfabric:.*evd' | tail -n 60 | sed 's/^/#   /'
         fail=1
     fi
 }
@@ -311,11 +317,11 @@ fi
 if [[ " $parts " == *" death-resume "* ]]; then
     # the dead peer is still found with resumption on: within RC's retries
     # (about 14 s) plus the deadline (30 s)
-    export FI_EVD_RESUME_TIMEOUT=30000
-    resume_x=(-x FI_EVD_RESUME_TIMEOUT)
+    export FI_EVD_RESUME_TIMEOUT=30000 FI_LOG_LEVEL=warn FI_LOG_PROV=evd
+    resume_x=(-x FI_EVD_RESUME_TIMEOUT -x FI_LOG_LEVEL -x FI_LOG_PROV)
     death "evd;ofi_rxm" 75 "evd;ofi_rxm (FI_EVD_RESUME_TIMEOUT=30000)"
     resume_x=()
-    unset FI_EVD_RESUME_TIMEOUT
+    unset FI_EVD_RESUME_TIMEOUT FI_LOG_LEVEL FI_LOG_PROV
     "$nctl" wait "exec-up-$boot" 180 >/dev/null
 fi
 exit $fail
