@@ -178,11 +178,20 @@ cm_id_ptr cm_chan_keep_one(cm_chan* chan, cm_id_ptr a, cm_id_ptr b) {
     return a;
 }
 
-int cm_chan_ref(cm_chan* chan) {
-    evd::lock_guard lk(cm_chan_table_lock());
+namespace {
+
+// One more reference to chan, with its slot in the deadline list.
+int take_ref(cm_chan* chan) EVD_REQUIRES(cm_chan_table_lock()) {
     if (int ret = cm_deadline_reserve(chan, static_cast<size_t>(chan->refs) + 1)) return ret;
     chan->refs++;
     return 0;
+}
+
+}  // namespace
+
+int cm_chan_ref(cm_chan* chan) {
+    evd::lock_guard lk(cm_chan_table_lock());
+    return take_ref(chan);
 }
 
 int cm_post_err(eq* q, struct fid* f, int err, int prov_errno, const void* data, size_t len) {
@@ -251,11 +260,10 @@ cm_chan* cm_chan_get(eq* q, int* err) {
     auto& t = chan_table();
     auto it = t.find(q);
     if (it != t.end()) {
-        if (int ret = cm_deadline_reserve(it->second, static_cast<size_t>(it->second->refs) + 1)) {
+        if (int ret = take_ref(it->second)) {
             *err = ret;
             return nullptr;
         }
-        it->second->refs++;
         return it->second;
     }
     auto fail = [err](int e) -> cm_chan* {

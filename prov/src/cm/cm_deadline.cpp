@@ -131,12 +131,6 @@ namespace {
 void set_deadline(cm_chan* chan, msg_ep* e, int ms, cm_chan::due_kind kind) {
     if (!chan || !e || ms <= 0 || chan->timer.fd < 0) return;
     evd::lock_guard lk(chan->dl_mu);
-    if (chan->deadlines.size() == chan->deadlines.capacity()) {
-        // cm_deadline_reserve keeps one slot per reference: never reached
-        EVD_WARN(FI_LOG_EP_CTRL, "ep %p: no room for its deadline (%zu set): not set\n",
-                 static_cast<void*>(e), chan->deadlines.size());
-        return;
-    }
     const auto at = clock::now() + std::chrono::milliseconds(ms);
     auto it = std::find_if(chan->deadlines.begin(), chan->deadlines.end(),
                            [&](const auto& d) { return d.e == e; });
@@ -144,8 +138,13 @@ void set_deadline(cm_chan* chan, msg_ep* e, int ms, cm_chan::due_kind kind) {
         // an outage's step is never put off by a probe or a setup deadline
         if (it->kind == cm_chan::due_kind::outage && kind != cm_chan::due_kind::outage) return;
         *it = {e, at, kind};
+    } else if (chan->deadlines.size() < chan->deadlines.capacity()) {
+        chan->deadlines.push_back({e, at, kind});  // within the reserve: no allocation
     } else {
-        chan->deadlines.push_back({e, at, kind});
+        // cm_deadline_reserve keeps one slot per reference: never reached
+        EVD_WARN(FI_LOG_EP_CTRL, "ep %p: no room for its deadline (%zu set): not set\n",
+                 static_cast<void*>(e), chan->deadlines.size());
+        return;
     }
     rearm(chan);
 }
