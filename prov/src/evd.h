@@ -78,6 +78,8 @@ struct params {
                                     // for (0..7); -1 = 7, but 6 on Soft-RoCE (cm.cpp)
     bool dgram = true;              // FI_EVD_DGRAM: fi_getinfo answers hints asking FI_EP_DGRAM
     int resume_timeout_ms = 0;      // FI_EVD_RESUME_TIMEOUT: new domains resume connections; 0 = no
+    int resume_keepalive_ms = -1;   // FI_EVD_RESUME_KEEPALIVE: an idle resumable connection
+                                    // proves its path this often; -1 = a tenth of its deadline
 };
 const params& get_params();
 

@@ -99,9 +99,14 @@ const param_row kParams[] = {
      "Resumable connections (fi_evd(7), RESUMABLE CONNECTIONS): endpoints keep every "
      "operation until it completes, so that a connection whose queue pair fails can be "
      "joined again within this many ms; 0 turns it off; per domain with "
-     "fi_control(FI_EVD_RESUME_TIMEOUT_SET). Being built: the operations are kept and "
-     "accounted, a failure still ends the connection",
+     "fi_control(FI_EVD_RESUME_TIMEOUT_SET)",
      nullptr, &params::resume_timeout_ms, nullptr, 0, FI_EVD_RESUME_TIMEOUT_MAX},
+    {"resume_keepalive",
+     "A resumable connection with nothing on its send queue posts a zero-length RDMA write "
+     "this often (ms), so that a path that failed while it was idle, or a peer whose side "
+     "failed alone, is found while there is still time to resume; -1: a tenth of the "
+     "resume timeout; 0: never",
+     nullptr, &params::resume_keepalive_ms, nullptr, -1, FI_EVD_RESUME_TIMEOUT_MAX},
 };
 
 void define_param(const param_row& r) {

@@ -42,7 +42,8 @@ class ResumeRxe : public rxetest::PairFixture<ResumeRxe> {
 
   protected:
     void TearDown() override {
-        rxetest::link_up();  // never leave the link down for later tests
+        rxetest::partition(false);  // never leave the path cut or the link down
+        rxetest::link_up();         // for later tests
         close_side(c);
         if (share_listener_eq) s.eq = nullptr;  // the listener's: closed with it
         close_side(s);
@@ -260,7 +261,9 @@ TEST_F(ResumeRxe, AnOutageIsHeldBackUntilItsDeadlineThenEveryOperationIsCancelle
     if (rxetest::on_iwarp()) GTEST_SKIP() << "siw ends every connection when its interface goes down";
     constexpr int kOutageMs = 8000;
     deadline_ms = kOutageMs;
-    share_listener_eq = true;  // resumable both ways; the client never comes back (it sends nothing)
+    // resumable both ways; the client never comes back: it sends nothing and
+    // never reads its send CQ, where its keepalive's failure waits
+    share_listener_eq = true;
     ASSERT_NO_FATAL_FAILURE(connect());
     constexpr size_t kMsg = 64, kBefore = 8, kDuring = 4;
     rxetest::pair_side& tx = s;  // on rxe0, whose link goes down
@@ -487,6 +490,112 @@ TEST_F(ResumeRxe, AFlapUnderTrafficBothWaysIsResumedWithEveryMessageOnceInOrder)
     }
     EXPECT_TRUE(fresh) << "no traffic after the resume";
     ASSERT_NO_FATAL_FAILURE(quiet_eqs());
+}
+
+
+// The side that failed alone (docs/resume.md, "An idle side"): a silent
+// partition of 20 s (both ends drop every packet, no port event), longer
+// than RC's retries (about 14 s on rxe), while only the passive side sends:
+// only its QP fails. The active side, which alone can join the peer again,
+// has nothing on its send queue and sees no port event, so nothing of its
+// own would ever fail (measured across nodes: the passive side's deadline
+// then ends the connection, test/README.md, run 20). Reading its CQs and EQ
+// as an MPI rank waiting in a receive does, it posts its keepalive
+// (FI_EVD_RESUME_KEEPALIVE, a tenth of the deadline), whose retries run out
+// in the partition; it then joins the peer again once the path is back and
+// the connection is resumed inside the passive side's deadline: every
+// message arrives once and in order, every send completes once with its
+// context, no record on either EQ, and nothing of the keepalive reaches the
+// active side's CQs.
+TEST_F(ResumeRxe, APassiveSideThatFailedAloneInASilentPartitionIsJoinedAgainByItsIdlePeer) {
+    if (rxetest::on_iwarp()) GTEST_SKIP() << "siw's connections are TCP streams, not resumed";
+    share_listener_eq = true;
+    ASSERT_NO_FATAL_FAILURE(connect());
+    constexpr size_t kMsg = 64, kBefore = 8, kDuring = 4, kN = kBefore + kDuring;
+    rxetest::pair_side& tx = s;  // the passive side, on rxe0
+    rxetest::pair_side& rx = c;  // the active side: receives only
+    std::vector<uint8_t> rbufs(kDepth * kMsg), sbufs(kN * kMsg);
+    auto rm = reg(rx, rbufs.data(), rbufs.size(), FI_RECV);
+    auto sm = reg(tx, sbufs.data(), sbufs.size(), FI_SEND);
+    ASSERT_TRUE(rm && sm);
+    std::vector<int> rctx(kDepth), sctx(kN);
+    for (size_t i = 0; i < kDepth; ++i)
+        ASSERT_EQ(fi_recv(rx.ep, &rbufs[i * kMsg], kMsg, fi_mr_desc(rm), 0, &rctx[i]), 0);
+    size_t sent = 0, tx_done = 0, rx_done = 0;
+    auto send = [&] {
+        const uint64_t k = sent;
+        std::memcpy(&sbufs[k * kMsg], &k, 8);
+        ASSERT_EQ(fi_send(tx.ep, &sbufs[k * kMsg], kMsg, fi_mr_desc(sm), 0, &sctx[k]), 0);
+        ++sent;
+    };
+    auto poll = [&] {
+        struct fi_cq_data_entry e[8];
+        ssize_t r = fi_cq_read(tx.tx, e, 8);
+        ASSERT_TRUE(r > 0 || r == -FI_EAGAIN) << "send CQ: " << fi_strerror(static_cast<int>(-r));
+        for (ssize_t i = 0; i < r; ++i) {
+            ASSERT_LT(tx_done, sent) << "a send completion nobody posted";
+            EXPECT_EQ(e[i].op_context, &sctx[tx_done]) << "send " << tx_done;
+            ++tx_done;
+        }
+        r = fi_cq_read(rx.rx, e, 8);
+        ASSERT_TRUE(r > 0 || r == -FI_EAGAIN) << "receive CQ: " << fi_strerror(static_cast<int>(-r));
+        for (ssize_t i = 0; i < r; ++i) {
+            EXPECT_EQ(e[i].op_context, &rctx[rx_done]) << "receive " << rx_done;
+            uint64_t k = 0;
+            std::memcpy(&k, &rbufs[rx_done * kMsg], 8);
+            EXPECT_EQ(k, rx_done) << "message " << rx_done << " arrived out of order or twice";
+            ++rx_done;
+        }
+        // the active side's send CQ: its keepalives are never shown
+        r = fi_cq_read(rx.tx, e, 8);
+        ASSERT_EQ(r, -FI_EAGAIN) << "the receiving side's send CQ: "
+                                 << (r > 0 ? "a completion" : fi_strerror(static_cast<int>(-r)));
+        for (struct fid_eq* q : {tx.eq, rx.eq}) {
+            rxetest::cm_rec rec = next_event(q, 1);
+            ASSERT_EQ(rec.rc, -FI_EAGAIN) << "a record during the outage: " << rxetest::describe(rec);
+        }
+    };
+    constexpr int kCutMs = 20000;
+    ASSERT_EQ(rxetest::partition(true), 0);
+    const auto cut = clk::now();
+    auto ms_since_cut = [&] {
+        return std::chrono::duration<double, std::milli>(clk::now() - cut).count();
+    };
+    for (size_t i = 0; i < kBefore; ++i) ASSERT_NO_FATAL_FAILURE(send());
+    bool healed = false;
+    double all_at = -1;
+    // the passive side's deadline runs from its failure, about 14 s in
+    const auto end = cut + std::chrono::milliseconds(14000 + kDeadlineMs);
+    while (clk::now() < end) {
+        ASSERT_NO_FATAL_FAILURE(poll());
+        if (!healed && ms_since_cut() > kCutMs) {
+            ASSERT_EQ(rxetest::partition(false), 0);
+            healed = true;
+        }
+        if (healed && sent < kN) {
+            ASSERT_NO_FATAL_FAILURE(send());
+        }
+        if (healed && tx_done == kN && rx_done == kN) {
+            all_at = ms_since_cut();
+            break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    rxetest::partition(false);
+    std::printf("# %zu sent, %zu completed, %zu received; all in at %.0f ms after the cut "
+                "(healed at %d ms, deadline %d ms)\n", sent, tx_done, rx_done, all_at, kCutMs,
+                kDeadlineMs);
+    ASSERT_GE(all_at, 0.0) << "not resumed within the passive side's deadline";
+    // the same connection carries new traffic, into the next receive posted
+    ASSERT_EQ(fi_send(tx.ep, &sbufs[0], kMsg, fi_mr_desc(sm), 0, &sctx[0]), 0);
+    const auto again = clk::now() + std::chrono::seconds(20);
+    bool tx_ok = false, rx_ok = false;
+    while (!(tx_ok && rx_ok) && clk::now() < again) {
+        struct fi_cq_data_entry e {};
+        if (!tx_ok && fi_cq_read(tx.tx, &e, 1) == 1) tx_ok = e.op_context == &sctx[0];
+        if (!rx_ok && fi_cq_read(rx.rx, &e, 1) == 1) rx_ok = e.op_context == &rctx[kN];
+    }
+    EXPECT_TRUE(tx_ok && rx_ok) << "no traffic after the resume";
 }
 
 

@@ -108,7 +108,7 @@ TEST_F(FabricApi, ParamsAreVisible) {
                              "FI_EVD_CQ_SIZE", "FI_EVD_INJECT_SIZE", "FI_EVD_TX_SIZE",
                              "FI_EVD_RX_SIZE", "FI_EVD_FAIL_FAST", "FI_EVD_FLUSH_TIMEOUT",
                              "FI_EVD_CONNECT_TIMEOUT", "FI_EVD_PROBE_TIMEOUT",
-                             "FI_EVD_RESUME_TIMEOUT"})
+                             "FI_EVD_RESUME_TIMEOUT", "FI_EVD_RESUME_KEEPALIVE"})
         EXPECT_TRUE(names.count(want)) << want;
 }
 

@@ -123,7 +123,10 @@ struct cm_chan {
     // setup, the progress probe of a connected endpoint (probe.h), or the
     // next step of a resumable endpoint's outage (msg/ep_outage.h); a
     // timerfd armed at the earliest, an EQ source of q. One per endpoint.
-    enum class due_kind : uint8_t { setup, probe, outage };
+    // What a deadline is for. One per endpoint: a later one replaces it,
+    // except that nothing but an outage step replaces an outage step, and a
+    // keepalive replaces only a setup deadline or a keepalive.
+    enum class due_kind : uint8_t { keepalive, setup, probe, outage };
     struct deadline {
         msg_ep* e;
         std::chrono::steady_clock::time_point at;

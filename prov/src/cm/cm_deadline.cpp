@@ -12,6 +12,7 @@
 #include <new>
 
 #include "cm/probe.h"
+#include "msg/ep_keepalive.h"
 #include "msg/ep_outage.h"
 
 namespace evd {
@@ -80,6 +81,7 @@ void timer_progress(eq_source* src) {
             case cm_chan::due_kind::probe: probe_due(due[i].e); break;
             case cm_chan::due_kind::setup: ep_setup_timed_out(due[i].e); break;
             case cm_chan::due_kind::outage: dead[i] = ep_outage_tick(due[i].e); break;
+            case cm_chan::due_kind::keepalive: ep_keepalive_due(due[i].e); break;
             }
         } catch (const std::exception& x) {
             EVD_WARN(FI_LOG_EP_CTRL, "ep %p: its due step failed (%s): again in 100 ms\n",
@@ -135,8 +137,13 @@ void set_deadline(cm_chan* chan, msg_ep* e, int ms, cm_chan::due_kind kind) {
     auto it = std::find_if(chan->deadlines.begin(), chan->deadlines.end(),
                            [&](const auto& d) { return d.e == e; });
     if (it != chan->deadlines.end()) {
-        // an outage's step is never put off by a probe or a setup deadline
+        // an outage's step is never put off by a probe or a setup deadline;
+        // a keepalive (set once connected: setup is over) never puts off a
+        // probe's or an outage's
         if (it->kind == cm_chan::due_kind::outage && kind != cm_chan::due_kind::outage) return;
+        if (kind == cm_chan::due_kind::keepalive && it->kind != kind &&
+            it->kind != cm_chan::due_kind::setup)
+            return;
         *it = {e, at, kind};
     } else if (chan->deadlines.size() < chan->deadlines.capacity()) {
         chan->deadlines.push_back({e, at, kind});  // within the reserve: no allocation
@@ -172,6 +179,10 @@ void cm_deadline_set_probe(cm_chan* chan, msg_ep* e, int ms) {
 
 void cm_deadline_set_outage(cm_chan* chan, msg_ep* e, int ms) {
     set_deadline(chan, e, ms < 1 ? 1 : ms, cm_chan::due_kind::outage);
+}
+
+void cm_deadline_set_keepalive(cm_chan* chan, msg_ep* e, int ms) {
+    set_deadline(chan, e, ms, cm_chan::due_kind::keepalive);
 }
 
 void cm_deadline_clear(cm_chan* chan, msg_ep* e) { clear_deadline(chan, e, false); }

@@ -42,6 +42,11 @@ void cm_deadline_set_probe(cm_chan* chan, msg_ep* e, int ms);
 // probe moot); a probe or setup deadline set later does not replace it.
 // Any thread, with or without cm_chan::mu.
 void cm_deadline_set_outage(cm_chan* chan, msg_ep* e, int ms);
+// e's resumable connection (msg/ep_keepalive.h) looks at its path `ms` from
+// now: ep_keepalive_due(e). Any other kind replaces it; it replaces only a
+// setup deadline (it is set once connected). Any thread, with or without
+// cm_chan::mu.
+void cm_deadline_set_keepalive(cm_chan* chan, msg_ep* e, int ms);
 // e is closing: no deadline. With cm_chan::mu held or not.
 void cm_deadline_clear(cm_chan* chan, msg_ep* e);
 // e is connected or ended: no setup deadline (a probe's or an outage's stays).

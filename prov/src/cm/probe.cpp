@@ -9,6 +9,7 @@
 #include "cm/cm_deadline.h"
 #include "cq/cq.h"
 #include "domain.h"
+#include "msg/ep_keepalive.h"
 #include "msg/ep_outage.h"
 #include "msg/qp_flush.h"
 
@@ -81,6 +82,7 @@ void probe_due(msg_ep* e) {
     if (got == 1) {
         EVD_DBG(FI_LOG_EP_CTRL, "ep %p: progress probe on QP %u completed\n",
                 static_cast<void*>(e), qpn);
+        ep_keepalive_start(e);  // the probe's deadline had taken its place
         return;
     }
     if (got < 0 || e->terminal.load()) return;  // the pull delivered its end, or cannot tell

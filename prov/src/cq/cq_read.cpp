@@ -109,7 +109,8 @@ bool acct(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) EVD_REQUI
         switch (rs_complete(*r->rs, wc, &kd, &recv)) {
         case rs_placed::shown: break;
         case rs_placed::outage:
-        case rs_placed::held: {
+        case rs_placed::held:
+        case rs_placed::fatal: {  // told to the endpoint: an outage, or its end
             // noted once per batch (every held one tries, so a full set of
             // notes never leaves an outage without its first step)
             bool noted = false;

@@ -5,6 +5,8 @@
 // new QP with the replay.
 #include "msg/ep_exchange.h"
 
+#include "msg/ep_keepalive.h"
+
 #include <netinet/in.h>
 
 #include <cstring>
@@ -14,6 +16,7 @@
 #include "device/devctx.h"
 #include "domain.h"
 #include "msg/ep_dp.h"
+#include "msg/ep_keepalive.h"
 #include "msg/ep_outage.h"
 #include "msg/pep_resume.h"
 
@@ -138,11 +141,13 @@ cm_id_ptr move_and_replay(msg_ep* e, ep_resume& rs) EVD_REQUIRES(e->mu) {
         bad = e->qp ? rs_post_queued(rs, e->qp.get(), true) : ENOTCONN;
         rs.held = false;
         rs.held_tx = rs.held_rx = 0;
+        rs.ka_out = false;  // one on the old QP went with it
         tx_left = rs.tx.outstanding();
         rx_left = rs.rx.outstanding();
     }
     e->in_outage.store(false);
     e->drain = {};
+    ep_keepalive_start(e);
     if (bad) {
         // a replay the QP does not take fails that QP: the next outage
         // begins (the same one, as no progress was made)

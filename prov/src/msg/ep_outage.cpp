@@ -14,6 +14,7 @@
 #include "domain.h"
 #include "msg/ep_dp.h"
 #include "msg/ep_exchange.h"
+#include "msg/ep_keepalive.h"
 #include "msg/qp_flush.h"
 #include "resume/failure_table.h"
 #include "resume/resume_err.h"
@@ -273,11 +274,14 @@ void ep_outage_arm(msg_ep* e, bool active) {
     // iWARP rides nothing through: its connection is its TCP stream, and a
     // failed stream is the end (fi_evd(7), IWARP); the accounting still runs
     if (!rs || e->dom->dev->iwarp) return;
-    evd::lock_guard g(rs->mu);
-    if (rs->ended || rs->held) return;
-    rs->armed = true;
-    rs->sess = resume::session(active ? resume::side::active : resume::side::passive,
-                               {rs->timeout_ms});
+    {
+        evd::lock_guard g(rs->mu);
+        if (rs->ended || rs->held) return;
+        rs->armed = true;
+        rs->sess = resume::session(active ? resume::side::active : resume::side::passive,
+                                   {rs->timeout_ms});
+    }
+    ep_keepalive_start(e);
 }
 
 void ep_outage_close(ep* e) {

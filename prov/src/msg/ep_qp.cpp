@@ -12,6 +12,7 @@
 #include "device/devctx.h"
 #include "domain.h"
 #include "msg/ep.h"
+#include "msg/ep_dp.h"
 #include "msg/srx.h"
 
 namespace evd {
@@ -96,7 +97,12 @@ int ep_qp_init_attr(ep* e, enum ibv_qp_type type, uint32_t hdr_sge, struct ibv_q
     a->srq = e->srx_fid ? srx_ibv(e->srx_fid) : nullptr;
     const fi_tx_attr* tx = e->info->tx_attr;
     const fi_rx_attr* rx = e->info->rx_attr;
-    a->cap.max_send_wr = clamp_u32(tx && tx->size ? tx->size : 256, 1, max_wr);
+    // a resumable connection's keepalive (msg/ep_keepalive.h) takes one slot
+    // beyond what the application can fill (ep_resume_enable made sure the
+    // device has it)
+    const ep_dp* dp = e->dp.get();
+    const uint32_t ka = type == IBV_QPT_RC && dp && dp->rs && dp->rs->keepalive_ms ? 1 : 0;
+    a->cap.max_send_wr = clamp_u32((tx && tx->size ? tx->size : 256) + ka, 1, max_wr);
     a->cap.max_send_sge = clamp_u32(tx && tx->iov_limit ? tx->iov_limit : 1, 1, max_sge);
     a->cap.max_inline_data = tx ? static_cast<uint32_t>(tx->inject_size) : 0;
     if (!a->srq) {

@@ -18,11 +18,12 @@
 
 namespace evd {
 
-uint8_t rs_ids[2 * kRsMaxSlots];
+uint8_t rs_ids[2 * kRsMaxSlots + 1];
 
 ep_resume::ep_resume(uint32_t tx_size, uint32_t tx_sge, uint32_t max_inline, uint32_t rx_size,
-                     uint32_t rx_sge, uint32_t timeout)
+                     uint32_t rx_sge, uint32_t timeout, uint32_t keepalive)
     : timeout_ms(timeout),
+      keepalive_ms(keepalive),
       tx(tx_size),
       rx(rx_size),
       ops(tx.slots(), tx_sge, max_inline, rx.slots(), rx_sge) {}
@@ -43,8 +44,19 @@ int ep_resume_enable(ep* e) {
     const uint32_t rxn = shared ? 1 : u32(rx ? rx->size : 0, 256);
     const uint32_t rxs = shared ? 1 : u32(rx ? rx->iov_limit : 0, 1);
     const uint32_t inl = static_cast<uint32_t>(tx ? tx->inject_size : 0);
+    // The keepalive needs one more slot on the send queue than the
+    // application can fill (ep_qp_init_attr gives it): none when the
+    // device's queues are no deeper than what the application asked for.
+    const int ka_param = get_params().resume_keepalive_ms;
+    uint32_t ka = ka_param < 0 ? std::max<uint32_t>(ms / 10, 100) : static_cast<uint32_t>(ka_param);
+    const int max_wr = e->dom->dev->attr.orig_attr.max_qp_wr;
+    if (ka && max_wr > 0 && txn >= static_cast<uint32_t>(max_wr)) {
+        EVD_INFO(FI_LOG_EP_CTRL, "fi_enable: tx size %u is the device's most: no room for the "
+                 "resumable connection's keepalive (FI_EVD_RESUME_KEEPALIVE)\n", txn);
+        ka = 0;
+    }
     try {
-        d->rs = std::make_unique<ep_resume>(txn, txs, inl, rxn, rxs, ms);
+        d->rs = std::make_unique<ep_resume>(txn, txs, inl, rxn, rxs, ms, ka);
     } catch (const std::bad_alloc&) {
         EVD_WARN(FI_LOG_EP_CTRL, "fi_enable: no memory for the resumable connection's ledgers\n");
         return -FI_ENOMEM;
@@ -57,9 +69,9 @@ int ep_resume_enable(ep* e) {
         evd::lock_guard g(d->rs->mu);
         kept = d->rs->ops.bytes();
     }
-    EVD_DBG(FI_LOG_EP_CTRL, "fi_enable: resumable (deadline %u ms): %zu bytes of copies for "
-            "%u sends (%u iovs, %u inline bytes) and %u receives (%u iovs)\n",
-            ms, kept, txn, txs, inl, rxn, rxs);
+    EVD_DBG(FI_LOG_EP_CTRL, "fi_enable: resumable (deadline %u ms, keepalive %u ms): %zu "
+            "bytes of copies for %u sends (%u iovs, %u inline bytes) and %u receives (%u iovs)\n",
+            ms, ka, kept, txn, txs, inl, rxn, rxs);
     return 0;
 }
 
@@ -148,6 +160,27 @@ bool rs_hold_failure(ep_resume& rs, int status, bool port_down, bool* began) {
     return true;
 }
 
+namespace {
+
+// The keepalive's completion (msg/ep_keepalive.h), under rs.mu. A success
+// is progress like any other and is not shown; a failure is the path's, held
+// back as any failed operation would be, or, when nothing holds it, the
+// endpoint's end (a flush after the connection ended is nothing).
+rs_placed rs_keepalive_done(ep_resume& rs, const struct ibv_wc& wc, bool port_down)
+    EVD_REQUIRES(rs.mu) {
+    rs.ka_out = false;
+    if (wc.status == IBV_WC_SUCCESS) {
+        if (rs.sess.state() == resume::session_state::exchanging) rs.early_progress = true;
+        rs.sess.progress();
+        return rs_placed::dropped;
+    }
+    if (bool began = false; rs_hold_failure(rs, wc.status, port_down, &began))
+        return began ? rs_placed::outage : rs_placed::held;
+    return wc.status == IBV_WC_WR_FLUSH_ERR ? rs_placed::dropped : rs_placed::fatal;
+}
+
+}  // namespace
+
 rs_placed rs_complete(ep_resume& rs, struct ibv_wc& wc, uint8_t* counter, bool* recv) {
     const bool ok = wc.status == IBV_WC_SUCCESS;
     const bool port_down = !ok && rs_port_down(rs, wc.status);
@@ -159,6 +192,7 @@ rs_placed rs_complete(ep_resume& rs, struct ibv_wc& wc, uint8_t* counter, bool* 
         if (ok) rs.rx.count_shared();
         return rs_placed::shown;
     }
+    if (wc.wr_id == rs_keepalive_wr_id()) return rs_keepalive_done(rs, wc, port_down);
     const uint64_t idx = wc.wr_id - reinterpret_cast<uintptr_t>(&rs_ids[0]);
     const uint32_t slot = static_cast<uint32_t>(idx & (kRsMaxSlots - 1));
     *recv = idx >= kRsMaxSlots;

@@ -48,22 +48,30 @@ struct ep;
 // let go of its QP (it is then dropped). The slot is the ledger's slot_of:
 // a completion belongs to the oldest operation on the wire, whose slot it
 // must name.
+// The last id of the range is the keepalive's (msg/ep_keepalive.h): a
+// request evd posts outside the ledger, one at a time.
 inline constexpr uint32_t kRsMaxSlots = 1u << 20;  // per queue: above any max_qp_wr
-extern uint8_t rs_ids[2 * kRsMaxSlots];
+extern uint8_t rs_ids[2 * kRsMaxSlots + 1];
 inline uint64_t rs_wr_id(uint32_t slot, bool recv) noexcept {
     return reinterpret_cast<uintptr_t>(&rs_ids[0]) + (recv ? kRsMaxSlots : 0) + slot;
 }
+inline uint64_t rs_keepalive_wr_id() noexcept {
+    return reinterpret_cast<uintptr_t>(&rs_ids[2 * kRsMaxSlots]);
+}
 inline bool is_rs_wr_id(uint64_t wr_id) noexcept {
-    return wr_id - reinterpret_cast<uintptr_t>(&rs_ids[0]) < 2 * kRsMaxSlots;
+    return wr_id - reinterpret_cast<uintptr_t>(&rs_ids[0]) < 2 * kRsMaxSlots + 1;
 }
 
 struct ep_resume {
     // Sizes from the endpoint's attributes (tx/rx size, at most
     // kRsMaxSlots; iov limits, inject size). Throws std::bad_alloc.
     ep_resume(uint32_t tx_size, uint32_t tx_sge, uint32_t max_inline, uint32_t rx_size,
-              uint32_t rx_sge, uint32_t timeout_ms);
+              uint32_t rx_sge, uint32_t timeout_ms, uint32_t keepalive_ms);
 
     const uint32_t timeout_ms;  // FI_EVD_RESUME_TIMEOUT of its domain at fi_enable
+    // How often an idle connection proves its path (msg/ep_keepalive.h); 0:
+    // never (FI_EVD_RESUME_KEEPALIVE=0, or its QP has no room for one).
+    const uint32_t keepalive_ms;
     // The device context and port of the endpoint's domain (set at fi_enable,
     // before the QP exists): whether the port is up when a request fails.
     struct ibv_context* verbs = nullptr;
@@ -92,6 +100,10 @@ struct ep_resume {
     bool port_up EVD_GUARDED_BY(mu) = false;
     // A new QP completed something while its exchange was under way.
     bool early_progress EVD_GUARDED_BY(mu) = false;
+    // The keepalive is on the current QP, not completed yet; how many were
+    // posted on this endpoint (msg/ep_keepalive.h).
+    bool ka_out EVD_GUARDED_BY(mu) = false;
+    uint64_t ka_sent EVD_GUARDED_BY(mu) = 0;
     // The connection's life (resume/session.h), made anew at ESTABLISHED.
     resume::session sess EVD_GUARDED_BY(mu){resume::side::active, {0}};
 };
@@ -102,6 +114,7 @@ enum class rs_placed : uint8_t {
     dropped,  // it names nothing the ledger can place (warned)
     held,     // a failure held back by the outage under way
     outage,   // a failure that starts an outage: held, and the endpoint is to be told
+    fatal,    // evd's keepalive failed and nothing holds it: the endpoint ends
 };
 
 // Whether a failed request of status `status` found its port down: on
