@@ -45,9 +45,11 @@ case $rc in 0 | 1) ;; *) echo "not ok - evd_integration (connect timeout) crashe
 
 # Resumable endpoints (FI_EVD_RESUME_TIMEOUT, read once per process): the
 # data-path, counter and atomic suites once more, every operation now going
-# through the ledgers and posted from evd's copy (docs/resume.md).
+# through the ledgers and posted from evd's copy (docs/resume.md). Of
+# ResumeRxe only what reads the variable: its other tests set the domain
+# control themselves and ran above.
 FI_EVD_RESUME_TIMEOUT=30000 "$build/evd_integration" --gtest_color=no \
-    --gtest_filter='DataRxe.*:CntrRxe.*:AtomicRxe.*:ResumeRxe.*'
+    --gtest_filter='DataRxe.*:CntrRxe.*:AtomicRxe.*:ResumeRxe.TheDomainControlSetsReadsAndRefuses'
 rc=$?
 case $rc in 0 | 1) ;; *) echo "not ok - evd_integration (FI_EVD_RESUME_TIMEOUT) crashed or was killed (exit $rc)" ;; esac
 
