@@ -22,6 +22,10 @@
  *   ("# mpi_flap: rank 1 stops replying ...") and keeps its progress (and
  *   heartbeats) going, so rank 0 is left waiting in a receive: the case of a
  *   peer that dies while this rank only receives, made certain.
+ *
+ * MPI_FLAP_LOG=PATH: each rank also writes its "mpi_flap: error ..." line to
+ * PATH.rankN itself, so a test can read it even when mpirun, which forwards
+ * the ranks' output, does not forward it in time.
  */
 #include <mpi.h>
 #include <stdint.h>
@@ -58,15 +62,31 @@ static void expect(const uint8_t *b, long iter, int src)
         }
 }
 
+/* The error line to MPI_FLAP_LOG.rankN as well (see above). */
+static void mirror(const char *line)
+{
+    const char *base = getenv("MPI_FLAP_LOG");
+    char path[4096];
+    FILE *f;
+    if (!base || !*base || snprintf(path, sizeof path, "%s.rank%d", base, me) >= (int)sizeof path)
+        return;
+    if ((f = fopen(path, "a"))) {
+        fputs(line, f);
+        fclose(f);
+    }
+}
+
 static void fail(const char *what, int err)
 {
-    char s[MPI_MAX_ERROR_STRING];
+    char s[MPI_MAX_ERROR_STRING], line[MPI_MAX_ERROR_STRING + 256];
     int n = 0, cls = 0;
     MPI_Error_class(err, &cls);
     MPI_Error_string(err, s, &n);
-    printf("mpi_flap: error %d in %s after %.2f s on rank %d: %s\n", cls, what,
-           MPI_Wtime() - t0, me, s);
+    snprintf(line, sizeof line, "mpi_flap: error %d in %s after %.2f s on rank %d: %s\n", cls,
+             what, MPI_Wtime() - t0, me, s);
+    fputs(line, stdout);
     fflush(stdout);
+    mirror(line);
     MPI_Abort(MPI_COMM_WORLD, 3);
 }
 

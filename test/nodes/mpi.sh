@@ -1,8 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 # Open MPI across the nodes of the multi-node bed (EVD_NODES_MPI_PARTS, default
-# "checked flap death"; also "partition" and "death-resume", with resumable
-# connections, FI_EVD_RESUME_TIMEOUT): test/mpi/mpi_check.c
+# "checked flap death"; also "partition", "link-down" and "death-resume", with
+# resumable connections, FI_EVD_RESUME_TIMEOUT): test/mpi/mpi_check.c
 # (checked ping-pong, allreduce, numbers; messages up to 256 KiB: across
 # emulated nodes a megabyte takes about a second) with N and 2N ranks on N
 # nodes, spread evenly, over `evd;ofi_rxm` and `verbs;ofi_rxm` (cm PML, ofi
@@ -153,11 +153,23 @@ has_line() {
 death() { # PROV LIMIT_S [LABEL]
     local prov=$1 limit=$2 label=${3:-$1} mp t_kill t_err= t_end rc out=/tmp/death.out err=/tmp/death.err
     "$nctl" wait "exec-up-$boot" 180 >/dev/null || { echo "not ok - mpi: node A did not come back (boot $boot)"; fail=1; return; }
+    # The survivor (rank 0, on this node) also writes its error line and its
+    # standard error to files of its own: run 21 of test/README.md ended with
+    # no line forwarded by mpirun and no survivor left, and these tell
+    # whether the rank failed to see the death or mpirun failed to forward.
+    # (in the directory both nodes share: rank 1's go there too)
+    local own=$ctl/death.own ranks=$ctl/death-ranks saved_x=("${resume_x[@]}")
+    rm -rf "$own".rank* "$ranks"
+    mkdir -p "$ranks"
+    export MPI_FLAP_LOG=$own
+    resume_x+=(-x MPI_FLAP_LOG)
     # the launch agent gives up on the dead node only after the limit: what
     # ends the survivor within it is the fabric, not the launcher
     EVD_NODE_EXEC_ALIVE=$((limit + 30)) node_mpirun $((limit + 120)) "$prov" "evd-node-1:1,evd-node-0:1" 2 \
-        "$ctl/mpi_flap" 600 heartbeat stall >"$out" 2>"$err" &
+        sh "$top/test/mpi/rank-stderr.sh" "$ranks" "$ctl/mpi_flap" 600 heartbeat stall >"$out" 2>"$err" &
     mp=$!
+    resume_x=("${saved_x[@]}")
+    unset MPI_FLAP_LOG
     local end=$((SECONDS + 120))
     until has_line "$out" '# mpi_flap: rank 1 stops replying'; do
         if [ "$SECONDS" -ge "$end" ] || ! kill -0 "$mp" 2>/dev/null; then
@@ -180,11 +192,15 @@ death() { # PROV LIMIT_S [LABEL]
         # once the survivor is gone, mpirun gets 10 s to notice
         [ -n "$t_gone" ] && [ -z "$grace" ] && grace=$((SECONDS + 10))
         [ -n "$grace" ] && [ "$SECONDS" -ge "$grace" ] && break
-        [ -z "$t_err" ] && has_line "$out" 'mpi_flap: error' && t_err=$(date +%s.%N)
+        [ -z "$t_err" ] && { has_line "$out" 'mpi_flap: error' || has_line "$own.rank0" 'mpi_flap: error'; } &&
+            t_err=$(date +%s.%N)
         [ -n "$t_err" ] && [ -z "$t_gone" ] && ! pgrep -f "^$ctl/mpi_flap" >/dev/null && t_gone=$(date +%s.%N)
         snooze 0.1
     done
-    [ -z "$t_err" ] && has_line "$out" 'mpi_flap: error' && t_err=$(date +%s.%N)
+    [ -z "$t_err" ] && { has_line "$out" 'mpi_flap: error' || has_line "$own.rank0" 'mpi_flap: error'; } &&
+        t_err=$(date +%s.%N)
+    local forwarded=yes
+    has_line "$out" 'mpi_flap: error' || forwarded=no
     [ -z "$t_gone" ] && ! pgrep -f "^$ctl/mpi_flap" >/dev/null && t_gone=$(date +%s.%N)
     if kill -0 "$mp" 2>/dev/null; then
         t_end=
@@ -209,6 +225,8 @@ death() { # PROV LIMIT_S [LABEL]
     fi
     local line
     line=$(grep -a '^mpi_flap: ' "$out" | head -n 1)
+    [ -z "$line" ] && [ -e "$own.rank0" ] && line="$(head -n 1 "$own.rank0") (the rank's own file: mpirun did not forward it)"
+    [ -n "$t_err" ] && [ "$forwarded" = no ] && what+="; mpirun had not forwarded the survivor's error line"
     if [ "${prov%%;*}" = verbs ]; then
         echo "# verbs (report only): mpi: peer node killed: $what; ${line:-no outcome line}"
         return
@@ -226,8 +244,13 @@ death() { # PROV LIMIT_S [LABEL]
     else
         echo "not ok - mpi: $label: peer node killed: $what"
         tail -n 20 "$err" | tr -d '\000' | sed 's/^/#   /'
-        echo "# evd's warnings in the ranks (when the job had them on):"
-        tr -d '\000' <"$err" | grep -a 'libfabric:.*evd' | tail -n 60 | sed 's/^/#   /'
+        echo "# the ranks' own standard error (evd's warnings when the job had them on):"
+        local f
+        for f in "$ranks"/rank.*.err; do
+            [ -e "$f" ] || continue
+            echo "#  ${f##*/}:"
+            tr -d '\000' <"$f" | grep -av 'mtl:ofi' | tail -n 60 | sed 's/^/#   /'
+        done
         fail=1
     fi
 }
@@ -274,26 +297,29 @@ flap() { # PROV
         fail=1
     fi
 }
-# ---- node A is cut off for 30 s mid-job, on resumable connections
-# The same two-rank exchange; 8 s in, the switch drops A's frames for 30 s,
-# beyond RC's retries (about 14 s on rxe). With FI_EVD_RESUME_TIMEOUT the
-# connections are joined again once the path is back and the job must
-# complete with checked data; reported: the longest gap.
-partition() { # PROV
-    local prov=$1 out=/tmp/part.out err=/tmp/part.err rc line
+# ---- node A is cut off, or loses its link, for 30 s mid-job, on resumable
+# connections
+# The same two-rank exchange; 8 s in, the switch drops A's frames for 30 s
+# (partition: nobody is told), or A's NIC loses carrier for 30 s (link-down:
+# A sees PORT_ERR, B nothing), beyond RC's retries (about 14 s on rxe). With
+# FI_EVD_RESUME_TIMEOUT the connections are joined again once the path is
+# back and the job must complete with checked data; reported: the longest
+# gap.
+resumed_outage() { # PROV LABEL FAULT RESTORE
+    local prov=$1 what=$2 fault=$3 restore=$4 out=/tmp/outage.out err=/tmp/outage.err rc line
     # evd's warnings go to the ranks' stderr: what the outage did, shown
     # when the job fails (run 20 of test/README.md failed once, logging off)
     export FI_EVD_RESUME_TIMEOUT=30000 FI_LOG_LEVEL=warn FI_LOG_PROV=evd
     resume_x=(-x FI_EVD_RESUME_TIMEOUT -x FI_LOG_LEVEL -x FI_LOG_PROV)
-    mid_job 240 50 "$out" "$err" "cut 0" 30 "heal 0"
+    mid_job 240 50 "$out" "$err" "$fault" 30 "$restore"
     resume_x=()
     unset FI_EVD_RESUME_TIMEOUT FI_LOG_LEVEL FI_LOG_PROV
     line=$(grep -a '^# mpi_flap: [0-9]* round trips' "$out" | head -n 1)
-    echo "# mpi: $prov (FI_EVD_RESUME_TIMEOUT=30000): 30 s partition of node A: ${line:-no summary}"
+    echo "# mpi: $prov (FI_EVD_RESUME_TIMEOUT=30000): $what: ${line:-no summary}"
     if [ "$rc" = 0 ] && grep -aq '^mpi_flap: completed' "$out"; then
-        echo "ok - mpi: $prov (FI_EVD_RESUME_TIMEOUT=30000): a 30 s partition of node A: the job completed with checked data"
+        echo "ok - mpi: $prov (FI_EVD_RESUME_TIMEOUT=30000): $what: the job completed with checked data"
     else
-        echo "not ok - mpi: $prov (FI_EVD_RESUME_TIMEOUT=30000): a 30 s partition of node A: mpirun exit $rc, $(grep -a '^mpi_flap: ' "$out" | head -n 1)"
+        echo "not ok - mpi: $prov (FI_EVD_RESUME_TIMEOUT=30000): $what: mpirun exit $rc, $(grep -a '^mpi_flap: ' "$out" | head -n 1)"
         tail -n 20 "$err" | tr -d '\000' | sed 's/^/#   /'
         echo "# evd's warnings in the ranks:"
         tr -d '\000' <"$err" | grep -a 'libfabric:.*evd' | tail -n 60 | sed 's/^/#   /'
@@ -301,14 +327,39 @@ partition() { # PROV
     fi
 }
 if [[ " $parts " == *" death"* ]] || [[ " $parts " == *" flap "* ]] ||
-    [[ " $parts " == *" partition "* ]]; then
+    [[ " $parts " == *" partition "* ]] || [[ " $parts " == *" link-down "* ]]; then
     mpi_prog mpi_flap "$ctl/mpi_flap" /tmp/mpicc.log || { echo "not ok - mpi: mpicc mpi_flap"; cat /tmp/mpicc.log; exit 1; }
 fi
 if [[ " $parts " == *" flap "* ]]; then
     for prov in "${provs[@]}"; do flap "$prov"; done
 fi
+# The same 30 s outage without resumption, evd and verbs (reported, not
+# judged: EVD_VERBS_BESIDE=1, test/bench/verbs-beside.sh): how the job ends
+# and when.
+outage_beside() { # PROV LABEL FAULT RESTORE
+    local prov=$1 what=$2 fault=$3 restore=$4 out=/tmp/outage.out err=/tmp/outage.err rc first e_at when
+    mid_job 240 50 "$out" "$err" "$fault" 30 "$restore"
+    # the fault came 8 s after the first round trip (rank 0's clock)
+    first=$(sed -n 's/^# mpi_flap: first round trip after \([0-9.]*\) s.*/\1/p' "$out" | head -n 1)
+    e_at=$(sed -n 's/^mpi_flap: error .* after \([0-9.]*\) s on rank.*/\1/p' "$out" | head -n 1)
+    when=$(awk -v f="$first" -v e="$e_at" 'BEGIN { if (f == "" || e == "") print "-"; else printf "%.1f", e - f - 8 }')
+    echo "# ${prov%%;*} (report only): mpi: $prov: $what: mpirun exit $rc; its error $when s after the fault began (the path back at 30 s); $(grep -a '^mpi_flap: ' "$out" | head -n 1); $(grep -a '^# mpi_flap: [0-9]* round trips' "$out" | head -n 1)"
+}
 if [[ " $parts " == *" partition "* ]]; then
-    partition "evd;ofi_rxm"
+    resumed_outage "evd;ofi_rxm" "a 30 s partition of node A" "cut 0" "heal 0"
+    if [ "${EVD_VERBS_BESIDE:-0}" = 1 ]; then
+        for prov in "evd;ofi_rxm" "verbs;ofi_rxm"; do
+            outage_beside "$prov" "a 30 s partition of node A" "cut 0" "heal 0"
+        done
+    fi
+fi
+if [[ " $parts " == *" link-down "* ]]; then
+    resumed_outage "evd;ofi_rxm" "a 30 s link-down on node A" "link 0 down" "link 0 up"
+    if [ "${EVD_VERBS_BESIDE:-0}" = 1 ]; then
+        for prov in "evd;ofi_rxm" "verbs;ofi_rxm"; do
+            outage_beside "$prov" "a 30 s link-down on node A" "link 0 down" "link 0 up"
+        done
+    fi
 fi
 if [[ " $parts " == *" death "* ]]; then
     for prov in "${provs[@]}"; do death "$prov" 60; done
