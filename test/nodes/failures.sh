@@ -18,7 +18,11 @@
 #            the same process, connects to it again
 #   remove   A's rxe device is deleted under traffic (rdma link delete)
 # SCENARIOS: a space-separated subset (default: all four). verbs runs beside
-# evd only with EVD_VERBS_BESIDE=1 (test/bench/verbs-beside.sh).
+# evd only with EVD_VERBS_BESIDE=1 (test/bench/verbs-beside.sh). The kill
+# runs once more with resumable connections on both sides ("evd-resume",
+# FI_EVD_RESUME_TIMEOUT=30000; not on siw, where nothing is resumed): each of
+# B's endpoints still ends with one terminal record, within the retries plus
+# the deadline, and B connects to the rebooted A again.
 # With more than two nodes (run-nodes --nodes 3 or 4), nodes C, D (2, 3) are
 # witnesses: in the kill scenario each runs a client of A too, so the dead
 # machine is seen by several survivors, each on its own kernel; every one is
@@ -44,6 +48,17 @@ A=198.51.100.1
 EPS=4
 witnesses=$(( ${EVD_NODES:-2} > 2 ? ${EVD_NODES:-2} - 2 : 0 ))
 
+# A provider of this matrix as evd_node_peer runs it: "evd-resume" is evd
+# with resumable connections (FI_EVD_RESUME_TIMEOUT=30000) on both sides.
+# peer_run PROV ARGS...: evd_node_peer -p NAME ARGS... with its environment
+peer_run() {
+    local prov=$1
+    shift
+    case $prov in
+    evd-resume) FI_EVD_RESUME_TIMEOUT=30000 "$peer" -p evd "$@" ;;
+    *) "$peer" -p "$prov" "$@" ;;
+    esac
+}
 wait_line() { # FILE PATTERN SECS
     local end=$((SECONDS + $3))
     until grep -q "$2" "$1" 2>/dev/null; do
@@ -65,7 +80,7 @@ serve_loop() {
         if [ "$id" = "$handled" ]; then snooze 0.2; continue; fi
         handled=$id
         echo "$id" >"$ctl/a-handled"
-        "$peer" -p "$prov" -r server -a "$A" -P "$port" -n "${eps:-$EPS}" -t "$secs" >"$ctl/a-$id.log" 2>&1 &
+        peer_run "$prov" -r server -a "$A" -P "$port" -n "${eps:-$EPS}" -t "$secs" >"$ctl/a-$id.log" 2>&1 &
         srv=$!
         "$nctl" post "started-$id"
         while kill -0 "$srv" 2>/dev/null; do
@@ -109,7 +124,7 @@ witness_loop() {
         if [ "$id" = "$handled" ]; then snooze 0.2; continue; fi
         handled=$id
         log=/tmp/w-$id.log
-        "$peer" -p "$prov" -r client -a "$A" -P "$port" -n "$EPS" -m busy -t 150 -R >"$log" 2>&1 &  # as B's window after a kill
+        peer_run "$prov" -r client -a "$A" -P "$port" -n "$EPS" -m busy -t 150 -R >"$log" 2>&1 &  # as B's window after a kill
         cli=$!
         wait_line "$log" '^READY' 60 && "$nctl" post "wready-$EVD_NODE-$id"
         wait "$cli"
@@ -196,7 +211,7 @@ run() { # SCENARIO PROV
     case $sc in flap | cut) rec=(-R -E) ;; kill) rec=(-R) ;; esac
     # 60 s: time for the transport to give up (about 14 s on rxe, 26 s on
     # siw), A's reboot (about 20 s) and a new connection
-    "$peer" -p "$prov" -r client -a "$A" -P "$port" -n "$EPS" -m busy -t "$secs" "${rec[@]}" >"$out" 2>&1 &
+    peer_run "$prov" -r client -a "$A" -P "$port" -n "$EPS" -m busy -t "$secs" "${rec[@]}" >"$out" 2>&1 &
     cli=$!
     [ "$wit" -gt 0 ] && "$nctl" post witness "$id $prov $port"
     if ! wait_line "$out" '^READY' 60; then
@@ -276,6 +291,16 @@ run() { # SCENARIO PROV
     fi
     removed=$(sed -n 's/^REMOVED .*took=//p' "$ctl/a-$id.remove" 2>/dev/null)
     check "[ '$rc' = 0 ] && [ '$bad' = 0 ]" "$id: B's process ended by itself, no wrong payload (exit $rc)"
+    if [ "$prov" = evd-resume ] && [ "$sc" = kill ]; then
+        # resumable: the dead peer is still found, no later than RC's
+        # retries (about 14 s) plus the deadline (30 s), sooner when the
+        # rebooted A's kernel or new listener refuses the resume
+        check "[ '$tmin' = 1 ] && [ '$tmax' = 1 ]" \
+            "$id: every one of B's $EPS endpoints had exactly one terminal record (min $tmin, max $tmax)"
+        check "awk -v s='$(since "$t_fault" "$first")' 'BEGIN { exit !(s != \"-\" && s + 0 <= 50) }'" \
+            "$id: the first terminal record came within the retries plus the deadline ($(since "$t_fault" "$first") s after the kill, at most 50)"
+        check "[ -n '$again' ]" "$id: B connected to the rebooted A in the same process"
+    fi
     if [ "$prov" = evd ]; then
         case $sc in
         flap | cut)
@@ -329,7 +354,7 @@ witnessed() {
         'BEGIN { if (t + 0 <= 0) print 0; else printf "%.3f", t + w - b }')
     [ -n "$again" ] && again=$(awk -v t="$again" -v w="$off_w" -v b="$off_b" 'BEGIN { printf "%.3f", t + w - b }')
     check "[ '$rc' = 0 ] && [ '$bad' = 0 ]" "$id: node $w's process ended by itself, no wrong payload (exit $rc)"
-    if [ "$prov" = evd ]; then
+    if [ "$prov" = evd ] || [ "$prov" = evd-resume ]; then
         check "[ '$tmin' = 1 ] && [ '$tmax' = 1 ]" \
             "$id: every one of node $w's $EPS endpoints had exactly one terminal record (min $tmin, max $tmax)"
         check "[ -n '$again' ]" "$id: node $w connected to the rebooted A in the same process"
@@ -346,6 +371,12 @@ for sc in $scenarios; do
     for prov in evd $([ "${EVD_VERBS_BESIDE:-0}" = 1 ] && echo verbs); do
         run "$sc" "$prov"
     done
+    # the peer killed and rebooted with resumable connections (issue 35):
+    # with EVD_NODES_RESUME_KILL=0 not run
+    if [ "$sc" = kill ] && [ "${EVD_NODES_RESUME_KILL:-1}" = 1 ] &&
+        [ "${EVD_NODE_DRIVER:-rxe}" != siw ]; then
+        run kill evd-resume
+    fi
 done
 "$nctl" post serve "done"
 "$nctl" post witness "done"
