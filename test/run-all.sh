@@ -141,24 +141,25 @@ if [ -z "${EVD_SKIP_VM:-}" ]; then
     # node, checked, a job across a 4 s link flap of one node (must
     # complete) and one whose peer node dies while the survivor waits to
     # receive from it (with heartbeats going, it must get an MPI error and
-    # exit); then the failure matrix (link flap,
-    # silent partition, node death and reboot, device removal). evd only:
-    # verbs beside it is
+    # exit); on resumable connections (FI_EVD_RESUME_TIMEOUT) the same job
+    # across a 30 s partition and a 30 s link-down of one node (must
+    # complete) and across the peer's death (the survivor still gets its
+    # error); then the failure matrix (link flap, silent partition, node
+    # death and reboot, the death and reboot again on resumable
+    # connections, device removal). evd only: verbs beside it is
     # test/bench/verbs-beside.sh.
-    # The resumable-connection jobs across nodes ("partition death-resume")
-    # are out of the command while #35's defect stands: they failed in runs
-    # 20 and 21 (test/README.md, run 20); by hand with
-    # EVD_NODES_MPI_PARTS="partition death-resume". The one-VM resume checks
-    # (ResumeRxe, the MPI flap that must complete) stay.
     plan nodes           120 4   build                    ""       0 2400 \
-        env EVD_VM_TIMEOUT=2300 EVD_NODES_MPI_NP=2 EVD_NODES_MPI_PARTS="checked flap death" "$vm/run-nodes" -- \
+        env EVD_VM_TIMEOUT=2300 EVD_NODES_MPI_NP=2 \
+        EVD_NODES_MPI_PARTS="checked flap partition link-down death death-resume" "$vm/run-nodes" -- \
         bash "$top/test/nodes/suite.sh" "$top/build" pingpong mpi failures
     # Four nodes: Open MPI with 4 ranks, one a node, checked (its allreduce
     # spans four machines), then node A killed under traffic from B, C and D
     # at once (each must see exactly one terminal record per endpoint and
-    # reconnect to the rebooted A).
+    # reconnect to the rebooted A; the resumable run of it is the two-node
+    # bed's).
     plan nodes-4         150 8   build                    ""       0 1500 \
-        env EVD_VM_TIMEOUT=1400 EVD_NODES_MPI_PARTS=checked EVD_NODES_MPI_NP=4 "$vm/run-nodes" --nodes 4 -- \
+        env EVD_VM_TIMEOUT=1400 EVD_NODES_MPI_PARTS=checked EVD_NODES_MPI_NP=4 EVD_NODES_RESUME_KILL=0 \
+        "$vm/run-nodes" --nodes 4 -- \
         bash "$top/test/nodes/suite.sh" "$top/build" mpi failures:kill
     # The same suites on Soft-iWARP (siw0/siw1 on the veth pair, siw0 on each
     # node): getinfo, CM, data path, async events, removal (fi_evd(7), IWARP);
