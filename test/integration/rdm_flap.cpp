@@ -7,6 +7,7 @@
 // failure and how long after the link returns round trips work again.
 //
 //   evd_rdm_flap [-p PROV] [-d DOWN_S] [-w WARMUP_S] [-r RECOVER_S] [--report] [--no-error]
+//   evd_rdm_flap --soak FLAPS [-p PROV] [-d DOWN_S] [-u UP_S] [-r RECOVER_S]
 //
 // Prints one "# ..." summary line and "ok - ..." / "not ok - ..." (unless
 // --report, which only measures: for providers evd is compared with). Passes
@@ -15,6 +16,19 @@
 // (default 10) seconds of the link returning. --no-error (a resumable
 // connection, FI_EVD_RESUME_TIMEOUT): passes only when, besides, no error at
 // all reached the application: no CQ error, no failed post, no EQ record.
+//
+// --soak FLAPS (resumable connections, issue 35's soak): FLAPS flaps of
+// DOWN_S seconds (default 4), UP_S seconds (default 6) apart, under a
+// windowed ping-pong: A keeps up to 16 pings out (so it posts while the link
+// is down, where a request on rxe fails at once), none ever sent again, so
+// on a connection that loses nothing B sees every ping once and in order
+// and A every pong. Passes when no error reached the application (no CQ error, no
+// failed post), no ping or pong was lost, duplicated or out of order, no
+// payload or context was wrong, every send completed once, round trips came
+// back within RECOVER_S of every link up, and the process's file
+// descriptors and resident memory stayed flat from the end of the first
+// flap to the end (fds equal, RSS within 1 MiB).
+#include <dirent.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -171,26 +185,222 @@ int which(const side& s, const void* ctx) {
     return -1;
 }
 
+// The process's open file descriptors and resident KiB.
+int fd_count() {
+    int n = 0;
+    if (DIR* d = opendir("/proc/self/fd")) {
+        while (struct dirent* e = readdir(d))
+            if (e->d_name[0] != '.') ++n;
+        closedir(d);
+    }
+    return n - 1;  // the directory's own
+}
+long rss_kib() {
+    long pages = 0, res = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+        if (std::fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
+        std::fclose(f);
+    }
+    return res * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+// --soak (see the top): A pings, B pongs, across FLAPS flaps.
+int soak(const char* prov, int flaps, double down_s, double up_s, double recover_s) {
+    side A, B;
+    A.name = "A";
+    B.name = "B";
+    if (open_side(A, prov, env_or("EVD_VM_ADDR0", "192.0.2.1")) ||
+        open_side(B, prov, env_or("EVD_VM_ADDR1", "192.0.2.2")) || introduce(A, B) ||
+        introduce(B, A))
+        return 1;
+    stats st;
+    for (int i = 0; i < kRecvs; ++i) {
+        post_recv(A, i, st);
+        post_recv(B, i, st);
+    }
+    uint64_t lost = 0, dups = 0, sends_done = 0, sends_posted = 0, pending_pongs = 0;
+    uint64_t b_last = 0, a_last = 0;  // the last ping B saw, the last pong A saw
+    std::vector<double> back;         // per flap: s from link up to the next round trip
+    std::atomic<int> flap_no{0};      // flaps begun
+    std::atomic<bool> down{false}, over{false};
+    std::atomic<int64_t> up_ns{0};
+    const auto t0 = clk::now();
+    std::thread flapper([&] {
+        for (int i = 0; i < flaps; ++i) {
+            std::this_thread::sleep_for(std::chrono::duration<double>(up_s));
+            if (rxetest::link_down()) std::printf("# link down failed\n");
+            down.store(true);
+            flap_no.store(i + 1);
+            std::this_thread::sleep_for(std::chrono::duration<double>(down_s));
+            if (rxetest::link_set_up()) std::printf("# link up failed\n");
+            up_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            clk::now().time_since_epoch()).count());
+            down.store(false);
+        }
+        std::this_thread::sleep_for(std::chrono::duration<double>(up_s));
+        over.store(true);
+    });
+    int fds0 = -1, seen_flap = 0;
+    long rss0 = 0;
+    constexpr uint64_t kWindow = 16;  // pings out at once
+    bool measured = true, stalled = false;
+    uint64_t seq = 0;
+    auto last_rt = clk::now();
+    const struct timespec pause = {0, 100000};
+    while (!over.load()) {
+        bool busy = false;
+        while (seq - a_last < kWindow && send_one(A, seq + 1, 1, st)) {
+            ++seq;
+            busy = true;
+            if ((A.sends & 1) == 0) ++sends_posted;  // the send of the pair (inject has no completion)
+        }
+        for (side* s : {&A, &B}) {
+            struct fi_cq_msg_entry e[8];
+            ssize_t n = fi_cq_read(s->cq, e, 8);
+            if (n == -FI_EAVAIL) {
+                struct fi_cq_err_entry err = {};
+                if (fi_cq_readerr(s->cq, &err, 0) == 1) st.cq_errors++;
+                busy = true;
+                continue;
+            }
+            for (ssize_t k = 0; k < n; ++k) {
+                busy = true;
+                int w = which(*s, e[k].op_context);
+                if (w < 0) {
+                    st.foreign_ctx++;
+                    continue;
+                }
+                if (w >= kRecvs) {
+                    if (!s->sbusy[w - kRecvs]) dups++;  // a send completed twice
+                    s->sbusy[w - kRecvs] = false;
+                    ++sends_done;
+                    continue;
+                }
+                msg m = s->rbuf[w];
+                post_recv(*s, w, st);
+                if (e[k].len != sizeof(msg) || !good(m)) {
+                    st.bad_payloads++;
+                    continue;
+                }
+                uint64_t& last = s == &B ? b_last : a_last;
+                if (m.seq <= last) dups++;
+                else lost += m.seq - last - 1;
+                last = std::max(last, m.seq);
+                if (s == &B && m.kind == 1) {
+                    ++pending_pongs;
+                } else if (s == &A && m.kind == 2) {
+                    st.round_trips++;
+                    last_rt = clk::now();
+                    if (!measured) {
+                        const auto up = clk::time_point(std::chrono::nanoseconds(up_ns.load()));
+                        back.push_back(secs(up, last_rt));
+                        measured = true;
+                    }
+                }
+            }
+        }
+        // B answers every ping it got, in order (a pong it cannot post yet
+        // waits for the next turn: nothing is sent twice)
+        while (pending_pongs && send_one(B, b_last - pending_pongs + 1, 2, st)) {
+            --pending_pongs;
+            if ((B.sends & 1) == 0) ++sends_posted;
+            busy = true;
+        }
+        const int f = flap_no.load();
+        if (f != seen_flap && !down.load()) {  // flap f is over: its recovery is timed
+            seen_flap = f;
+            measured = false;
+            if (f == 1) {
+                fds0 = fd_count();
+                rss0 = rss_kib();
+            }
+        }
+        if (!down.load() && secs(last_rt, clk::now()) > recover_s + down_s + 2) stalled = true;
+        if (!busy) nanosleep(&pause, nullptr);
+    }
+    flapper.join();
+    const int fds1 = fd_count();
+    const long rss1 = rss_kib();
+    // the sends still out complete by the end: read them
+    const auto drain_end = clk::now() + std::chrono::seconds(5);
+    while (sends_done < sends_posted && clk::now() < drain_end) {
+        for (side* s : {&A, &B}) {
+            struct fi_cq_msg_entry e[8];
+            ssize_t n = fi_cq_read(s->cq, e, 8);
+            for (ssize_t k = 0; k < n; ++k) {
+                int w = which(*s, e[k].op_context);
+                if (w >= kRecvs) {
+                    if (!s->sbusy[w - kRecvs]) dups++;
+                    s->sbusy[w - kRecvs] = false;
+                    ++sends_done;
+                }
+            }
+        }
+    }
+    double worst = 0;
+    std::string backs;
+    for (double b : back) {
+        worst = std::max(worst, b);
+        char t[16];
+        std::snprintf(t, sizeof t, "%s%.1f", backs.empty() ? "" : " ", b);
+        backs += t;
+    }
+    std::printf("# %s soak: %d flaps of %.0f s, %.0f s apart, %.0f s: %llu round trips; B got %llu "
+                "pings, A %llu pongs; lost %llu, duplicated or out of order %llu; sends %llu "
+                "posted, %llu completed; cq errors %llu, post errors %llu, bad payloads %llu, "
+                "foreign contexts %llu; round trips again after each link up (s): %s; fds %d -> "
+                "%d, RSS %ld -> %ld KiB\n",
+                prov, flaps, down_s, up_s, secs(t0, clk::now()),
+                (unsigned long long)st.round_trips, (unsigned long long)b_last,
+                (unsigned long long)a_last, (unsigned long long)lost, (unsigned long long)dups,
+                (unsigned long long)sends_posted, (unsigned long long)sends_done,
+                (unsigned long long)st.cq_errors, (unsigned long long)st.post_errors,
+                (unsigned long long)st.bad_payloads, (unsigned long long)st.foreign_ctx,
+                backs.empty() ? "none" : backs.c_str(), fds0, fds1, rss0, rss1);
+    const bool ok = st.round_trips > 0 && lost == 0 && dups == 0 && st.cq_errors == 0 &&
+                    st.post_errors == 0 && st.bad_payloads == 0 && st.foreign_ctx == 0 &&
+                    sends_done == sends_posted && static_cast<int>(back.size()) == flaps &&
+                    worst <= recover_s && !stalled && fds0 == fds1 && rss1 - rss0 <= 1024;
+    for (side* s : {&A, &B}) {
+        if (s->ep) fi_close(&s->ep->fid);
+        if (s->cq) fi_close(&s->cq->fid);
+        if (s->av) fi_close(&s->av->fid);
+        if (s->dom) fi_close(&s->dom->fid);
+        if (s->fab) fi_close(&s->fab->fid);
+        if (s->info) fi_freeinfo(s->info);
+    }
+    std::printf("%s - evd_rdm_flap %s: soak of %d flaps: every ping and pong once and in order, "
+                "every send completed once, no error reached the application, round trips back "
+                "within %.0f s of each link up, fds and RSS flat\n",
+                ok ? "ok" : "not ok", prov, flaps, recover_s);
+    return ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     const char* prov = "evd;ofi_rxm";
-    double down_s = 4, warm_s = 3, recover_s = 10;
+    double down_s = 4, warm_s = 3, recover_s = 10, up_s = 6;
     bool report = false, no_error = false;
+    int soak_flaps = 0;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "-p" && i + 1 < argc) prov = argv[++i];
+        else if (a == "--soak" && i + 1 < argc) soak_flaps = std::atoi(argv[++i]);
+        else if (a == "-u" && i + 1 < argc) up_s = std::atof(argv[++i]);
         else if (a == "-d" && i + 1 < argc) down_s = std::atof(argv[++i]);
         else if (a == "-w" && i + 1 < argc) warm_s = std::atof(argv[++i]);
         else if (a == "-r" && i + 1 < argc) recover_s = std::atof(argv[++i]);
         else if (a == "--report") report = true;
         else if (a == "--no-error") no_error = true;
         else {
-            std::fprintf(stderr, "usage: evd_rdm_flap [-p PROV] [-d DOWN_S] [-w WARMUP_S] [-r RECOVER_S] [--report] [--no-error]\n");
+            std::fprintf(stderr, "usage: evd_rdm_flap [-p PROV] [-d DOWN_S] [-w WARMUP_S] [-r RECOVER_S] [--report] [--no-error]\n"
+                                 "       evd_rdm_flap --soak FLAPS [-p PROV] [-d DOWN_S] [-u UP_S] [-r RECOVER_S]\n");
             return 2;
         }
     }
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    if (soak_flaps > 0) return soak(prov, soak_flaps, down_s, up_s, recover_s);
     side A, B;
     A.name = "A";
     B.name = "B";

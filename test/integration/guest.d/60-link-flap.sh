@@ -3,8 +3,9 @@
 # a 4 s flap of veth0 under an RDM ping-pong (evd_rdm_flap) and under an
 # Open MPI job (test/mpi/run-mpi-flap.sh), over "evd;ofi_rxm" by default and
 # with FI_EVD_FAIL_FAST=1, and with resumable connections
-# (FI_EVD_RESUME_TIMEOUT=30000: no error may reach the application and the
-# Open MPI job must complete). The RDM lines count as tests: the process
+# (FI_EVD_RESUME_TIMEOUT=30000: three flaps under the ping-pong, where no
+# error may reach the application and nothing may be lost, duplicated or
+# reordered, and the Open MPI job must complete). The RDM lines count as tests: the process
 # survives, every payload and context is right, and round trips resume
 # within 10 s of the link returning (over default evd a connection that
 # stalls on rxe is ended by its progress probe, prov/src/cm/probe.h, and ofi_rxm
@@ -34,9 +35,12 @@ flap -p "evd;ofi_rxm"
 rc=$?
 [ "$rc" -gt 1 ] && echo "not ok - evd_rdm_flap evd;ofi_rxm: exit $rc (crashed or killed)"
 FI_EVD_FAIL_FAST=1 flap -p "evd;ofi_rxm" | sed 's/evd;ofi_rxm/evd;ofi_rxm (FI_EVD_FAIL_FAST=1)/'
-# Resumable connections (fi_evd(7), RESUMABLE CONNECTIONS): the flap is
-# ridden through, and no error at all may reach the application.
-FI_EVD_RESUME_TIMEOUT=30000 flap -p "evd;ofi_rxm" --no-error |
+# Resumable connections (fi_evd(7), RESUMABLE CONNECTIONS), the soak of
+# issue 35: three 4 s flaps, 5 s apart, under a windowed ping-pong; each is
+# ridden through, no error at all may reach the application, every ping and
+# pong arrives once and in order, fds and RSS stay flat (evd_rdm_flap --soak;
+# without resumption the same run fails at its first flap).
+FI_EVD_RESUME_TIMEOUT=30000 flap -p "evd;ofi_rxm" --soak 3 -u 5 |
     sed 's/evd;ofi_rxm/evd;ofi_rxm (FI_EVD_RESUME_TIMEOUT=30000)/'
 verbs=${EVD_VERBS_BESIDE:-0}
 [ "$verbs" = 1 ] && flap -p "verbs;ofi_rxm" --report 2>&1 | sed 's/^# /# verbs: /'
