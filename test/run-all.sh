@@ -204,10 +204,15 @@ if [ -z "${EVD_SKIP_SAN:-}" ]; then
         # fault injection (test/fault/run.sh): the ASan build's lifecycle
         # scenario once per failing rdma-core or system call, every call evd
         # makes (EVD_FAULT_CAP=K: K a symbol), each run a fork of one warm
-        # process, two at a time on two vCPUs
+        # process, two at a time on two vCPUs; then once more on a resumable
+        # connection (FI_EVD_RESUME_TIMEOUT: the ledgers, the offer and the
+        # token, the armed outage and keepalive; a deadline long enough that
+        # no timer fires inside the scenario, so every run counts the same)
         plan vm-fault    120 4   build-asan               ""       0 1200 \
             env EVD_VM_TIMEOUT=1100 EVD_VM_CPUS=2 "$vm/run-in-vm" -- \
-            env EVD_FAULT_CAP="${EVD_FAULT_CAP:-0}" bash "$top/test/fault/run.sh" "$top/build-asan"
+            env EVD_FAULT_CAP="${EVD_FAULT_CAP:-0}" bash -c \
+            'bash "$1/test/fault/run.sh" "$1/build-asan"; FI_EVD_RESUME_TIMEOUT=600000 EVD_FAULT_LABEL=resumable bash "$1/test/fault/run.sh" "$1/build-asan"' \
+            _ "$top"
     fi
 fi
 

@@ -21,11 +21,14 @@ shift
 top=$(cd "$(dirname "$0")/../.." && pwd)
 : "${EVD_VM_ADDR0:?not inside the evd VM (EVD_VM_ADDR0 unset)}"
 cap=${EVD_FAULT_CAP:-0}   # 0: every call
+# EVD_FAULT_LABEL: named in every line, so two passes (the resumable one,
+# FI_EVD_RESUME_TIMEOUT set) tell their sites apart
+label=${EVD_FAULT_LABEL:+ ($EVD_FAULT_LABEL)}
 scenario=$build/evd_fault_scenario
 lib=$build/.libs/libevd_fault.so
 for f in "$scenario" "$lib"; do
     if [ ! -e "$f" ]; then
-        echo "not ok - fault injection: $f is missing (make check TESTS=)"
+        echo "not ok - fault injection$label: $f is missing (make check TESTS=)"
         exit 0
     fi
 done
@@ -125,11 +128,11 @@ finish && [ "$finished" = "$k_base" ] || rcs[$k_base]=137
 out_facts "$k_base"
 rc=${rcs[$k_base]}
 if [ "$rc" -ne 0 ] || [ -n "$san" ] || [ ! -s "$work/$k_base/counts" ]; then
-    echo "not ok - fault injection: the scenario without a fault (exit $rc)"
+    echo "not ok - fault injection$label: the scenario without a fault (exit $rc)"
     tail -n 40 "$work/$k_base/out" | sed 's/^/#   /'
     exit 0
 fi
-echo "ok - fault injection: the scenario without a fault (saw: $saw)"
+echo "ok - fault injection$label: the scenario without a fault (saw: $saw)"
 cp "$work/$k_base/counts" "$work/base"
 echo "# calls from evd per wrapped symbol (no fault):"
 sed 's/^/#   /' "$work/base"
@@ -155,7 +158,7 @@ if [ -z "${EVD_FAULT_COLD:-}" ]; then
     fi
     if [ -n "$why" ]; then
         # (a failure: the sites still run, cold, at five times the cost)
-        echo "not ok - fault injection: the fork server is not used, every site runs cold" \
+        echo "not ok - fault injection$label: the fork server is not used, every site runs cold" \
             "($why; $(head -c 300 "$work/serve.out" | tr '\n' ' '))"
         serving=0
         exec 9>&-
@@ -211,10 +214,10 @@ report() {
     [ -z "$why" ] && [ "$rc" -ne 0 ] && [ "$rc" -ne 2 ] && why="exit $rc"
     [ -z "$why" ] && [ -z "$fired" ] && why="fault not reached, exit $rc"
     if [ -z "$why" ]; then
-        echo "ok - fault $name: ${saw:-?} ($t s)"
+        echo "ok - fault$label $name: ${saw:-?} ($t s)"
         passed=$((passed + 1))
     else
-        echo "not ok - fault $name: $why; saw: ${saw:-?} ($t s)"
+        echo "not ok - fault$label $name: $why; saw: ${saw:-?} ($t s)"
         grep -v '^saw:' "$work/$k/out" 2>/dev/null | tail -n 30 | sed 's/^/#   /'
     fi
 }
@@ -246,5 +249,5 @@ while [ "$done_upto" -lt ${#sites[@]} ]; do
 done
 [ "$serving" = 1 ] && exec 9>&-
 wait
-echo "# fault injection: $exercised distinct sites exercised, $passed passed," \
+echo "# fault injection$label: $exercised distinct sites exercised, $passed passed," \
     "$((exercised - passed)) failed ($unreached not reached, $([ "$cap" -eq 0 ] && echo "every call" || echo "cap $cap calls per symbol"))"

@@ -19,7 +19,9 @@
 // cleanly, 1 when a check failed (a close failed, a return code was not an
 // FI_E* code, a wait ran out, data was wrong).
 //
-// Environment: EVD_VM_ADDR0 / EVD_VM_ADDR1 (rxe0's and rxe1's addresses).
+// Environment: EVD_VM_ADDR0 / EVD_VM_ADDR1 (rxe0's and rxe1's addresses);
+// FI_EVD_RESUME_TIMEOUT: the connection is made resumable (the server's
+// endpoint on its listener's EQ).
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <dlfcn.h>
@@ -306,8 +308,17 @@ int scenario() {
         struct fi_info* req = ev.ent.info;
         CALL(fi_domain(sfab, req, &sdom, nullptr));
         r.keep(sdom);
-        CALL(fi_eq_open(sfab, &eqa, &seq, nullptr));
-        r.keep(seq);
+        // With FI_EVD_RESUME_TIMEOUT (run.sh's resumable pass) the endpoint
+        // shares its listener's EQ, as ofi_rxm binds them: only then is the
+        // connection resumable both ways (the offer, the token, the armed
+        // outage and keepalive), and those paths are faulted too.
+        const char* rt = std::getenv("FI_EVD_RESUME_TIMEOUT");
+        if (rt && *rt && std::strcmp(rt, "0") != 0) {
+            seq = peq;
+        } else {
+            CALL(fi_eq_open(sfab, &eqa, &seq, nullptr));
+            r.keep(seq);
+        }
         CALL(fi_cq_open(sdom, &cqa, &stx, nullptr));
         r.keep(stx);
         CALL(fi_cq_open(sdom, &cqa, &srx_cq, nullptr));
