@@ -185,6 +185,48 @@ int which(const side& s, const void* ctx) {
     return -1;
 }
 
+// One read of s's CQ: an error entry goes to on_error(entry, which) (which:
+// the context's index, -1 foreign, -2 none); a send's completion to
+// on_send(i), after its slot is freed; a receive is reposted, its payload
+// checked (a wrong one counted) and a good one given to on_msg(m). Returns
+// whether anything was read.
+template <class OnError, class OnSend, class OnMsg>
+bool read_cq(side& s, stats& st, OnError&& on_error, OnSend&& on_send, OnMsg&& on_msg) {
+    struct fi_cq_msg_entry e[8];
+    ssize_t n = fi_cq_read(s.cq, e, 8);
+    if (n == -FI_EAVAIL) {
+        struct fi_cq_err_entry err = {};
+        if (fi_cq_readerr(s.cq, &err, 0) == 1) {
+            st.cq_errors++;
+            int w = err.op_context ? which(s, err.op_context) : -2;
+            if (w == -1) st.foreign_ctx++;
+            if (w == -2) st.null_ctx++;
+            on_error(w);
+        }
+        return true;
+    }
+    for (ssize_t k = 0; k < n; ++k) {
+        int w = which(s, e[k].op_context);
+        if (w < 0) {
+            st.foreign_ctx++;
+            continue;
+        }
+        if (w >= kRecvs) {
+            on_send(w - kRecvs);
+            s.sbusy[w - kRecvs] = false;
+            continue;
+        }
+        msg m = s.rbuf[w];
+        post_recv(s, w, st);
+        if (e[k].len != sizeof(msg) || !good(m)) {
+            st.bad_payloads++;
+            continue;
+        }
+        on_msg(m);
+    }
+    return n > 0;
+}
+
 // The process's open file descriptors and resident KiB.
 int fd_count() {
     int n = 0;
@@ -255,33 +297,11 @@ int soak(const char* prov, int flaps, double down_s, double up_s, double recover
             if ((A.sends & 1) == 0) ++sends_posted;  // the send of the pair (inject has no completion)
         }
         for (side* s : {&A, &B}) {
-            struct fi_cq_msg_entry e[8];
-            ssize_t n = fi_cq_read(s->cq, e, 8);
-            if (n == -FI_EAVAIL) {
-                struct fi_cq_err_entry err = {};
-                if (fi_cq_readerr(s->cq, &err, 0) == 1) st.cq_errors++;
-                busy = true;
-                continue;
-            }
-            for (ssize_t k = 0; k < n; ++k) {
-                busy = true;
-                int w = which(*s, e[k].op_context);
-                if (w < 0) {
-                    st.foreign_ctx++;
-                    continue;
-                }
-                if (w >= kRecvs) {
-                    if (!s->sbusy[w - kRecvs]) dups++;  // a send completed twice
-                    s->sbusy[w - kRecvs] = false;
-                    ++sends_done;
-                    continue;
-                }
-                msg m = s->rbuf[w];
-                post_recv(*s, w, st);
-                if (e[k].len != sizeof(msg) || !good(m)) {
-                    st.bad_payloads++;
-                    continue;
-                }
+            auto sent = [&](int i) {
+                if (!s->sbusy[i]) dups++;  // a send completed twice
+                ++sends_done;
+            };
+            busy |= read_cq(*s, st, [](int) {}, sent, [&](const msg& m) {
                 uint64_t& last = s == &B ? b_last : a_last;
                 if (m.seq <= last) dups++;
                 else lost += m.seq - last - 1;
@@ -297,7 +317,7 @@ int soak(const char* prov, int flaps, double down_s, double up_s, double recover
                         measured = true;
                     }
                 }
-            }
+            });
         }
         // B answers every ping it got, in order (a pong it cannot post yet
         // waits for the next turn: nothing is sent twice)
@@ -324,18 +344,11 @@ int soak(const char* prov, int flaps, double down_s, double up_s, double recover
     // the sends still out complete by the end: read them
     const auto drain_end = clk::now() + std::chrono::seconds(5);
     while (sends_done < sends_posted && clk::now() < drain_end) {
-        for (side* s : {&A, &B}) {
-            struct fi_cq_msg_entry e[8];
-            ssize_t n = fi_cq_read(s->cq, e, 8);
-            for (ssize_t k = 0; k < n; ++k) {
-                int w = which(*s, e[k].op_context);
-                if (w >= kRecvs) {
-                    if (!s->sbusy[w - kRecvs]) dups++;
-                    s->sbusy[w - kRecvs] = false;
-                    ++sends_done;
-                }
-            }
-        }
+        for (side* s : {&A, &B})
+            read_cq(*s, st, [](int) {}, [&](int i) {
+                if (!s->sbusy[i]) dups++;
+                ++sends_done;
+            }, [](const msg&) {});
     }
     double worst = 0;
     std::string backs;
@@ -442,37 +455,12 @@ int main(int argc, char** argv) {
             }
         }
         for (side* s : {&A, &B}) {
-            struct fi_cq_msg_entry e[8];
-            ssize_t n = fi_cq_read(s->cq, e, 8);
-            if (n == -FI_EAVAIL) {
-                struct fi_cq_err_entry err = {};
-                if (fi_cq_readerr(s->cq, &err, 0) == 1) {
-                    st.cq_errors++;
-                    if (first_err == clk::time_point{} && phase.load() >= 1) first_err = clk::now();
-                    int w = err.op_context ? which(*s, err.op_context) : -2;
-                    if (w == -1) st.foreign_ctx++;
-                    if (w == -2) st.null_ctx++;
-                    if (w >= 0 && w < kRecvs) post_recv(*s, w, st);
-                    if (w >= kRecvs) s->sbusy[w - kRecvs] = false;
-                }
-                continue;
-            }
-            for (ssize_t k = 0; k < n; ++k) {
-                int w = which(*s, e[k].op_context);
-                if (w < 0) {
-                    st.foreign_ctx++;
-                    continue;
-                }
-                if (w >= kRecvs) {
-                    s->sbusy[w - kRecvs] = false;
-                    continue;
-                }
-                msg m = s->rbuf[w];
-                post_recv(*s, w, st);
-                if (e[k].len != sizeof(msg) || !good(m)) {
-                    st.bad_payloads++;
-                    continue;
-                }
+            auto failed = [&](int w) {
+                if (first_err == clk::time_point{} && phase.load() >= 1) first_err = clk::now();
+                if (w >= 0 && w < kRecvs) post_recv(*s, w, st);
+                if (w >= kRecvs) s->sbusy[w - kRecvs] = false;
+            };
+            read_cq(*s, st, failed, [](int) {}, [&](const msg& m) {
                 if (s == &B && m.kind == 1) {
                     send_one(B, m.seq, 2, st);  // pong
                 } else if (s == &A && m.kind == 2 && waiting && m.seq == seq) {
@@ -492,7 +480,7 @@ int main(int argc, char** argv) {
                         if (recovered == clk::time_point{}) recovered = clk::now();
                     }
                 }
-            }
+            });
         }
         if (first_err == clk::time_point{} && phase.load() >= 1 && st.post_errors)
             first_err = clk::now();
