@@ -153,13 +153,14 @@ if [ -z "${EVD_SKIP_VM:-}" ]; then
         EVD_NODES_MPI_PARTS="checked flap partition link-down death death-resume" "$vm/run-nodes" -- \
         bash "$top/test/nodes/suite.sh" "$top/build" pingpong mpi failures
     # Four nodes: Open MPI with 4 ranks, one a node, checked (its allreduce
-    # spans four machines), then node A killed under traffic from B, C and D
-    # at once (each must see exactly one terminal record per endpoint and
-    # reconnect to the rebooted A; the resumable run of it is the two-node
-    # bed's).
+    # spans four machines); the 4-rank job across a 30 s partition of node A
+    # on resumable connections (must complete: its broadcast crosses A);
+    # then node A killed under traffic from B, C and D at once (each must
+    # see exactly one terminal record per endpoint and reconnect to the
+    # rebooted A; the resumable run of it is the two-node bed's).
     plan nodes-4         150 8   build                    ""       0 1500 \
-        env EVD_VM_TIMEOUT=1400 EVD_NODES_MPI_PARTS=checked EVD_NODES_MPI_NP=4 EVD_NODES_RESUME_KILL=0 \
-        "$vm/run-nodes" --nodes 4 -- \
+        env EVD_VM_TIMEOUT=1400 EVD_NODES_MPI_PARTS="checked partition" EVD_NODES_MPI_NP=4 \
+        EVD_NODES_MPI_FLAP_NP=4 EVD_NODES_RESUME_KILL=0 "$vm/run-nodes" --nodes 4 -- \
         bash "$top/test/nodes/suite.sh" "$top/build" mpi failures:kill
     # The same suites on Soft-iWARP (siw0/siw1 on the veth pair, siw0 on each
     # node): getinfo, CM, data path, async events, removal (fi_evd(7), IWARP);

@@ -5,7 +5,9 @@
  *   mpirun -np 2 mpi_flap SECONDS [heartbeat] [stall]
  *
  * Ranks 0 and 1 exchange checked 4 KiB messages (ping-pong, then a broadcast
- * from rank 0) for SECONDS, with MPI_ERRORS_RETURN on MPI_COMM_WORLD so that
+ * from rank 0) for SECONDS (with more ranks, each pair 2k, 2k+1 its own
+ * ping-pong, and the broadcast reaches all), with MPI_ERRORS_RETURN on
+ * MPI_COMM_WORLD so that
  * a failed call is seen here instead of aborting inside the library. Rank 0
  * prints "# mpi_flap: N round trips, longest gap G s, ..." and one of
  * "mpi_flap: completed" (exit 0) or "mpi_flap: error CLASS in CALL after T s"
@@ -160,6 +162,12 @@ int main(int argc, char **argv)
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
+    if (n % 2) {
+        if (me == 0)
+            printf("mpi_flap: %d ranks: the ranks pair up (0 with 1, 2 with 3, ...), so an even "
+                   "number is needed\n", n);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     peer = me ^ 1;
     static uint8_t out[LEN], in[LEN];
     t0 = MPI_Wtime();
@@ -167,7 +175,7 @@ int main(int argc, char **argv)
     long iter = 0;
     int go = 1;
     while (go) {
-        if (me == 0) {
+        if (me % 2 == 0) {  /* the first of its pair sends, its peer replies */
             fill(out, iter, 0);
             transfer(1, out, DATA_TAG, "MPI_Send");
             transfer(0, in, REPLY_TAG, "MPI_Recv");
@@ -178,15 +186,15 @@ int main(int argc, char **argv)
                 gap_at = last - t0;
             }
             last = now;
-            go = now - t0 < secs;
-            if (iter == 0) {
+            go = now - t0 < secs;  /* rank 0's is the one broadcast */
+            if (iter == 0 && me == 0) {
                 printf("# mpi_flap: first round trip after %.2f s\n", now - t0);
                 fflush(stdout);
             }
         } else {
             transfer(0, in, DATA_TAG, "MPI_Recv");
             expect(in, iter, 0);
-            if (stall && iter == STALL_AFTER) {
+            if (stall && me == 1 && iter == STALL_AFTER) {
                 printf("# mpi_flap: rank 1 stops replying after %d round trips (%.2f s)\n",
                        STALL_AFTER, MPI_Wtime() - t0);
                 fflush(stdout);

@@ -66,6 +66,8 @@ node_mpirun() {
         -x FI_PROVIDER_PATH -x FI_UNIVERSE_SIZE -x FI_VERBS_IFACE "${resume_x[@]}" "$@"
 }
 resume_x=()  # -x FI_EVD_RESUME_TIMEOUT for the runs on resumable connections
+# ranks of the jobs across a fault (mid_job): 2, or EVD_NODES_MPI_FLAP_NP
+flap_np=${EVD_NODES_MPI_FLAP_NP:-2}
 # the binary where every node sees it at the same path
 . "$top/test/mpi/mpi-prog.sh"
 export EVD_MPI_PREBUILT=${EVD_MPI_PREBUILT:-$build/test/mpi}
@@ -259,8 +261,11 @@ death() { # PROV LIMIT_S [LABEL]
 # node-ctl FAULT, HOLD_S seconds later node-ctl RESTORE (each "CMD ARGS");
 # its exit status in rc.
 mid_job() {
-    local limit=$1 run=$2 out=$3 err=$4 fault=$5 hold=$6 restore=$7 mp
-    node_mpirun "$limit" "$prov" "evd-node-1:1,evd-node-0:1" 2 \
+    local limit=$1 run=$2 out=$3 err=$4 fault=$5 hold=$6 restore=$7 mp hosts=evd-node-1:1,evd-node-0:1 i
+    # with EVD_NODES_MPI_FLAP_NP=N (even, at most the nodes): ranks 2.. on
+    # nodes 2..: their pairs talk among themselves, the broadcast crosses A
+    for ((i = 2; i < flap_np; i++)); do hosts+=",evd-node-$i:1"; done
+    node_mpirun "$limit" "$prov" "$hosts" "$flap_np" \
         "$ctl/mpi_flap" "$run" >"$out" 2>"$err" &
     mp=$!
     local end=$((SECONDS + 120))
@@ -315,6 +320,7 @@ resumed_outage() { # PROV LABEL FAULT RESTORE
     resume_x=()
     unset FI_EVD_RESUME_TIMEOUT FI_LOG_LEVEL FI_LOG_PROV
     line=$(grep -a '^# mpi_flap: [0-9]* round trips' "$out" | head -n 1)
+    what+=" ($flap_np ranks)"
     echo "# mpi: $prov (FI_EVD_RESUME_TIMEOUT=30000): $what: ${line:-no summary}"
     if [ "$rc" = 0 ] && grep -aq '^mpi_flap: completed' "$out"; then
         echo "ok - mpi: $prov (FI_EVD_RESUME_TIMEOUT=30000): $what: the job completed with checked data"
@@ -345,22 +351,15 @@ outage_beside() { # PROV LABEL FAULT RESTORE
     when=$(awk -v f="$first" -v e="$e_at" 'BEGIN { if (f == "" || e == "") print "-"; else printf "%.1f", e - f - 8 }')
     echo "# ${prov%%;*} (report only): mpi: $prov: $what: mpirun exit $rc; its error $when s after the fault began (the path back at 30 s); $(grep -a '^mpi_flap: ' "$out" | head -n 1); $(grep -a '^# mpi_flap: [0-9]* round trips' "$out" | head -n 1)"
 }
-if [[ " $parts " == *" partition "* ]]; then
-    resumed_outage "evd;ofi_rxm" "a 30 s partition of node A" "cut 0" "heal 0"
-    if [ "${EVD_VERBS_BESIDE:-0}" = 1 ]; then
-        for prov in "evd;ofi_rxm" "verbs;ofi_rxm"; do
-            outage_beside "$prov" "a 30 s partition of node A" "cut 0" "heal 0"
-        done
-    fi
-fi
-if [[ " $parts " == *" link-down "* ]]; then
-    resumed_outage "evd;ofi_rxm" "a 30 s link-down on node A" "link 0 down" "link 0 up"
-    if [ "${EVD_VERBS_BESIDE:-0}" = 1 ]; then
-        for prov in "evd;ofi_rxm" "verbs;ofi_rxm"; do
-            outage_beside "$prov" "a 30 s link-down on node A" "link 0 down" "link 0 up"
-        done
-    fi
-fi
+# outage_part LABEL FAULT RESTORE: on resumable connections, then beside
+outage_part() {
+    resumed_outage "evd;ofi_rxm" "$@"
+    [ "${EVD_VERBS_BESIDE:-0}" = 1 ] || return 0
+    local p
+    for p in "evd;ofi_rxm" "verbs;ofi_rxm"; do outage_beside "$p" "$@"; done
+}
+[[ " $parts " == *" partition "* ]] && outage_part "a 30 s partition of node A" "cut 0" "heal 0"
+[[ " $parts " == *" link-down "* ]] && outage_part "a 30 s link-down on node A" "link 0 down" "link 0 up"
 if [[ " $parts " == *" death "* ]]; then
     for prov in "${provs[@]}"; do death "$prov" 60; done
     "$nctl" wait "exec-up-$boot" 180 >/dev/null
