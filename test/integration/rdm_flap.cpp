@@ -335,7 +335,16 @@ int soak(const char* prov, int flaps, double down_s, double up_s, double recover
                 rss0 = rss_kib();
             }
         }
-        if (!down.load() && secs(last_rt, clk::now()) > recover_s + down_s + 2) stalled = true;
+        // traffic must flow whenever the link has been back for RECOVER_S:
+        // timed from the link's return, not from the last round trip, as
+        // `ip link` itself can take seconds under emulation
+        if (!down.load()) {
+            const int64_t u = up_ns.load();
+            const auto since = u ? clk::time_point(std::chrono::nanoseconds(u)) : t0;
+            const auto now = clk::now();
+            if (secs(since, now) > recover_s && secs(std::max(since, last_rt), now) > recover_s)
+                stalled = true;
+        }
         if (!busy) nanosleep(&pause, nullptr);
     }
     flapper.join();
@@ -361,7 +370,7 @@ int soak(const char* prov, int flaps, double down_s, double up_s, double recover
     std::printf("# %s soak: %d flaps of %.0f s, %.0f s apart, %.0f s: %llu round trips; B got %llu "
                 "pings, A %llu pongs; lost %llu, duplicated or out of order %llu; sends %llu "
                 "posted, %llu completed; cq errors %llu, post errors %llu, bad payloads %llu, "
-                "foreign contexts %llu; round trips again after each link up (s): %s; fds %d -> "
+                "foreign contexts %llu; round trips again after each link up (s): %s;%s fds %d -> "
                 "%d, RSS %ld -> %ld KiB\n",
                 prov, flaps, down_s, up_s, secs(t0, clk::now()),
                 (unsigned long long)st.round_trips, (unsigned long long)b_last,
@@ -369,7 +378,9 @@ int soak(const char* prov, int flaps, double down_s, double up_s, double recover
                 (unsigned long long)sends_posted, (unsigned long long)sends_done,
                 (unsigned long long)st.cq_errors, (unsigned long long)st.post_errors,
                 (unsigned long long)st.bad_payloads, (unsigned long long)st.foreign_ctx,
-                backs.empty() ? "none" : backs.c_str(), fds0, fds1, rss0, rss1);
+                backs.empty() ? "none" : backs.c_str(),
+                stalled ? " STALLED (no round trip for RECOVER_S with the link up);" : "", fds0,
+                fds1, rss0, rss1);
     const bool ok = st.round_trips > 0 && lost == 0 && dups == 0 && st.cq_errors == 0 &&
                     st.post_errors == 0 && st.bad_payloads == 0 && st.foreign_ctx == 0 &&
                     sends_done == sends_posted && static_cast<int>(back.size()) == flaps &&

@@ -92,7 +92,9 @@ resume::op_kind rs_op_kind(const struct ibv_send_wr& wr, uintptr_t atomic_sink) 
 
 uint32_t rs_depth(ep_resume& rs, bool send, bool recv) {
     evd::lock_guard g(rs.mu);
-    return (send ? rs.tx.capacity() : 0) + (recv ? rs.rx.capacity() : 0);
+    // the keepalive (msg/ep_keepalive.h) is one more request on the send queue
+    const uint32_t ka = rs.keepalive_ms ? 1 : 0;
+    return (send ? rs.tx.capacity() + ka : 0) + (recv ? rs.rx.capacity() : 0);
 }
 
 enum ibv_wc_opcode rs_wc_opcode(enum ibv_wr_opcode op) noexcept {

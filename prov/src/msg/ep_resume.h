@@ -139,7 +139,7 @@ int ep_resume_enable(ep* e);
 
 // Completions the endpoint's queues may hold unread at once, for a CQ that
 // takes its send (`send`) and/or receive (`recv`) completions: every request
-// of a resumable endpoint is signaled.
+// of a resumable endpoint is signaled, and its keepalive is one more.
 uint32_t rs_depth(ep_resume& rs, bool send, bool recv) EVD_EXCLUDES(rs.mu);
 
 // What the ledger takes a send-queue work request as (docs/resume.md,
