@@ -270,9 +270,11 @@ int soak(const char* prov, int flaps, double down_s, double up_s, double recover
     std::thread flapper([&] {
         for (int i = 0; i < flaps; ++i) {
             std::this_thread::sleep_for(std::chrono::duration<double>(up_s));
-            if (rxetest::link_down()) std::printf("# link down failed\n");
+            // down from before the command to after the link is back up:
+            // under emulation `ip link` itself can take seconds
             down.store(true);
             flap_no.store(i + 1);
+            if (rxetest::link_down()) std::printf("# link down failed\n");
             std::this_thread::sleep_for(std::chrono::duration<double>(down_s));
             if (rxetest::link_set_up()) std::printf("# link up failed\n");
             up_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -335,10 +337,10 @@ int soak(const char* prov, int flaps, double down_s, double up_s, double recover
                 rss0 = rss_kib();
             }
         }
-        // traffic must flow whenever the link has been back for RECOVER_S:
-        // timed from the link's return, not from the last round trip, as
-        // `ip link` itself can take seconds under emulation
-        if (!down.load()) {
+        // once traffic flowed, it must flow whenever the link has been back
+        // for RECOVER_S: timed from the link's return, not from the last
+        // round trip
+        if (!down.load() && st.round_trips > 0) {
             const int64_t u = up_ns.load();
             const auto since = u ? clk::time_point(std::chrono::nanoseconds(u)) : t0;
             const auto now = clk::now();
