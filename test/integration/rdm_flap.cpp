@@ -185,6 +185,30 @@ int which(const side& s, const void* ctx) {
     return -1;
 }
 
+// A on rxe0 and B on rxe1, each knowing the other, their receives posted.
+int open_pair(side& A, side& B, const char* prov, stats& st) {
+    A.name = "A";
+    B.name = "B";
+    if (open_side(A, prov, env_or("EVD_VM_ADDR0", "192.0.2.1")) ||
+        open_side(B, prov, env_or("EVD_VM_ADDR1", "192.0.2.2")) || introduce(A, B) ||
+        introduce(B, A))
+        return 1;
+    for (int i = 0; i < kRecvs; ++i) {
+        post_recv(A, i, st);
+        post_recv(B, i, st);
+    }
+    return 0;
+}
+
+void close_side(side& s) {
+    if (s.ep) fi_close(&s.ep->fid);
+    if (s.cq) fi_close(&s.cq->fid);
+    if (s.av) fi_close(&s.av->fid);
+    if (s.dom) fi_close(&s.dom->fid);
+    if (s.fab) fi_close(&s.fab->fid);
+    if (s.info) fi_freeinfo(s.info);
+}
+
 // One read of s's CQ: an error entry goes to on_error(entry, which) (which:
 // the context's index, -1 foreign, -2 none); a send's completion to
 // on_send(i), after its slot is freed; a receive is reposted, its payload
@@ -249,17 +273,8 @@ long rss_kib() {
 // --soak (see the top): A pings, B pongs, across FLAPS flaps.
 int soak(const char* prov, int flaps, double down_s, double up_s, double recover_s) {
     side A, B;
-    A.name = "A";
-    B.name = "B";
-    if (open_side(A, prov, env_or("EVD_VM_ADDR0", "192.0.2.1")) ||
-        open_side(B, prov, env_or("EVD_VM_ADDR1", "192.0.2.2")) || introduce(A, B) ||
-        introduce(B, A))
-        return 1;
     stats st;
-    for (int i = 0; i < kRecvs; ++i) {
-        post_recv(A, i, st);
-        post_recv(B, i, st);
-    }
+    if (open_pair(A, B, prov, st)) return 1;
     uint64_t lost = 0, dups = 0, sends_done = 0, sends_posted = 0, pending_pongs = 0;
     uint64_t b_last = 0, a_last = 0;  // the last ping B saw, the last pong A saw
     std::vector<double> back;         // per flap: s from link up to the next round trip
@@ -387,14 +402,7 @@ int soak(const char* prov, int flaps, double down_s, double up_s, double recover
                     st.post_errors == 0 && st.bad_payloads == 0 && st.foreign_ctx == 0 &&
                     sends_done == sends_posted && static_cast<int>(back.size()) == flaps &&
                     worst <= recover_s && !stalled && fds0 == fds1 && rss1 - rss0 <= 1024;
-    for (side* s : {&A, &B}) {
-        if (s->ep) fi_close(&s->ep->fid);
-        if (s->cq) fi_close(&s->cq->fid);
-        if (s->av) fi_close(&s->av->fid);
-        if (s->dom) fi_close(&s->dom->fid);
-        if (s->fab) fi_close(&s->fab->fid);
-        if (s->info) fi_freeinfo(s->info);
-    }
+    for (side* s : {&A, &B}) close_side(*s);
     std::printf("%s - evd_rdm_flap %s: soak of %d flaps: every ping and pong once and in order, "
                 "every send completed once, no error reached the application, round trips back "
                 "within %.0f s of each link up, fds and RSS flat\n",
@@ -428,17 +436,8 @@ int main(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);
     if (soak_flaps > 0) return soak(prov, soak_flaps, down_s, up_s, recover_s);
     side A, B;
-    A.name = "A";
-    B.name = "B";
-    if (open_side(A, prov, env_or("EVD_VM_ADDR0", "192.0.2.1")) ||
-        open_side(B, prov, env_or("EVD_VM_ADDR1", "192.0.2.2")) || introduce(A, B) ||
-        introduce(B, A))
-        return report ? 0 : 1;
     stats st;
-    for (int i = 0; i < kRecvs; ++i) {
-        post_recv(A, i, st);
-        post_recv(B, i, st);
-    }
+    if (open_pair(A, B, prov, st)) return report ? 0 : 1;
 
     const auto t0 = clk::now();
     std::atomic<int> phase{0};  // 0 before, 1 link down, 2 link back
@@ -521,14 +520,7 @@ int main(int argc, char** argv) {
               recovered != clk::time_point{} && secs(t_up, recovered) <= recover_s;
     if (no_error)
         ok = ok && st.cq_errors == 0 && st.post_errors == 0 && first_err == clk::time_point{};
-    for (side* s : {&A, &B}) {
-        if (s->ep) fi_close(&s->ep->fid);
-        if (s->cq) fi_close(&s->cq->fid);
-        if (s->av) fi_close(&s->av->fid);
-        if (s->dom) fi_close(&s->dom->fid);
-        if (s->fab) fi_close(&s->fab->fid);
-        if (s->info) fi_freeinfo(s->info);
-    }
+    for (side* s : {&A, &B}) close_side(*s);
     if (report) return 0;
     std::printf("%s - evd_rdm_flap %s: round trips resume within %.0f s of the link returning, "
                 "every payload checked%s\n", ok ? "ok" : "not ok", prov, recover_s,
