@@ -30,4 +30,12 @@ struct ep_dp {
     std::unique_ptr<ep_resume> rs;
 };
 
+// e's resumable half, or nullptr (not resumable, or its data path is gone).
+// ep is complete wherever this is called (msg/ep.h).
+template <class Ep>
+inline ep_resume* ep_rs_of(Ep* e) {
+    ep_dp* d = e ? e->dp.get() : nullptr;
+    return d ? d->rs.get() : nullptr;
+}
+
 }  // namespace evd

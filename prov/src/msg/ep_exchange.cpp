@@ -24,11 +24,6 @@ namespace evd {
 
 namespace {
 
-ep_resume* exchange_rs_of(msg_ep* e) {
-    ep_dp* d = e->dp.get();
-    return d ? d->rs.get() : nullptr;
-}
-
 void keep_addr(struct sockaddr_storage& to, const struct sockaddr* sa) {
     std::memset(&to, 0, sizeof(to));
     if (const size_t n = cm_addrlen(sa); n && n <= sizeof(to)) std::memcpy(&to, sa, n);
@@ -62,7 +57,7 @@ cm_id_ptr drop_attempt(msg_ep* e) EVD_REQUIRES(e->mu) {
         // the receives it took are queued again for the next attempt's QP
         // (what it consumed, if its connection came up, was counted as its
         // CQ was pulled before it left)
-        if (ep_resume* rs = exchange_rs_of(e)) {
+        if (ep_resume* rs = ep_rs_of(e)) {
             evd::lock_guard g(rs->mu);
             rs->rx.qp_failed();
         }
@@ -223,7 +218,7 @@ void ep_exchange_refuse(struct rdma_cm_id* id, uint32_t generation, resume::resu
 }
 
 void ep_exchange_offer(msg_ep* e, uint8_t* buf, size_t* n, size_t cap) {
-    ep_resume* rs = exchange_rs_of(e);
+    ep_resume* rs = ep_rs_of(e);
     if (!rs || !e->rs_tokens || e->dom->dev->iwarp || !e->id) return;
     if (e->chan != e->rs_listen_chan) {
         EVD_INFO(FI_LOG_EP_CTRL, "fi_accept: ep %p is bound to an EQ other than its "
@@ -252,7 +247,7 @@ void ep_exchange_offer(msg_ep* e, uint8_t* buf, size_t* n, size_t cap) {
 }
 
 bool ep_exchange_established(msg_ep* e, const struct rdma_cm_event* ev, bool active) {
-    if (!exchange_rs_of(e) || e->dom->dev->iwarp) return false;
+    if (!ep_rs_of(e) || e->dom->dev->iwarp) return false;
     if (active) {
         resume::resume_msg m;
         if (resume::resume_offer_in(ev->param.conn.private_data,
@@ -274,7 +269,7 @@ bool ep_exchange_established(msg_ep* e, const struct rdma_cm_event* ev, bool act
 }
 
 bool ep_exchange_attempt(msg_ep* e, cm_id_ptr* dead) {
-    ep_resume* rs = exchange_rs_of(e);
+    ep_resume* rs = ep_rs_of(e);
     if (!rs || !e->chan) return false;
     if (e->rid) *dead = drop_attempt(e);  // one left by an attempt that failed (none, as a rule)
     if (int rc = cm_create_id(e->chan, &e->owner, &e->rid)) {
@@ -306,7 +301,7 @@ bool ep_exchange_attempt(msg_ep* e, cm_id_ptr* dead) {
 }
 
 cm_id_ptr ep_exchange_cm_event(msg_ep* e, struct rdma_cm_event* ev, const cm_action& a) {
-    ep_resume* rsp = exchange_rs_of(e);
+    ep_resume* rsp = ep_rs_of(e);
     if (!rsp) return nullptr;
     ep_resume& rs = *rsp;
     bool active = false, over = false;
@@ -407,7 +402,7 @@ cm_id_ptr ep_exchange_cm_event(msg_ep* e, struct rdma_cm_event* ev, const cm_act
 
 cm_id_ptr ep_exchange_request(msg_ep* e, cm_id_ptr id, const resume::resume_msg& m) {
     evd::lock_guard lk(e->mu);
-    ep_resume* rsp = exchange_rs_of(e);
+    ep_resume* rsp = ep_rs_of(e);
     auto refuse = [&](resume::resume_refusal why) {
         EVD_WARN(FI_LOG_EP_CTRL, "resume request for generation %u refused: %s\n", m.generation,
                  resume::resume_refusal_name(static_cast<uint32_t>(why)));
@@ -452,7 +447,7 @@ cm_id_ptr ep_exchange_request(msg_ep* e, cm_id_ptr id, const resume::resume_msg&
 
 cm_id_ptr ep_exchange_accept(msg_ep* e, uint64_t now) {
     (void)now;
-    ep_resume* rsp = exchange_rs_of(e);
+    ep_resume* rsp = ep_rs_of(e);
     if (!rsp || !e->rid) return nullptr;
     ep_resume& rs = *rsp;
     if (!verdict_resumes(e, rs, e->r_peer_consumed)) {
@@ -503,7 +498,7 @@ cm_id_ptr ep_exchange_abandon(msg_ep* e) {
     }
     if (!e->rid) return nullptr;
     bool passive = false;
-    if (ep_resume* rs = exchange_rs_of(e)) {
+    if (ep_resume* rs = ep_rs_of(e)) {
         evd::lock_guard g(rs->mu);
         passive = rs->sess.which() == resume::side::passive;
     }

@@ -7,28 +7,20 @@
 #include <cstring>
 
 #include "cm/cm_deadline.h"
+#include "cm/probe.h"
 #include "msg/ep_dp.h"
 #include "msg/ep_resume.h"
 
 namespace evd {
 
-namespace {
-
-ep_resume* ka_rs_of(msg_ep* e) {
-    ep_dp* d = e ? e->dp.get() : nullptr;
-    return d ? d->rs.get() : nullptr;
-}
-
-}  // namespace
-
 void ep_keepalive_start(msg_ep* e) {
-    ep_resume* rs = ka_rs_of(e);
+    ep_resume* rs = ep_rs_of(e);
     if (!rs || !rs->keepalive_ms || !e->chan) return;
     cm_deadline_set_keepalive(e->chan, e, static_cast<int>(rs->keepalive_ms));
 }
 
 void ep_keepalive_due(msg_ep* e) {
-    ep_resume* rs = ka_rs_of(e);
+    ep_resume* rs = ep_rs_of(e);
     if (!rs || !rs->keepalive_ms || e->terminal.load()) return;
     if (static_cast<ep_state>(e->state.load()) != ep_state::connected) return;
     int err = 0;
@@ -40,16 +32,8 @@ void ep_keepalive_due(msg_ep* e) {
         // posts read the QP under rs->mu (ep_resume.h): it is the current one
         struct ibv_qp* qp = ep_qp_of(e);
         if (qp && !rs->ka_out && rs->tx.outstanding() == 0) {
-            struct ibv_send_wr wr {};
-            wr.wr_id = rs_keepalive_wr_id();
-            wr.opcode = IBV_WR_RDMA_WRITE;  // zero bytes: no address or key is checked
-            wr.send_flags = IBV_SEND_SIGNALED;
-            struct ibv_send_wr* bad = nullptr;
-            err = post_errno(ibv_post_send(qp, &wr, &bad));
-            if (!err) {
-                rs->ka_out = true;
-                ++rs->ka_sent;
-            }
+            err = post_zero_write(qp, rs_keepalive_wr_id());
+            if (!err) rs->ka_out = true;
             qpn = qp->qp_num;
         }
     }

@@ -32,11 +32,6 @@ uint64_t outage_now_ms() {
                                      .count());
 }
 
-ep_resume* outage_rs_of(ep* e) {
-    ep_dp* d = e ? e->dp.get() : nullptr;
-    return d ? d->rs.get() : nullptr;
-}
-
 // The outage begins or goes on: its next step at once (the timer's, under
 // the channel's lock, where the endpoint's own lock may be taken).
 void outage_schedule_now(msg_ep* m) {
@@ -219,7 +214,7 @@ cm_id_ptr give_up(msg_ep* e, ep_resume& rs, resume::give_up why, uint64_t now)
 
 bool ep_outage_noted(ep* e, int status) {
     msg_ep* m = ep_msg(e);
-    ep_resume* rs = outage_rs_of(e);
+    ep_resume* rs = ep_rs_of(e);
     if (!m || !rs) return false;
     const bool port_down = rs_port_down(*rs, status);
     {
@@ -233,7 +228,7 @@ bool ep_outage_noted(ep* e, int status) {
 }
 
 bool ep_outage_stalled(msg_ep* e) {
-    ep_resume* rs = outage_rs_of(e);
+    ep_resume* rs = ep_rs_of(e);
     if (!rs) return false;
     {
         evd::lock_guard g(rs->mu);
@@ -248,7 +243,7 @@ bool ep_outage_stalled(msg_ep* e) {
 }
 
 void ep_outage_port_active(msg_ep* e) {
-    ep_resume* rs = outage_rs_of(e);
+    ep_resume* rs = ep_rs_of(e);
     if (!rs) return;
     {
         evd::lock_guard g(rs->mu);
@@ -259,7 +254,7 @@ void ep_outage_port_active(msg_ep* e) {
 }
 
 bool ep_outage_ignores_cm(msg_ep* e, int event) {
-    ep_resume* rs = outage_rs_of(e);
+    ep_resume* rs = ep_rs_of(e);
     if (!rs) return false;
     {
         evd::lock_guard g(rs->mu);
@@ -270,7 +265,7 @@ bool ep_outage_ignores_cm(msg_ep* e, int event) {
 }
 
 void ep_outage_arm(msg_ep* e, bool active) {
-    ep_resume* rs = outage_rs_of(e);
+    ep_resume* rs = ep_rs_of(e);
     // iWARP rides nothing through: its connection is its TCP stream, and a
     // failed stream is the end (fi_evd(7), IWARP); the accounting still runs
     if (!rs || e->dom->dev->iwarp) return;
@@ -285,7 +280,7 @@ void ep_outage_arm(msg_ep* e, bool active) {
 }
 
 void ep_outage_close(ep* e) {
-    ep_resume* rs = outage_rs_of(e);
+    ep_resume* rs = ep_rs_of(e);
     if (!rs) return;
     {
         evd::lock_guard g(rs->mu);
@@ -296,7 +291,7 @@ void ep_outage_close(ep* e) {
 }
 
 void ep_outage_disarm(ep* e) {
-    ep_resume* rs = outage_rs_of(e);
+    ep_resume* rs = ep_rs_of(e);
     if (!rs) return;
     bool under_way = false;
     {
@@ -311,7 +306,7 @@ void ep_outage_disarm(ep* e) {
 }
 
 void ep_outage_hold(msg_ep* e) {
-    ep_resume* rs = outage_rs_of(e);
+    ep_resume* rs = ep_rs_of(e);
     if (!rs) return;
     {
         evd::lock_guard g(rs->mu);
@@ -325,7 +320,7 @@ void ep_outage_hold(msg_ep* e) {
 }
 
 cm_id_ptr ep_outage_end(msg_ep* e) {
-    ep_resume* rs = outage_rs_of(e);
+    ep_resume* rs = ep_rs_of(e);
     if (!rs) return nullptr;
     {
         // held, not only in_outage: the note that sets that may still be on
@@ -344,7 +339,7 @@ cm_id_ptr ep_outage_end(msg_ep* e) {
 uint64_t ep_outage_now_ms() { return outage_now_ms(); }
 
 cm_id_ptr ep_outage_steps(msg_ep* e, resume::session_step st, uint64_t now) {
-    ep_resume* rsp = outage_rs_of(e);
+    ep_resume* rsp = ep_rs_of(e);
     if (!rsp) return nullptr;
     ep_resume& rs = *rsp;
     cm_id_ptr dead;
@@ -402,7 +397,7 @@ cm_id_ptr ep_outage_steps(msg_ep* e, resume::session_step st, uint64_t now) {
 
 cm_id_ptr ep_outage_tick(msg_ep* e) {
     evd::lock_guard lk(e->mu);
-    ep_resume* rsp = outage_rs_of(e);
+    ep_resume* rsp = ep_rs_of(e);
     if (!rsp) return nullptr;
     ep_resume& rs = *rsp;
     const uint64_t now = outage_now_ms();

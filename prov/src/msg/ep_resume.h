@@ -100,10 +100,8 @@ struct ep_resume {
     bool port_up EVD_GUARDED_BY(mu) = false;
     // A new QP completed something while its exchange was under way.
     bool early_progress EVD_GUARDED_BY(mu) = false;
-    // The keepalive is on the current QP, not completed yet; how many were
-    // posted on this endpoint (msg/ep_keepalive.h).
+    // The keepalive is on the current QP, not completed yet (msg/ep_keepalive.h).
     bool ka_out EVD_GUARDED_BY(mu) = false;
-    uint64_t ka_sent EVD_GUARDED_BY(mu) = 0;
     // The connection's life (resume/session.h), made anew at ESTABLISHED.
     resume::session sess EVD_GUARDED_BY(mu){resume::side::active, {0}};
 };
