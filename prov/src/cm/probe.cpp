@@ -29,17 +29,16 @@ int ack_timeout_ms(struct ibv_qp* qp) {
     return ms > 60000 ? 60000 : static_cast<int>(ms);
 }
 
-// 0: posted; an errno otherwise (ENOMEM: the send queue is full).
-int post_probe(struct ibv_qp* qp) {
+}  // namespace
+
+int post_zero_write(struct ibv_qp* qp, uint64_t wr_id) {
     struct ibv_send_wr wr {};
-    wr.wr_id = wr_id_probe();
+    wr.wr_id = wr_id;
     wr.opcode = IBV_WR_RDMA_WRITE;  // zero bytes: no address or key is checked
     wr.send_flags = IBV_SEND_SIGNALED;
     struct ibv_send_wr* bad = nullptr;
     return post_errno(ibv_post_send(qp, &wr, &bad));
 }
-
-}  // namespace
 
 void probe_port_active(devctx* d, uint8_t port) {
     const int base = get_params().probe_timeout_ms;
@@ -58,7 +57,7 @@ void probe_port_active(devctx* d, uint8_t port) {
         // keeps the probe already in the queue
         if (e->probing.exchange(true)) continue;
         auto* qp = const_cast<struct ibv_qp*>(static_cast<const struct ibv_qp*>(key));
-        if (int r = post_probe(qp)) {
+        if (int r = post_zero_write(qp, wr_id_probe())) {
             e->probing.store(false);
             // A full send queue is work in flight that will complete or fail
             // by itself if the transport is alive; the probe is then skipped.

@@ -36,4 +36,10 @@ void probe_port_active(devctx* d, uint8_t port) EVD_REQUIRES(d->reg_mu);
 // The deadline of e's probe (cm_deadline.cpp, under e->chan->mu, e open).
 void probe_due(msg_ep* e);
 
+// Posts one signaled zero-length RDMA write on qp with wr_id (the probe's,
+// or a resumable connection's keepalive, msg/ep_keepalive.h): it touches no
+// memory and consumes no receive at the peer. 0, or an errno (ENOMEM: the
+// send queue is full).
+int post_zero_write(struct ibv_qp* qp, uint64_t wr_id);
+
 }  // namespace evd
