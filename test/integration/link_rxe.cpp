@@ -47,11 +47,7 @@ double ms_since(clk::time_point t) {
 // Drops every packet veth0 sends (netem, 100% loss) while the link stays up:
 // rxe0 still sends, nothing reaches rxe1, no error is raised anywhere.
 int blackhole_veth0(bool on) {
-    std::string dev = env_or("EVD_VM_NETDEV0", "veth0");
-    std::string cmd = on ? "modprobe sch_netem 2>/dev/null; tc qdisc replace dev " + dev +
-                               " root netem loss 100%"
-                         : "tc qdisc del dev " + dev + " root 2>/dev/null; true";
-    return std::system(cmd.c_str());
+    return std::system(rxetest::netem_loss_cmd(env_or("EVD_VM_NETDEV0", "veth0"), on).c_str());
 }
 
 using side = rxetest::pair_side;

@@ -341,17 +341,20 @@ inline struct fi_msg one_buffer_msg(struct iovec& iov, void*& desc, void* contex
     return m;
 }
 
-// partition(true) drops every packet both ends of the veth pair send
-// (netem, 100% loss) while both links stay up: a partition nobody is told
-// about, no port event, no error anywhere. partition(false) heals it. The
-// system(3) status (0: done).
+// The shell command that makes dev drop every packet it sends (netem, 100%
+// loss) while its link stays up, or (on false) stops that.
+inline std::string netem_loss_cmd(const std::string& dev, bool on) {
+    return on ? "modprobe sch_netem 2>/dev/null; tc qdisc replace dev " + dev +
+                    " root netem loss 100%"
+              : "tc qdisc del dev " + dev + " root 2>/dev/null; true";
+}
+
+// partition(true) drops every packet both ends of the veth pair send while
+// both links stay up: a partition nobody is told about, no port event, no
+// error anywhere. partition(false) heals it. The system(3) status (0: done).
 inline int partition(bool on) {
-    std::string cmd;
-    for (const char* dev : {env_or("EVD_VM_NETDEV0", "veth0"), env_or("EVD_VM_NETDEV1", "veth1")})
-        cmd += on ? std::string("modprobe sch_netem 2>/dev/null; tc qdisc replace dev ") + dev +
-                        " root netem loss 100% && "
-                  : std::string("tc qdisc del dev ") + dev + " root 2>/dev/null; ";
-    cmd += "true";
+    const std::string cmd = netem_loss_cmd(env_or("EVD_VM_NETDEV0", "veth0"), on) + " && " +
+                            netem_loss_cmd(env_or("EVD_VM_NETDEV1", "veth1"), on);
     return std::system(cmd.c_str());
 }
 
