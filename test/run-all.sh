@@ -207,8 +207,10 @@ if [ -z "${EVD_SKIP_SAN:-}" ]; then
         # makes (EVD_FAULT_CAP=K: K a symbol), each run a fork of one warm
         # process, two at a time on two vCPUs; then once more on a resumable
         # connection (FI_EVD_RESUME_TIMEOUT: the ledgers, the offer and the
-        # token, the armed outage and keepalive; a deadline long enough that
-        # no timer fires inside the scenario, so every run counts the same)
+        # token, the armed outage and keepalive, and an outage under a send
+        # that the connection rides through: the drain, the resume attempt's
+        # calls on both sides, the replay; a deadline long enough that no
+        # timer fires inside the scenario, so every run counts the same)
         plan vm-fault    120 4   build-asan               ""       0 1200 \
             env EVD_VM_TIMEOUT=1100 EVD_VM_CPUS=2 "$vm/run-in-vm" -- \
             env EVD_FAULT_CAP="${EVD_FAULT_CAP:-0}" bash -c \

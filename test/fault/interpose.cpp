@@ -24,8 +24,9 @@
 // the kernel or the library allocates, EMFILE for fd creators, EINTR for the
 // waits, EADDRINUSE for binds and listens, and so on; see the table below).
 //
-// Not wrapped, on purpose: the destroy/dealloc/dereg/close calls (a failed
-// teardown can only be reported and leaked), ibv_get_cq_event and
+// Not failed, on purpose: the destroy/dealloc/dereg/close calls (a failed
+// teardown can only be reported and leaked; ibv_destroy_qp is wrapped only
+// to keep break_qp.cpp's list of evd's QPs), ibv_get_cq_event and
 // ibv_get_async_event (read on evd's non-blocking fds: EAGAIN is their normal
 // "nothing", already every call's path), rdma_ack_cm_event (cannot fail),
 // pthread, clock and futex calls, and malloc (evd allocates with new, which
@@ -42,6 +43,8 @@
 
 #include <atomic>
 #include <new>
+
+#include "break_qp.h"
 
 namespace {
 
@@ -271,7 +274,23 @@ WRAP(P, ibv_open_device, FAIL_PTR, (P dev), (dev))
 WRAP(P, ibv_alloc_pd, FAIL_PTR, (P ctx), (ctx))
 WRAP(P, ibv_create_comp_channel, FAIL_PTR, (P ctx), (ctx))
 WRAP(P, ibv_create_cq, FAIL_PTR, (P ctx, int cqe, P cq_ctx, P ch, int vec), (ctx, cqe, cq_ctx, ch, vec))
-WRAP(P, ibv_create_qp, FAIL_PTR, (P pd, P attr), (pd, attr))
+// ibv_create_qp and ibv_destroy_qp also tell break_qp.cpp which QPs evd
+// holds (evd_fault_break_qps); the destroy is never failed.
+extern "C" __attribute__((visibility("default"), noinline)) P ibv_create_qp(P pd, P attr) {
+    using fn_t = P (*)(P, P);
+    static fn_t next = reinterpret_cast<fn_t>(real("ibv_create_qp"));
+    void* ret = __builtin_return_address(0);
+    if (should_fail(id_ibv_create_qp, ret)) return FAIL_PTR(id_ibv_create_qp);
+    P qp = next(pd, attr);
+    if (qp && from_evd(ret)) evd_fault::qp_made(qp);
+    return qp;
+}
+extern "C" __attribute__((visibility("default"), noinline)) int ibv_destroy_qp(P qp) {
+    using fn_t = int (*)(P);
+    static fn_t next = reinterpret_cast<fn_t>(real("ibv_destroy_qp"));
+    evd_fault::qp_gone(qp);
+    return next(qp);
+}
 WRAP(P, ibv_create_srq, FAIL_PTR, (P pd, P attr), (pd, attr))
 WRAP(int, ibv_modify_qp, FAIL_POS, (P qp, P attr, int mask), (qp, attr, mask))
 WRAP(int, ibv_modify_srq, FAIL_POS, (P srq, P attr, int mask), (srq, attr, mask))

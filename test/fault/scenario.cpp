@@ -21,7 +21,8 @@
 //
 // Environment: EVD_VM_ADDR0 / EVD_VM_ADDR1 (rxe0's and rxe1's addresses);
 // FI_EVD_RESUME_TIMEOUT: the connection is made resumable (the server's
-// endpoint on its listener's EQ).
+// endpoint on its listener's EQ) and rides through an outage under a send
+// before fi_shutdown (both QPs failed by the interposer: break_qp.cpp).
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <dlfcn.h>
@@ -205,6 +206,81 @@ bool wait_cq(run& r, struct fid_cq* cq, void* ctx, const char* what) {
     }
 }
 
+// Two completions, one on each of two CQs (their contexts c0, c1), while
+// every EQ of `all` is read: the rdma_cm events of a resume advance only when
+// an EQ is read, and a resumed connection puts nothing on an EQ, so any
+// event or error entry there ends the wait (false, r.saw says what).
+bool wait_both(run& r, std::initializer_list<struct fid_eq*> all, struct fid_cq* q0, void* c0,
+               struct fid_cq* q1, void* c1, const char* what) {
+    const auto end = clk::now() + std::chrono::milliseconds(wait_ms());
+    struct fid_cq* qs[2] = {q0, q1};
+    void* want[2] = {c0, c1};
+    bool got[2] = {false, false};
+    alignas(struct fi_eq_cm_entry) uint8_t buf[sizeof(struct fi_eq_cm_entry) + 256];
+    while (!got[0] || !got[1]) {
+        for (int i = 0; i < 2; ++i) {
+            if (got[i]) continue;
+            struct fi_cq_data_entry e {};
+            ssize_t n = fi_cq_sread(qs[i], &e, 1, nullptr, 2);
+            if (n == 1) {
+                if (e.op_context != want[i]) {
+                    r.fail(std::string(what) + ": completion of another context");
+                    return false;
+                }
+                got[i] = true;
+            } else if (n == -FI_EAVAIL) {
+                struct fi_cq_err_entry ee {};
+                if (fi_cq_readerr(qs[i], &ee, 0) != 1) {
+                    r.fail("fi_cq_readerr after -FI_EAVAIL did not return 1");
+                    return false;
+                }
+                r.saw = std::string(what) + ": CQ error entry " + fi_strerror(ee.err) + " (" +
+                        std::to_string(ee.err) + ")";
+                return false;
+            } else if (n != -FI_EAGAIN && n != -FI_ETIMEDOUT) {
+                r.ok("fi_cq_sread", n);
+                return false;
+            }
+        }
+        for (struct fid_eq* q : all) {
+            uint32_t ev = 0;
+            ssize_t n = fi_eq_read(q, &ev, buf, sizeof buf, 0);
+            if (n == -FI_EAGAIN) continue;
+            if (n == -FI_EAVAIL) {
+                uint8_t ebuf[256];
+                struct fi_eq_err_entry e {};
+                e.err_data = ebuf;
+                e.err_data_size = sizeof ebuf;
+                if (fi_eq_readerr(q, &e, 0) != static_cast<ssize_t>(sizeof e) || e.err <= 0 ||
+                    e.err >= 4096) {
+                    r.fail("fi_eq_readerr after -FI_EAVAIL: no error entry with an FI_E* code");
+                    return false;
+                }
+                r.saw = std::string(what) + ": EQ error entry " + fi_strerror(e.err) + " (" +
+                        std::to_string(e.err) + ")";
+                return false;
+            }
+            if (n < 0) {
+                r.ok("fi_eq_read", n);
+                return false;
+            }
+            if (ev == FI_CONNREQ && n >= static_cast<ssize_t>(sizeof(struct fi_eq_cm_entry))) {
+                struct fi_eq_cm_entry ce;
+                std::memcpy(&ce, buf, sizeof ce);
+                r.infos.push_back(ce.info);
+            }
+            r.saw = std::string(what) + ": event " + fi_tostr(&ev, FI_TYPE_EQ_EVENT);
+            return false;
+        }
+        if (clk::now() > end) {
+            r.fail(std::string("no completions for ") + what + " within " +
+                   std::to_string(wait_ms()) + " ms (stuck CQ or resume)");
+            return false;
+        }
+    }
+    return true;
+}
+
 constexpr size_t kLen = 4096;
 
 uint8_t pattern(size_t i, unsigned seed) { return static_cast<uint8_t>(i * 131u + seed * 7u); }
@@ -233,7 +309,9 @@ int scenario() {
     std::string port;
     struct sockaddr_in sin {};
     size_t slen = sizeof sin;
-    int rctx = 0, sctx = 0, wctx = 0, rdctx = 0;
+    int rctx = 0, sctx = 0, wctx = 0, rdctx = 0, orctx = 0, osctx = 0;
+    const char* rt = std::getenv("FI_EVD_RESUME_TIMEOUT");
+    const bool resumable = rt && *rt && std::strcmp(rt, "0") != 0;
 
     auto done = [&] {
         fi_freeinfo(h);
@@ -312,8 +390,7 @@ int scenario() {
         // shares its listener's EQ, as ofi_rxm binds them: only then is the
         // connection resumable both ways (the offer, the token, the armed
         // outage and keepalive), and those paths are faulted too.
-        const char* rt = std::getenv("FI_EVD_RESUME_TIMEOUT");
-        if (rt && *rt && std::strcmp(rt, "0") != 0) {
+        if (resumable) {
             seq = peq;
         } else {
             CALL(fi_eq_open(sfab, &eqa, &seq, nullptr));
@@ -363,6 +440,33 @@ int scenario() {
     if (std::memcmp(cbuf.data(), cbuf.data() + kLen, kLen) ||
         std::memcmp(cbuf.data(), sbuf.data() + kLen, kLen))
         r.fail("RDMA write/read data differs");
+
+    // ---- resumable: an outage under a send. Both connected QPs are moved to
+    // the error state (evd_fault_break_qps, test/fault/break_qp.cpp), as a
+    // device moves a QP whose path failed. The send completes flushed, which
+    // evd holds; the client connects again with its token, the listener
+    // attaches the new QP to the server's endpoint, both exchange counts and
+    // the send is replayed: it must arrive once, with its data, and nothing
+    // may reach an EQ. The outage's own calls (drain, new id, address and
+    // route, QP, connect, accept, replay) are so faulted too.
+    if (resumable) {
+        using break_fn = int (*)();
+        auto brk = reinterpret_cast<break_fn>(dlsym(RTLD_DEFAULT, "evd_fault_break_qps"));
+        if (!brk) {
+            r.fail("evd_fault_break_qps not found: the interposer (libevd_fault.so) is not preloaded");
+            return done();
+        }
+        for (size_t i = 0; i < kLen; ++i) cbuf[i] = pattern(i, 3);
+        CALL(fi_recv(srx, sbuf.data(), kLen, fi_mr_desc(smr), 0, &orctx));
+        if (int n = brk(); n != 2) {
+            r.fail("evd_fault_break_qps moved " + std::to_string(n) + " QPs to error, not the 2 connected");
+            return done();
+        }
+        CALL(fi_send(cep, cbuf.data(), kLen, fi_mr_desc(cmr), 0, &osctx));
+        if (!wait_both(r, {peq, ceq}, ctx, &osctx, srx_cq, &orctx, "the send across the outage"))
+            return done();
+        if (std::memcmp(cbuf.data(), sbuf.data(), kLen)) r.fail("data sent across the outage differs");
+    }
 
     // ---- the client shuts down, the server sees it
     CALL(fi_shutdown(cep, 0));
