@@ -6,11 +6,14 @@
 #include <rdma/rdma_cma.h>
 
 #include <cstring>
+#include <new>
 
 #include "cq/cq.h"
 #include "device/async.h"
 #include "device/devctx.h"
 #include "domain.h"
+#include <new>
+
 #include "msg/ep.h"
 #include "msg/ep_dp.h"
 #include "msg/srx.h"
@@ -223,8 +226,16 @@ int ep_make_resume_qp(msg_ep* e, struct rdma_cm_id* id, ibv_qp_ptr* out) {
     // No COMM_EST consequence (rdma_notify of e->id): the id this QP belongs
     // to changes at the swap, and its ESTABLISHED comes with the RTU anyway
     // (a lost RTU is retransmitted by the peer's CM).
-    async_target t = ep_async_target(e);
-    devctx_register(e->dom->dev, &devctx::qps, qp.get(), t);
+    // Called from an rdma_cm event or the outage's step, where no entry
+    // point's guard turns an exception into a return: a registration with
+    // no memory is this attempt's failure (the caller's backoff or refusal).
+    try {
+        devctx_register(e->dom->dev, &devctx::qps, qp.get(), ep_async_target(e));
+    } catch (const std::bad_alloc&) {
+        EVD_WARN(FI_LOG_EP_CTRL, "resume: QP %u: no memory to register it for its async "
+                 "events\n", qp->qp_num);
+        return -FI_ENOMEM;
+    }
     const uint32_t qpn = qp->qp_num;
     int ret = cq_attach_qp(e->tx_cq, qpn, e);
     if (!ret && e->rx_cq != e->tx_cq && (ret = cq_attach_qp(e->rx_cq, qpn, e)))
