@@ -171,6 +171,40 @@ TEST_F(EqInternal, SourceProgressRunsFromReadAndItsFdJoinsTheWaitFd) {
     }
 }
 
+// A polled source (a deadline timer that could not be armed) runs at every
+// read whether its fd is readable or not, and wakes a timed sleeper within
+// kEqPolledMs; turned off, or removed, it runs only when its fd says so.
+TEST_F(EqInternal, APolledSourceRunsAtEveryReadAndWakesASleeper) {
+    fake_source s;  // its fd never fired: only the poll runs it
+    evdtest::held<struct fid_eq> q{open(8, FI_WAIT_FD)};
+    s.q = evd::eq_from_fid(q);
+    ASSERT_EQ(evd::eq_add_source(s.q, &s.src), 0);
+    uint32_t ev;
+    struct fi_eq_cm_entry out {};
+    EXPECT_EQ(fi_eq_read(q, &ev, &out, sizeof out, 0), -FI_EAGAIN);
+    EXPECT_EQ(s.calls.load(), 0);
+    evd::eq_source_poll(s.q, &s.src, true);
+    evd::eq_source_poll(s.q, &s.src, true);  // twice on is once on
+    EXPECT_EQ(fi_eq_read(q, &ev, &out, sizeof out, 0), -FI_EAGAIN);
+    EXPECT_EQ(fi_eq_read(q, &ev, &out, sizeof out, 0), -FI_EAGAIN);
+    EXPECT_EQ(s.calls.load(), 2);
+    // a sleeper runs it while it sleeps: 200 ms is many polls
+    s.calls = 0;
+    EXPECT_EQ(fi_eq_sread(q, &ev, &out, sizeof out, 200, 0), -FI_EAGAIN);
+    EXPECT_GE(s.calls.load(), 3);
+    evd::eq_source_poll(s.q, &s.src, false);
+    s.calls = 0;
+    EXPECT_EQ(fi_eq_read(q, &ev, &out, sizeof out, 0), -FI_EAGAIN);
+    EXPECT_EQ(s.calls.load(), 0);
+    // removed while polled: its count goes with it
+    evd::eq_source_poll(s.q, &s.src, true);
+    evd::eq_remove_source(s.q, &s.src);
+    EXPECT_FALSE(s.src.polled.load());
+    EXPECT_EQ(fi_eq_read(q, &ev, &out, sizeof out, 0), -FI_EAGAIN);
+    EXPECT_EQ(s.calls.load(), 0);
+    EXPECT_EQ(q.close(), 0);
+}
+
 TEST_F(EqInternal, SreadWakesForASourceAddedWhileBlocked) {
     evdtest::held<struct fid_eq> q{open(8, FI_WAIT_FD)};
     fake_source s;

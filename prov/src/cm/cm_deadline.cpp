@@ -37,13 +37,20 @@ void rearm(cm_chan* chan) EVD_REQUIRES(chan->dl_mu) {
         its.it_value.tv_nsec = ns % 1000000000;
         if (!its.it_value.tv_sec && !its.it_value.tv_nsec) its.it_value.tv_nsec = 1;
     }
-    // A timer that cannot be armed costs the deadlines, not the connections:
-    // they go on under the kernel CM's own timeouts.
-    if (timerfd_settime(chan->timer.fd, TFD_TIMER_ABSTIME, &its, nullptr))
+    // A timer that cannot be armed must not lose a deadline: an outage's
+    // step is the resume itself, and nothing else would run it. Until an
+    // arming succeeds the timer is polled at every read of the EQ (and a
+    // sleeper on it wakes every kEqPolledMs); timer_progress serves what is
+    // due whether or not the timer fired.
+    if (timerfd_settime(chan->timer.fd, TFD_TIMER_ABSTIME, &its, nullptr)) {
         EVD_WARN(FI_LOG_EP_CTRL,
-                 "timerfd_settime: %s: FI_EVD_CONNECT_TIMEOUT is not enforced on this EQ until the "
-                 "next deadline is set\n",
+                 "timerfd_settime: %s: the deadlines of this EQ are served at its reads "
+                 "until the timer can be armed\n",
                  strerror(errno));
+        eq_source_poll(chan->q, &chan->timer_src, true);
+        return;
+    }
+    eq_source_poll(chan->q, &chan->timer_src, false);
 }
 
 void timer_progress(eq_source* src) {

@@ -33,6 +33,7 @@ struct eq_source {
     // --- private to eq.cpp
     eq_source* next = nullptr;
     std::atomic<int> busy{0};
+    std::atomic<bool> polled{false};  // eq_source_poll
 };
 
 // -FI_EALREADY when src is already registered. The fd must be drained by
@@ -41,6 +42,14 @@ int eq_add_source(eq* q, eq_source* src);
 // Waits for a running callback: never call it from src's own callback or
 // while holding a lock that callback takes.
 void eq_remove_source(eq* q, eq_source* src);
+
+// on: src's progress runs at every read of and wakeup on q, readable or not
+// (its fd cannot signal: a timer that could not be armed), and a sleeper
+// wakes at least every kEqPolledMs to run it; off: back to its fd alone.
+// Atomics only: callable under any lock. A thread already asleep without a
+// timeout serves it from its next wakeup.
+inline constexpr int kEqPolledMs = 10;
+void eq_source_poll(eq* q, eq_source* src, bool on);
 
 // entry: an fi_eq_entry (FI_NOTIFY, FI_MR_COMPLETE, ...) or fi_eq_cm_entry
 // followed by its data, len bytes in all. Returns 0 or -FI_EOVERRUN.

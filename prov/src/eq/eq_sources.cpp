@@ -42,10 +42,34 @@ void eq_run_ready(eq* q, const struct epoll_event* evs, int n) {
     }
 }
 
+int eq_add_polled(eq* q, struct epoll_event* evs, int n) {
+    if (n < 0) n = 0;
+    if (q->npolled.load(std::memory_order_acquire) == 0) return n;
+    evd::lock_guard lk(q->mu);
+    const int reported = n;
+    for (eq_source* s = q->sources; s && n < reported + kEqMaxPolled; s = s->next) {
+        if (!s->polled.load(std::memory_order_relaxed)) continue;
+        bool seen = false;
+        for (int k = 0; k < reported && !seen; ++k) seen = evs[k].data.ptr == s;
+        if (seen) continue;
+        evs[n].events = EPOLLIN;
+        evs[n].data.ptr = s;
+        ++n;
+    }
+    return n;
+}
+
+void eq_source_poll(eq* q, eq_source* src, bool on) {
+    if (!q || !src) return;
+    if (src->polled.exchange(on, std::memory_order_acq_rel) != on)
+        q->npolled.fetch_add(on ? 1 : -1, std::memory_order_acq_rel);
+}
+
 void eq_run_sources(eq* q) {
     if (q->nsources.load(std::memory_order_acquire) == 0) return;
-    struct epoll_event evs[16];
+    struct epoll_event evs[16 + kEqMaxPolled];
     int n = epoll_wait(q->epfd.fd, evs, 16, 0);
+    n = eq_add_polled(q, evs, n);
     eq_run_ready(q, evs, n);
 }
 
@@ -86,6 +110,8 @@ void eq_remove_source(eq* q, eq_source* src) {
         *pp = src->next;
         src->next = nullptr;
         (void)epoll_ctl(q->epfd.fd, EPOLL_CTL_DEL, src->fd, nullptr);
+        if (src->polled.exchange(false, std::memory_order_acq_rel))
+            q->npolled.fetch_sub(1, std::memory_order_acq_rel);
         q->change_index++;
         q->nsources.fetch_sub(1, std::memory_order_release);
     }

@@ -73,6 +73,7 @@ struct eq : object_head<struct fid_eq, kind::eq> {
     // ----
     std::atomic<uint32_t> futex_seq{0};  // bumped under mu when futex sleepers must wake
     std::atomic<int> nsources{0};
+    std::atomic<int> npolled{0};  // sources with eq_source_poll on
     bool signals = false;  // has an eventfd (every wait object but NONE and YIELD)
     fd_owner efd, epfd;  // the eventfd posts signal; the epoll fd that holds it and every source
     bool has_mc = false;
@@ -91,6 +92,11 @@ struct eq : object_head<struct fid_eq, kind::eq> {
         }
     }
 };
+
+// Appends to evs[0..n) a readiness for each source polled (eq_source_poll)
+// that epoll did not report, at most kEqMaxPolled; the new count. Takes mu.
+inline constexpr int kEqMaxPolled = 4;
+int eq_add_polled(eq* q, struct epoll_event* evs, int n) EVD_EXCLUDES(q->mu);
 
 // ---- the queue (eq_queue.cpp); mu held
 // Queues one event (err: an error entry) with len bytes of payload, within

@@ -121,8 +121,13 @@ bool sleep_once(eq* q, const deadline& dl, const struct timespec& left) EVD_REQU
     eq_arm_locked(q);
     q->fd_sleepers++;
     q->mu.unlock();
-    struct epoll_event evs[16];
-    int n = epoll_wait(q->epfd.fd, evs, 16, dl.infinite ? -1 : ceil_ms(left));
+    struct epoll_event evs[16 + kEqMaxPolled];
+    int ms = dl.infinite ? -1 : ceil_ms(left);
+    // a polled source (eq_source_poll) has no fd to wake this sleep
+    const bool polled = q->npolled.load(std::memory_order_acquire) > 0;
+    if (polled && (ms < 0 || ms > kEqPolledMs)) ms = kEqPolledMs;
+    int n = epoll_wait(q->epfd.fd, evs, 16, ms);
+    if (polled) n = eq_add_polled(q, evs, n);
     q->mu.lock();
     q->fd_sleepers--;  // awake: what the sources post needs no eventfd signal
     if (n <= 0) return false;
