@@ -288,6 +288,8 @@ enum fi_evd_resume_refusal {           /* why a peer refused, as it said */
 	FI_EVD_RESUME_REFUSED_ENDED = 4,   /* its end of the connection is over */
 	FI_EVD_RESUME_REFUSED_VERDICT = 5, /* its accounting ended the connection */
 	FI_EVD_RESUME_REFUSED_MALFORMED = 6,
+	FI_EVD_RESUME_REFUSED_BUSY = 7,    /* short of memory or a QP: the last
+					      attempt's answer, tried again */
 };
 enum fi_evd_resume_cause {              /* what failed first */
 	FI_EVD_RESUME_CAUSE_COMPLETION = 1, /* code: an ibv_wc_status */

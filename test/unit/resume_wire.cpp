@@ -138,9 +138,11 @@ TEST(ResumeWire, TokensCompareWhole) {
 }
 
 TEST(ResumeWire, EveryReasonAndErrorHasAName) {
-    for (uint32_t r = 1; r <= 6; ++r)
+    const uint32_t last = static_cast<uint32_t>(evd::resume::resume_refusal::busy);
+    for (uint32_t r = 1; r <= last; ++r)
         EXPECT_STRNE(evd::resume::resume_refusal_name(r), "unknown reason") << r;
     EXPECT_STREQ(evd::resume::resume_refusal_name(0), "unknown reason");
+    EXPECT_STREQ(evd::resume::resume_refusal_name(last + 1), "unknown reason");
     for (int e = 0; e <= static_cast<int>(wire_error::zero_token); ++e)
         EXPECT_STRNE(evd::resume::wire_error_name(static_cast<wire_error>(e)), "unknown") << e;
 }

@@ -371,7 +371,11 @@ cm_id_ptr ep_exchange_cm_event(msg_ep* e, struct rdma_cm_event* ev, const cm_act
             e->r_refusal = m.reason;
             EVD_WARN(FI_LOG_EP_CTRL, "ep %p: the peer refused to resume: %s\n",
                      static_cast<void*>(e), resume::resume_refusal_name(m.reason));
-            return attempt_failed(e, rs, resume::attempt_outcome::refused);
+            // busy: the peer keeps its end, short of something for now
+            return attempt_failed(e, rs, m.reason == static_cast<uint32_t>(
+                                                         resume::resume_refusal::busy)
+                                             ? resume::attempt_outcome::unreachable
+                                             : resume::attempt_outcome::refused);
         }
         // the peer's kernel: no listener there any more; anything else is
         // a refusal without a reason (an evd that does not resume)
@@ -458,9 +462,12 @@ cm_id_ptr ep_exchange_accept(msg_ep* e, uint64_t now) {
         }
         return drop_attempt(e);
     }
+    // Short of a QP or of memory here is not the connection's end: the
+    // active side is asked to try again (its backoff), this side waits.
     if (int rc = ep_make_resume_qp(e, e->rid.get(), &e->rqp)) {
-        EVD_WARN(FI_LOG_EP_CTRL, "ep %p: resume accept: no QP (%d)\n", static_cast<void*>(e), rc);
-        ep_exchange_refuse(e->rid.get(), e->rgen, resume::resume_refusal::not_resumable);
+        EVD_WARN(FI_LOG_EP_CTRL, "ep %p: resume accept: no QP (%d): the peer is asked to try "
+                 "again\n", static_cast<void*>(e), rc);
+        ep_exchange_refuse(e->rid.get(), e->rgen, resume::resume_refusal::busy);
         return drop_attempt(e);
     }
     resume::resume_msg m;
@@ -469,7 +476,7 @@ cm_id_ptr ep_exchange_accept(msg_ep* e, uint64_t now) {
     uint8_t buf[resume::kResumeMsgLen];
     struct rdma_conn_param cp;
     if (!prepare_msg(e, rs, m, buf, sizeof(buf))) {
-        ep_exchange_refuse(e->rid.get(), e->rgen, resume::resume_refusal::not_resumable);
+        ep_exchange_refuse(e->rid.get(), e->rgen, resume::resume_refusal::busy);
         return drop_attempt(e);
     }
     cm_fill_conn_param(&cp, buf, sizeof(buf), retry_of(e));

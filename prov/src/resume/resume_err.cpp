@@ -17,6 +17,7 @@ static_assert(FI_EVD_RESUME_REFUSED_STALE == static_cast<int>(resume_refusal::st
 static_assert(FI_EVD_RESUME_REFUSED_ENDED == static_cast<int>(resume_refusal::not_resumable));
 static_assert(FI_EVD_RESUME_REFUSED_VERDICT == static_cast<int>(resume_refusal::verdict_ends));
 static_assert(FI_EVD_RESUME_REFUSED_MALFORMED == static_cast<int>(resume_refusal::malformed));
+static_assert(FI_EVD_RESUME_REFUSED_BUSY == static_cast<int>(resume_refusal::busy));
 
 static_assert(sizeof(struct fi_evd_resume_err) == 40);
 static_assert(FI_EVD_RESUME_CAUSE_COMPLETION == static_cast<int>(failure_source::completion) + 1);

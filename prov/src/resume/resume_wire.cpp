@@ -61,6 +61,7 @@ const char* resume_refusal_name(uint32_t reason) noexcept {
     case resume_refusal::not_resumable: return "the connection cannot be resumed";
     case resume_refusal::verdict_ends: return "the accounting ended the connection";
     case resume_refusal::malformed: return "the request was malformed";
+    case resume_refusal::busy: return "it could not take the attempt now";
     }
     return "unknown reason";
 }

@@ -48,6 +48,7 @@ enum class resume_refusal : uint32_t {
     not_resumable = 4,     // the connection ended, is closing, or never offered
     verdict_ends = 5,      // the accounting ended the connection (tx_ledger verdict)
     malformed = 6,         // resume_unpack refused the bytes
+    busy = 7,              // it could not take the attempt now (no memory, no QP): try again
 };
 const char* resume_refusal_name(uint32_t reason) noexcept;
 
