@@ -154,12 +154,13 @@ if [ -z "${EVD_SKIP_VM:-}" ]; then
         bash "$top/test/nodes/suite.sh" "$top/build" pingpong mpi failures
     # Four nodes: Open MPI with 4 ranks, one a node, checked (its allreduce
     # spans four machines); the 4-rank job across a 30 s partition of node A
-    # on resumable connections (must complete: its broadcast crosses A);
+    # on resumable connections (must complete: its broadcast crosses A),
+    # and across a 30 s link-down of node A (must complete);
     # then node A killed under traffic from B, C and D at once (each must
     # see exactly one terminal record per endpoint and reconnect to the
     # rebooted A; the resumable run of it is the two-node bed's).
     plan nodes-4         150 8   build                    ""       0 1500 \
-        env EVD_VM_TIMEOUT=1400 EVD_NODES_MPI_PARTS="checked partition" EVD_NODES_MPI_NP=4 \
+        env EVD_VM_TIMEOUT=1400 EVD_NODES_MPI_PARTS="checked partition link-down" EVD_NODES_MPI_NP=4 \
         EVD_NODES_MPI_FLAP_NP=4 EVD_NODES_RESUME_KILL=0 "$vm/run-nodes" --nodes 4 -- \
         bash "$top/test/nodes/suite.sh" "$top/build" mpi failures:kill
     # The same suites on Soft-iWARP (siw0/siw1 on the veth pair, siw0 on each
@@ -278,11 +279,12 @@ if [ -z "${EVD_SKIP_ALT:-}" ]; then
             env EVD_VM_TIMEOUT=2900 "$vm/run-in-vm" --root "$altroot" -- \
             bash "$top/test/integration/run-in-guest.sh" "$top/build-$alt"
         # the two-node bed with this userland on both nodes: an Open MPI job
-        # whose peer node dies while the survivor waits to receive from it
-        # (the checked job and the link flap on this Open MPI run in
+        # whose peer node dies while the survivor waits to receive from it,
+        # and the job across a 30 s partition on resumable connections over
+        # this libfabric's ofi_rxm (must complete) (the checked job and the link flap on this Open MPI run in
         # $alt-vm-integration's guest checks; across nodes, on the host's)
         plan $alt-nodes-mpi 100 4  $alt-build             ""       0 1200 \
-            env EVD_VM_TIMEOUT=1100 EVD_NODES_MPI_PARTS=death "$vm/run-nodes" --root "$altroot" -- \
+            env EVD_VM_TIMEOUT=1100 EVD_NODES_MPI_PARTS="death partition" "$vm/run-nodes" --root "$altroot" -- \
             bash "$top/test/nodes/suite.sh" "$top/build-$alt" mpi
     fi
     if [ -z "${EVD_SKIP_PKG:-}" ]; then

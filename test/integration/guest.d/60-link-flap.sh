@@ -50,6 +50,8 @@ rc=${PIPESTATUS[0]}
 [ "$rc" -gt 1 ] && echo "not ok - evd_rdm_flap evd;ofi_rxm (FI_EVD_RESUME_TIMEOUT=30000): soak: exit $rc (crashed or killed)"
 verbs=${EVD_VERBS_BESIDE:-0}
 [ "$verbs" = 1 ] && flap -p "verbs;ofi_rxm" --report 2>&1 | sed 's/^# /# verbs: /'
+# the soak beside, every line a comment (verbs has no resumption to judge)
+[ "$verbs" = 1 ] && FLAP_LIMIT=240 flap -p "verbs;ofi_rxm" --soak 3 -u 5 2>&1 | sed 's/^/# verbs: /'
 if command -v mpicc >/dev/null && command -v mpirun >/dev/null; then
     mpi_flap "evd;ofi_rxm"
     FI_EVD_FAIL_FAST=1 mpi_flap "evd;ofi_rxm" |
