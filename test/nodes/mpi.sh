@@ -165,6 +165,10 @@ death() { # PROV LIMIT_S [LABEL]
     mkdir -p "$ranks"
     export MPI_FLAP_LOG=$own
     resume_x+=(-x MPI_FLAP_LOG)
+    # emptied before the launch (see mid_job): a stale "stops replying" of
+    # the job before would have A killed before this one is up
+    : >"$out"
+    : >"$err"
     # the launch agent gives up on the dead node only after the limit: what
     # ends the survivor within it is the fabric, not the launcher
     EVD_NODE_EXEC_ALIVE=$((limit + 30)) node_mpirun $((limit + 120)) "$prov" "evd-node-1:1,evd-node-0:1" 2 \
@@ -265,6 +269,12 @@ mid_job() {
     # with EVD_NODES_MPI_FLAP_NP=N (even, at most the nodes): ranks 2.. on
     # nodes 2..: their pairs talk among themselves, the broadcast crosses A
     for ((i = 2; i < flap_np; i++)); do hosts+=",evd-node-$i:1"; done
+    # emptied here, not by the background job's redirection: the wait below
+    # would otherwise find the previous job's first round trip in them and
+    # fault A before this job is up (a 4-rank job's rank on A then found its
+    # port down at start-up: nodes-4, run 25)
+    : >"$out"
+    : >"$err"
     node_mpirun "$limit" "$prov" "$hosts" "$flap_np" \
         "$ctl/mpi_flap" "$run" >"$out" 2>"$err" &
     mp=$!
