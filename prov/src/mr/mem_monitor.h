@@ -36,13 +36,17 @@
 
 namespace evd {
 
-// The lock of every registration cache and of the monitor's event reading.
+// The monitor's lock: its listener list and event count; each cache's misses
+// take it before their own lock.
 mutex& mem_lock();
 
 // A cache's subscription: invalidate(self, start, end) runs on the monitor's
-// thread, under mem_lock(), for every event ([start, end) page aligned).
+// thread, under mem_lock() and *mu, for every event ([start, end) page
+// aligned). The monitor takes every listener's mu before it reads an event
+// (the read releases the unmapping thread) and lets go after applying it.
 struct mem_listener {
     void (*invalidate)(mem_listener* self, uintptr_t start, uintptr_t end) = nullptr;
+    mutex* mu = nullptr;  // the listener's own lock
     mem_listener* next EVD_GUARDED_BY(mem_lock()) = nullptr;  // the monitor's list
 };
 

@@ -6,6 +6,8 @@
 
 #include <cstring>
 #include <memory>
+#include <new>
+#include <utility>
 
 #include "domain.h"
 #include "mr/mr_cache.h"
@@ -49,9 +51,17 @@ int mr_close(struct fid* f) {
         mr* m = mr_of(f);
         if (!m) return -FI_EINVAL;
         if (m->ent) {
-            m->dom->mrc->put(m->ent);
-            m->ent = nullptr;
-        } else if (int e = release_with(m->ibmr, ibv_dereg_mr)) {
+            // retire()'s steps, but the object's memory goes back to the
+            // cache, for the next registration to be built in
+            domain* dom = m->dom;
+            mr_entry* ent = std::exchange(m->ent, nullptr);
+            m->tag = kind{0};
+            m->~mr();
+            if (void* left = dom->mrc->put(ent, static_cast<void*>(m))) ::operator delete(left);
+            dom->refs.put();
+            return 0;
+        }
+        if (int e = release_with(m->ibmr, ibv_dereg_mr)) {
             EVD_WARN(FI_LOG_MR, "ibv_dereg_mr: %s\n", strerror(e));
             return fi_err(e);
         }
@@ -129,13 +139,22 @@ int do_reg(struct fid* dfid, const struct iovec* iov, size_t count, uint64_t acc
         EVD_WARN(FI_LOG_MR, "fi_mr_reg: NULL buffer with length %zu\n", len);
         return -FI_EINVAL;
     }
-    auto m = std::make_unique<mr>();
     const int acc = mr_ibv_access(access, dom->dev->iwarp, dom->dev->atomics);
+    mr_entry* ent = nullptr;
+    void* spare = nullptr;  // a closed object's memory, with a cached entry
     if (dom->mrc && !(flags & kNoCache)) {
         int err = 0;
-        m->ent = dom->mrc->get(addr, len, acc, &err);
-        if (!m->ent && err) return fi_err(err);  // logged
+        ent = dom->mrc->get(addr, len, acc, &err, &spare);
+        if (!ent && err) return fi_err(err);  // logged
     }
+    // (a block from the cache came from operator new(sizeof(mr)), as the
+    // object's own delete expects)
+    std::unique_ptr<mr> m(spare ? new (spare) mr() : new (std::nothrow) mr());
+    if (!m) {
+        if (ent) dom->mrc->put(ent, nullptr);
+        return -FI_ENOMEM;
+    }
+    m->ent = ent;
     if (!m->ent) {
         m->ibmr.reset(ibv_reg_mr(dom->pd.get(), addr, len, acc));
         if (!m->ibmr) {

@@ -2,10 +2,12 @@
 // The registration cache of a domain (mr_cache.h).
 #include "mr/mr_cache.h"
 
+#include <pthread.h>
 #include <rdma/fi_ext_evd.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -25,28 +27,72 @@ uintptr_t page_size() {
     return ps;
 }
 
+// Forks of this process so far, as its child sees them: moved by the child
+// handler pthread_atfork runs in every fork child, so that a cache knows it
+// is in a child without calling getpid on every registration. False in
+// g_atfork when the handler could not be registered (then getpid decides).
+std::atomic<unsigned> g_forks{0};
+bool g_atfork = false;
+
+void count_fork() { g_forks.fetch_add(1, std::memory_order_relaxed); }
+
+unsigned forks_now() {
+    static const bool registered = [] {
+        g_atfork = pthread_atfork(nullptr, nullptr, count_fork) == 0;
+        return true;
+    }();
+    (void)registered;
+    return g_forks.load(std::memory_order_relaxed);
+}
+
+// The memory of fi_mr objects kept for reuse, freed outside the locks.
+void free_spares(void* list) {
+    while (list) {
+        void* next = *static_cast<void**>(list);
+        ::operator delete(list);
+        list = next;
+    }
+}
+
 }  // namespace
 
 mr_cache::mr_cache(struct ibv_pd* pd, mr_cache_limits lim, int extra_access)
-    : pd_(pd), lim_(lim), full_access_(kFullAccess | extra_access), pid_(getpid()) {
+    : pd_(pd),
+      lim_(lim),
+      full_access_(kFullAccess | extra_access),
+      pid_(getpid()),
+      forks_(forks_now()) {
     listener_.invalidate = on_invalidate;
+    listener_.mu = &mu_;
     listener_.cache = this;
     evd::lock_guard lk(mem_lock());
     mem_monitor_listen(&listener_);
 }
 
+bool mr_cache::forked() const noexcept {
+    return g_atfork ? g_forks.load(std::memory_order_relaxed) != forks_ : pid_ != getpid();
+}
+
 mr_cache::~mr_cache() {
-    if (pid_ != getpid()) return;  // a fork child: the parent's registrations, not its own
+    if (forked()) return;  // a fork child: the parent's registrations, not its own
     {
         evd::lock_guard lk(mem_lock());
         mem_monitor_unlisten(&listener_);
+    }
+    void* spares = nullptr;
+    {
+        evd::lock_guard lk(mu_);
         while (!index_.empty()) unindex(index_.size() - 1);
+        spares = std::exchange(spare_, nullptr);
+        nspare_ = 0;
     }
     reap();
+    free_spares(spares);
 }
 
-void mr_cache::on_invalidate(mem_listener* l, uintptr_t start, uintptr_t end) EVD_REQUIRES(mem_lock()) {
+void mr_cache::on_invalidate(mem_listener* l, uintptr_t start, uintptr_t end) {
     mr_cache* c = static_cast<listener*>(l)->cache;
+    c->mu_.assert_held();  // the monitor took every listener's lock (lock_listeners)
     // entries are sorted and disjoint, so their ends are sorted too
     auto it = std::upper_bound(c->index_.begin(), c->index_.end(), start,
                                [](uintptr_t s, const mr_entry* e) { return s < e->end; });
@@ -98,7 +144,7 @@ void mr_cache::lru_unlink(mr_entry* e) {
 // Evicts unused entries, oldest first, until one more entry of `bytes` fits;
 // false when entries in use leave no room.
 bool mr_cache::make_room(size_t bytes) {
-    auto fits = [&]() EVD_REQUIRES(mem_lock()) {
+    auto fits = [&]() EVD_REQUIRES(mu_) {
         return index_.size() < lim_.max_count && (!lim_.max_bytes || bytes_ + bytes <= lim_.max_bytes);
     };
     while (!fits() && lru_head_) {
@@ -111,15 +157,11 @@ bool mr_cache::make_room(size_t bytes) {
     return fits();
 }
 
-namespace {
-// The next of a list of retired entries the caller took out of the cache
-// (dead_ under mem_lock()): nobody else reaches them any more.
-mr_entry* dead_next_of(mr_entry* e) EVD_NO_LOCK_ANALYSIS { return e->dead_next; }
-}  // namespace
-
+// A list of retired entries the caller took out of the cache (dead_ under
+// mu_): nobody else reaches them any more.
 void mr_cache::free_dead(mr_entry* list) {
     while (list) {
-        mr_entry* next = dead_next_of(list);
+        mr_entry* next = list->dead_next;
         if (int rc = release_with(list->ibmr, ibv_dereg_mr))
             EVD_WARN(FI_LOG_MR, "ibv_dereg_mr of a cached registration: %s (leaked)\n", strerror(rc));
         delete list;
@@ -130,10 +172,19 @@ void mr_cache::free_dead(mr_entry* list) {
 void mr_cache::reap() {
     mr_entry* dead;
     {
-        evd::lock_guard lk(mem_lock());
+        evd::lock_guard lk(mu_);
         dead = std::exchange(dead_, nullptr);
     }
     free_dead(dead);
+}
+
+void* mr_cache::take_spare() {
+    void* b = spare_;
+    if (b) {
+        spare_ = *static_cast<void**>(b);
+        --nspare_;
+    }
+    return b;
 }
 
 mr_entry* mr_cache::reg_new(uintptr_t start, uintptr_t end, int access, int* err) {
@@ -161,9 +212,10 @@ mr_entry* mr_cache::reg_new(uintptr_t start, uintptr_t end, int access, int* err
     return e;  // with its first user (mr_entry::users)
 }
 
-mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err) {
+mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err, void** spare) {
     *err = 0;
-    if (!len || pid_ != getpid()) return nullptr;  // a fork child: no monitor here
+    *spare = nullptr;
+    if (!len || forked()) return nullptr;  // a fork child: no monitor here
     const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
     const uintptr_t ps = page_size();
     const uintptr_t own_start = a & ~(ps - 1);
@@ -173,34 +225,40 @@ mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err) {
     mr_entry* hit = nullptr;
     mr_entry* dead = nullptr;
     bool need_room = false;  // the index has not taken its room yet
+    // The hit: this cache's lock alone.
     {
-        evd::lock_guard lk(mem_lock());
+        evd::lock_guard lk(mu_);
         dead = std::exchange(dead_, nullptr);  // what invalidations retired meanwhile
         hit = find(a, a + len, access);
         if (hit) {
             if (hit->users++ == 0) lru_unlink(hit);
             ++hits_;
-        } else {
-            ++misses_;
-            events = mem_monitor_events();
-            need_room = index_.capacity() < lim_.max_count;
-            // One registration for the new range and the entries it overlaps
-            // (their pages are mapped and pinned already): the next request
-            // anywhere in the union hits.
-            auto it = std::upper_bound(index_.begin(), index_.end(), start,
-                                       [](uintptr_t s, const mr_entry* x) { return s < x->end; });
-            for (; it != index_.end() && (*it)->start < end; ++it) {
-                start = std::min(start, (*it)->start);
-                end = std::max(end, (*it)->end);
-            }
+            *spare = take_spare();
         }
     }
-    free_dead(dead);
+    if (dead) free_dead(dead);
     if (hit) return hit;
+    // The miss: the monitor's event count and the range, read together.
+    {
+        evd::lock_guard ml(mem_lock());
+        evd::lock_guard lk(mu_);
+        ++misses_;
+        events = mem_monitor_events();
+        need_room = index_.capacity() < lim_.max_count;
+        // One registration for the new range and the entries it overlaps
+        // (their pages are mapped and pinned already): the next request
+        // anywhere in the union hits.
+        auto it = std::upper_bound(index_.begin(), index_.end(), start,
+                                   [](uintptr_t s, const mr_entry* x) { return s < x->end; });
+        for (; it != index_.end() && (*it)->start < end; ++it) {
+            start = std::min(start, (*it)->start);
+            end = std::max(end, (*it)->end);
+        }
+    }
     // Watch first, then pin: an unmap after the watch is seen (the event
     // count moves), one before it left the new pages to be pinned.
     if (!mem_monitor_watch(start, end)) {
-        evd::lock_guard lk(mem_lock());
+        evd::lock_guard lk(mu_);
         ++uncached_;
         return nullptr;
     }
@@ -224,7 +282,9 @@ mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err) {
         } catch (const std::bad_alloc&) {  // no room: the entry stays private
         }
     }
-    evd::lock_guard lk(mem_lock());
+    evd::lock_guard ml(mem_lock());
+    evd::lock_guard lk(mu_);
+    *spare = take_spare();
     const bool roomy = index_.capacity() >= lim_.max_count || room.capacity() >= lim_.max_count;
     if (index_.capacity() < lim_.max_count && roomy) {
         room.assign(index_.begin(), index_.end());  // within its capacity
@@ -262,12 +322,18 @@ mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err) {
     return e;
 }
 
-void mr_cache::put(mr_entry* e) {
-    if (pid_ != getpid()) return;  // a fork child: the parent's entry, not ours to touch
+void* mr_cache::put(mr_entry* e, void* block) {
+    if (forked()) return block;  // a fork child: the parent's entry, not ours to touch
     bool dead = false;
     {
-        evd::lock_guard lk(mem_lock());
-        if (--e->users > 0) return;
+        evd::lock_guard lk(mu_);
+        if (block && nspare_ < kSpareMax) {
+            *static_cast<void**>(block) = spare_;
+            spare_ = block;
+            ++nspare_;
+            block = nullptr;
+        }
+        if (--e->users > 0) return block;
         if (e->indexed) {
             lru_push(e);
         } else {
@@ -276,12 +342,13 @@ void mr_cache::put(mr_entry* e) {
         }
     }
     if (dead) reap();
+    return block;
 }
 
 void mr_cache::stats(struct fi_evd_mr_cache_stats* out) {
     *out = {};
-    if (pid_ != getpid()) return;  // a fork child caches nothing
-    evd::lock_guard lk(mem_lock());
+    if (forked()) return;  // a fork child caches nothing
+    evd::lock_guard lk(mu_);
     out->hits = hits_;
     out->misses = misses_;
     out->registrations = registered_;

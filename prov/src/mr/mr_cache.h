@@ -25,9 +25,17 @@
 // Memory the monitor cannot watch (file mappings, ranges owned by another
 // userfaultfd) is registered uncached, as without a cache.
 //
-// Lock: mem_lock() (one for every cache and the monitor). Under it nothing
-// allocates, frees or calls rdma-core: the index is a vector whose capacity
-// is reserved for max_count entries when the cache is made.
+// Locks: the cache's own mu_, and mem_lock() (the monitor's, one for the
+// process), taken before mu_ when both are. A hit takes mu_ alone: no
+// process-wide lock, no system call (a fork is seen through a counter that
+// pthread_atfork moves, not getpid) and no allocation (the fi_mr object is
+// built in the memory of one closed before, kept here). A miss takes both
+// to read the monitor's event count and to index its entry. The monitor
+// holds every cache's mu_ while it reads and applies events, so a lookup
+// made after munmap returned waits for, and then sees, the invalidation.
+// Under either lock nothing allocates, frees or calls rdma-core: the index
+// is a vector whose capacity is reserved for max_count entries when the
+// cache is made.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -49,13 +57,16 @@ struct mr_entry {
     uintptr_t start = 0, end = 0;  // the registered pages
     int access = 0;                // ibv_access_flags of the registration
     ibv_mr_ptr ibmr;
-    int users EVD_GUARDED_BY(mem_lock()) = 1;  // fi_mr objects on it; born with its first
-    bool indexed EVD_GUARDED_BY(mem_lock()) = false;  // lookups find it
+    // Under its cache's mu_ (not annotated: the analysis cannot tie an
+    // entry to its cache; every function of the cache that touches them
+    // requires mu_).
+    int users = 1;         // fi_mr objects on it; born with its first
+    bool indexed = false;  // lookups find it
     // unused and indexed: the LRU list
-    mr_entry* lru_prev EVD_GUARDED_BY(mem_lock()) = nullptr;
-    mr_entry* lru_next EVD_GUARDED_BY(mem_lock()) = nullptr;
+    mr_entry* lru_prev = nullptr;
+    mr_entry* lru_next = nullptr;
     // unused and not indexed: to deregister
-    mr_entry* dead_next EVD_GUARDED_BY(mem_lock()) = nullptr;
+    mr_entry* dead_next = nullptr;
 };
 
 struct mr_cache_limits {
@@ -78,46 +89,59 @@ public:
     // cached entry (users + 1), a new one, or nullptr with *err = 0 when the
     // buffer is to be registered uncached by the caller (not watchable, a
     // fork child, the cache full of entries in use) or *err = the errno of a
-    // failed registration.
-    mr_entry* get(void* addr, size_t len, int access, int* err);
-    // Drops a user of e (from get).
-    void put(mr_entry* e);
+    // failed registration. With an entry, *spare is the memory of a closed
+    // fi_mr object to build the new one in (taken under the same lock), or
+    // nullptr when none is kept.
+    mr_entry* get(void* addr, size_t len, int access, int* err, void** spare);
+    // Drops a user of e (from get). block: the memory of the fi_mr object
+    // that used it, destroyed already (or nullptr), kept for the next get;
+    // returned when enough are kept, for the caller to free unlocked.
+    void* put(mr_entry* e, void* block);
     // The cache's counters (fi_control FI_EVD_MR_CACHE_STATS).
     void stats(struct fi_evd_mr_cache_stats* out);
 
+    // fi_mr objects' memory kept for reuse (put), at most this many
+    static constexpr size_t kSpareMax = 64;
+
 private:
     static void on_invalidate(mem_listener* l, uintptr_t start, uintptr_t end);
-    mr_entry* find(uintptr_t start, uintptr_t end, int access) EVD_REQUIRES(mem_lock());
-    void unindex(size_t i) EVD_REQUIRES(mem_lock());
-    void retire(mr_entry* e) EVD_REQUIRES(mem_lock());
-    bool make_room(size_t bytes) EVD_REQUIRES(mem_lock());
-    void lru_push(mr_entry* e) EVD_REQUIRES(mem_lock());
-    void lru_unlink(mr_entry* e) EVD_REQUIRES(mem_lock());
-    // Outside it: deregisters and frees a list of retired entries; reap()
-    // takes the list retire() built.
+    bool forked() const noexcept;  // this process is a fork child of the cache's maker
+    mr_entry* find(uintptr_t start, uintptr_t end, int access) EVD_REQUIRES(mu_);
+    void unindex(size_t i) EVD_REQUIRES(mu_);
+    void retire(mr_entry* e) EVD_REQUIRES(mu_);
+    bool make_room(size_t bytes) EVD_REQUIRES(mu_);
+    void lru_push(mr_entry* e) EVD_REQUIRES(mu_);
+    void lru_unlink(mr_entry* e) EVD_REQUIRES(mu_);
+    void* take_spare() EVD_REQUIRES(mu_);
+    // Outside the locks: deregisters and frees a list of retired entries;
+    // reap() takes the list retire() built.
     static void free_dead(mr_entry* list) EVD_EXCLUDES(mem_lock());
-    void reap() EVD_EXCLUDES(mem_lock());
+    void reap() EVD_EXCLUDES(mem_lock(), mu_);
     mr_entry* reg_new(uintptr_t start, uintptr_t end, int access, int* err)
-        EVD_EXCLUDES(mem_lock());
+        EVD_EXCLUDES(mem_lock(), mu_);
 
+    mutable mutex mu_;  // the cache's own lock (after mem_lock() when both)
     struct listener : mem_listener {
         mr_cache* cache = nullptr;
     } listener_;
     struct ibv_pd* pd_;
     mr_cache_limits lim_;
     int full_access_;  // what entries are registered with (see the constructor)
-    pid_t pid_;
-    std::vector<mr_entry*> index_ EVD_GUARDED_BY(mem_lock());  // sorted by start, disjoint
-    size_t bytes_ EVD_GUARDED_BY(mem_lock()) = 0;
-    mr_entry* lru_head_ EVD_GUARDED_BY(mem_lock()) = nullptr;  // oldest unused
-    mr_entry* lru_tail_ EVD_GUARDED_BY(mem_lock()) = nullptr;
-    mr_entry* dead_ EVD_GUARDED_BY(mem_lock()) = nullptr;
-    uint64_t hits_ EVD_GUARDED_BY(mem_lock()) = 0;
-    uint64_t misses_ EVD_GUARDED_BY(mem_lock()) = 0;
-    uint64_t invalidated_ EVD_GUARDED_BY(mem_lock()) = 0;
-    uint64_t evicted_ EVD_GUARDED_BY(mem_lock()) = 0;
-    uint64_t uncached_ EVD_GUARDED_BY(mem_lock()) = 0;
-    uint64_t registered_ EVD_GUARDED_BY(mem_lock()) = 0;
+    pid_t pid_;        // the maker's, for a process where pthread_atfork failed
+    unsigned forks_;   // the fork counter when the cache was made
+    std::vector<mr_entry*> index_ EVD_GUARDED_BY(mu_);  // sorted by start, disjoint
+    size_t bytes_ EVD_GUARDED_BY(mu_) = 0;
+    mr_entry* lru_head_ EVD_GUARDED_BY(mu_) = nullptr;  // oldest unused
+    mr_entry* lru_tail_ EVD_GUARDED_BY(mu_) = nullptr;
+    mr_entry* dead_ EVD_GUARDED_BY(mu_) = nullptr;
+    void* spare_ EVD_GUARDED_BY(mu_) = nullptr;  // a list through each block's first word
+    size_t nspare_ EVD_GUARDED_BY(mu_) = 0;
+    uint64_t hits_ EVD_GUARDED_BY(mu_) = 0;
+    uint64_t misses_ EVD_GUARDED_BY(mu_) = 0;
+    uint64_t invalidated_ EVD_GUARDED_BY(mu_) = 0;
+    uint64_t evicted_ EVD_GUARDED_BY(mu_) = 0;
+    uint64_t uncached_ EVD_GUARDED_BY(mu_) = 0;
+    uint64_t registered_ EVD_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace evd
