@@ -5,9 +5,13 @@
 # operation by strace (every thread, between op_cost's markers around its
 # loop). Contestants: libfabric's verbs, evd, and evd with
 # resumable connections (FI_EVD_RESUME_TIMEOUT), on the same rxe device.
+# Then a registration-cache hit (fi_mr_reg of a cached page, fi_close):
+# instructions, system calls, and heap allocations per hit (memcheck's
+# count of a run of 2N hits less one of N, divided by N: exact).
 # A benchmark, not a test: it judges nothing; its table goes to docs/.
 #
 #   test/bench/op-cost.sh BUILD_DIR [N]      (on the host: boots the VM)
+#   EVD_OP_COST_OPS="send mr-hit"            only these (default: all)
 set -u
 build=$(cd "${1:?usage: op-cost.sh BUILD_DIR [iterations]}" && pwd)
 n=${2:-400}
@@ -63,10 +67,27 @@ sys_per_op() {  # sys_per_op ENV... -- ARGS...
         END { printf "%.2f", c / n }' /tmp/op-cost.st
 }
 
+# Heap allocations per iteration: memcheck's "total heap usage" of a run of
+# 2N iterations less that of a run of N (the setup's cancel out), over N.
+allocs_per_op() {  # allocs_per_op ENV... -- ARGS...
+    local envs=()
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+    local a b
+    a=$(env "${envs[@]}" valgrind --tool=memcheck --leak-check=no "$bin" "$@" -n "$n" 2>&1 |
+        awk '/total heap usage:/ { gsub(",", "", $5); print $5 }')
+    b=$(env "${envs[@]}" valgrind --tool=memcheck --leak-check=no "$bin" "$@" -n $((2 * n)) 2>&1 |
+        awk '/total heap usage:/ { gsub(",", "", $5); print $5 }')
+    if [ -z "$a" ] || [ -z "$b" ]; then echo "-"; return; fi
+    awk -v a="$a" -v b="$b" -v n="$n" 'BEGIN { printf "%.2f", (b - a) / n }'
+}
+
+ops=${EVD_OP_COST_OPS:-send inject write read mr-hit}
 echo "# op_cost: $n iterations each, $(uname -r), $(ibv_devices 2>/dev/null | awk 'NR==3{print $1}')"
 echo "| operation | contestant | post | client CQ read | server CQ read | receive repost | total | system calls |"
 echo "|---|---|---|---|---|---|---|---|"
-for o in send inject write read; do
+for o in $ops; do
+    [ "$o" = mr-hit ] && continue
     for who in verbs evd evd-resume; do
         prov=${who%-resume}
         envs=(FI_EVD_RESUME_TIMEOUT=0)
@@ -77,3 +98,27 @@ for o in send inject write read; do
         echo "| $o | $who | $post | $tx | $rx | $rp | $total | $sys |"
     done
 done
+
+case " $ops " in *" mr-hit "*)
+    echo
+    echo "| registration-cache hit | contestant | fi_mr_reg | fi_close | total | system calls | allocations |"
+    echo "|---|---|---|---|---|---|---|"
+    for who in verbs evd; do
+        out=/tmp/op-cost.cg
+        rm -f "$out"
+        reg=- cls=-
+        if valgrind --tool=callgrind --toggle-collect='*::cost_*' --callgrind-out-file="$out" \
+            "$bin" -p "$who" -o mr-hit -n "$n" >/dev/null 2>&1; then
+            read -r reg cls <<<"$(callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null |
+                awk -v n="$n" '{ gsub(",", "", $1) }
+                    /::cost_mr_reg\(/   { if ($1 > g) g = $1 }
+                    /::cost_mr_close\(/ { if ($1 > c) c = $1 }
+                    END { printf "%.0f %.0f", g / n, c / n }')"
+        fi
+        total=$(awk -v a="$reg" -v b="$cls" 'BEGIN { printf "%d", a + b }')
+        sys=$(sys_per_op FI_EVD_RESUME_TIMEOUT=0 -- -p "$who" -o mr-hit)
+        al=$(allocs_per_op FI_EVD_RESUME_TIMEOUT=0 -- -p "$who" -o mr-hit)
+        echo "| mr-hit | $who | $reg | $cls | $total | $sys | $al |"
+    done
+    ;;
+esac

@@ -17,6 +17,10 @@
 //                  part of what an inject costs);
 //   cost_reap_rx   one fi_cq_read on the server's CQ that returns the
 //                  receive's completion (messages only).
+// -o mr-hit counts a registration-cache hit instead: each iteration
+//   cost_mr_reg    fi_mr_reg of one page of the client's buffer, which the
+//                  setup registered whole (so a cache finds it);
+//   cost_mr_close  fi_close of that registration.
 // The loop runs between two getppid() calls, so that strace can count the
 // system calls of the loop alone. Between the counted functions the program
 // waits (uncounted, without a system call: a spin on the vDSO clock) long enough for rxe to have done its part, so each
@@ -25,7 +29,7 @@
 //
 // Usage (inside the VM; valgrind counts user space only):
 //   valgrind --tool=callgrind --toggle-collect='cost_*' ./op_cost -p evd -o send -n 2000
-//   op_cost -p PROV -o send|inject|write|read [-n iterations] [-s bytes] [-w spin_us]
+//   op_cost -p PROV -o send|inject|write|read|mr-hit [-n iterations] [-s bytes] [-w spin_us]
 // FI_EVD_RESUME_TIMEOUT selects resumable endpoints for evd.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -55,7 +59,7 @@ using clk = std::chrono::steady_clock;
 
 using rxetest::env_or;
 
-enum class op { send, inject, write, read };
+enum class op { send, inject, write, read, mr_hit };
 
 struct options {
     std::string prov = "evd";
@@ -168,8 +172,27 @@ class conn {
             return static_cast<int>(fi_write(cep_, buf_.data(), o_.size, d, 0, raddr, key, &ctx_));
         case op::read:
             return static_cast<int>(fi_read(cep_, buf_.data(), o_.size, d, 0, raddr, key, &ctx_));
+        case op::mr_hit: break;
         }
         return -FI_EINVAL;
+    }
+    __attribute__((noinline)) int cost_mr_reg(long i, struct fid_mr** out) {
+        return fi_mr_reg(cdom_, buf_.data() + 4096 * (i % 8), 4096,
+                         FI_SEND | FI_RECV | FI_READ | FI_WRITE, 0, 0, 0, out, nullptr);
+    }
+    __attribute__((noinline)) int cost_mr_close(struct fid_mr* m) { return fi_close(&m->fid); }
+
+    // -o mr-hit: the registrations and closes alone.
+    bool run_mr_hit() {
+        syscall(SYS_getppid);
+        for (long i = 0; i < o_.iters; ++i) {
+            struct fid_mr* m = nullptr;
+            FI_CHECK(cost_mr_reg(i, &m));
+            FI_CHECK(cost_mr_close(m));
+        }
+        syscall(SYS_getppid);
+        printf("op_cost: %s mr-hit: %ld iterations\n", o_.prov.c_str(), o_.iters);
+        return true;
     }
     int repost() {
         return static_cast<int>(
@@ -206,6 +229,7 @@ class conn {
     }
 
     bool run() {
+        if (o_.kind == op::mr_hit) return run_mr_hit();
         const bool message = o_.kind == op::send || o_.kind == op::inject;
         const bool completes = o_.kind != op::inject;
         // The loop between two getppid calls: strace's record of the system
@@ -247,6 +271,7 @@ class conn {
         case op::inject: return "inject";
         case op::write: return "write";
         case op::read: return "read";
+        case op::mr_hit: return "mr-hit";
         }
         return "?";
     }
@@ -288,8 +313,9 @@ int main(int argc, char** argv) {
             else if (!strcmp(optarg, "inject")) o.kind = op::inject;
             else if (!strcmp(optarg, "write")) o.kind = op::write;
             else if (!strcmp(optarg, "read")) o.kind = op::read;
+            else if (!strcmp(optarg, "mr-hit")) o.kind = op::mr_hit;
             else {
-                fprintf(stderr, "op_cost: -o send|inject|write|read\n");
+                fprintf(stderr, "op_cost: -o send|inject|write|read|mr-hit\n");
                 return 2;
             }
             break;
@@ -297,7 +323,7 @@ int main(int argc, char** argv) {
         case 's': o.size = strtoul(optarg, nullptr, 0); break;
         case 'w': o.spin_us = atol(optarg); break;
         default:
-            fprintf(stderr, "usage: op_cost [-p prov] [-o send|inject|write|read] [-n iters] "
+            fprintf(stderr, "usage: op_cost [-p prov] [-o send|inject|write|read|mr-hit] [-n iters] "
                             "[-s bytes] [-w spin_us]\n");
             return 2;
         }
