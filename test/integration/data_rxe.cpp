@@ -357,6 +357,90 @@ TEST_F(DataRxe, InjectUpToInlineSizeWithoutCompletion) {
     tm.close();
 }
 
+// FI_MORE (post_batch.h): sends, writes and receives posted with the flag
+// are held, nothing reaches the peer or the CQ, until a call without it;
+// then every one arrives, in order, with the data it had when it was posted
+// (an inject's buffer is reused at once); receives held with FI_MORE take
+// the messages once a receive without it is posted.
+TEST_F(DataRxe, MoreHoldsRequestsUntilACallWithoutIt) {
+    ASSERT_NO_FATAL_FAILURE(connect());
+    constexpr int kN = 8;
+    std::vector<uint8_t> rb(kN * 64), sb(kN * 64), target(256);
+    held<struct fid_mr> rm = reg(s, rb.data(), rb.size(), FI_RECV);
+    held<struct fid_mr> sm = reg(c, sb.data(), sb.size(), FI_SEND | FI_WRITE);
+    held<struct fid_mr> tm = reg(s, target.data(), target.size(), FI_REMOTE_WRITE);
+    ASSERT_TRUE(rm && sm && tm);
+    int rctx[kN], sctx[kN];
+    // receives: all but the last with FI_MORE
+    for (int i = 0; i < kN; ++i) {
+        struct iovec iov = {rb.data() + 64 * i, 64};
+        void* d = fi_mr_desc(rm);
+        struct fi_msg m {};
+        m.msg_iov = &iov;
+        m.desc = &d;
+        m.iov_count = 1;
+        m.context = &rctx[i];
+        ASSERT_EQ(fi_recvmsg(s.ep, &m, i + 1 < kN ? FI_MORE : 0), 0);
+    }
+    // sends: inline ones (their buffer overwritten at once) and ones with a
+    // descriptor, all but the last held
+    for (int i = 0; i < kN; ++i) {
+        memset(sb.data() + 64 * i, 0x10 + i, 64);
+        struct iovec iov = {sb.data() + 64 * i, i % 2 ? size_t{64} : size_t{8}};
+        void* d = fi_mr_desc(sm);
+        struct fi_msg m {};
+        m.msg_iov = &iov;
+        m.desc = &d;
+        m.iov_count = 1;
+        m.context = &sctx[i];
+        const uint64_t inj = i % 2 ? 0 : FI_INJECT;
+        ASSERT_EQ(fi_sendmsg(c.ep, &m, FI_COMPLETION | inj | (i + 1 < kN ? FI_MORE : 0)), 0);
+        if (inj) memset(sb.data() + 64 * i, 0xee, 8);  // FI_INJECT: reusable at once
+        if (i == kN / 2) {
+            // half the batch posted: nothing has gone
+            ASSERT_NO_FATAL_FAILURE(cq_none(s.rx, 300));
+            ASSERT_NO_FATAL_FAILURE(cq_none(c.tx, 0));
+        }
+    }
+    struct fi_cq_data_entry e {};
+    for (int i = 0; i < kN; ++i) {
+        ASSERT_EQ(cq_one(s.rx, e), 1) << "receive " << i;
+        EXPECT_EQ(e.op_context, &rctx[i]);
+        EXPECT_EQ(e.len, i % 2 ? 64u : 8u);
+        EXPECT_EQ(rb[64 * i], 0x10 + i) << "receive " << i;
+        ASSERT_EQ(cq_one(c.tx, e), 1) << "send " << i;
+        EXPECT_EQ(e.op_context, &sctx[i]);
+    }
+    // writes: held until the one without the flag
+    for (int i = 0; i < 4; ++i) {
+        memset(sb.data() + 64 * i, 0x40 + i, 64);
+        struct iovec iov = {sb.data() + 64 * i, 64};
+        void* d = fi_mr_desc(sm);
+        struct fi_rma_iov ri = {reinterpret_cast<uintptr_t>(target.data()) + 64 * i, 64,
+                                fi_mr_key(tm)};
+        struct fi_msg_rma m {};
+        m.msg_iov = &iov;
+        m.desc = &d;
+        m.iov_count = 1;
+        m.rma_iov = &ri;
+        m.rma_iov_count = 1;
+        m.context = &sctx[i];
+        ASSERT_EQ(fi_writemsg(c.ep, &m, FI_COMPLETION | (i < 3 ? FI_MORE : 0)), 0);
+        if (i == 2) {
+            ASSERT_NO_FATAL_FAILURE(cq_none(c.tx, 300));
+            EXPECT_EQ(target[0], 0) << "a write held with FI_MORE has landed";
+        }
+    }
+    for (int i = 0; i < 4; ++i) {
+        ASSERT_EQ(cq_one(c.tx, e), 1) << "write " << i;
+        EXPECT_EQ(e.op_context, &sctx[i]);
+        EXPECT_EQ(target[64 * i], 0x40 + i);
+    }
+    rm.close();
+    sm.close();
+    tm.close();
+}
+
 // fi_inject reports nothing, so its send-queue slots are only reclaimed by
 // the hidden signaled send evd slips in; a burst of 10x the queue depth must
 // go through with -FI_EAGAIN (never another error) while the queue is full,

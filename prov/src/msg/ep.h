@@ -403,9 +403,11 @@ cntr_route* ep_data_route(ep* e);
 // completion; no_ctx: never report success, fi_inject*), counts it as `kind`
 // when counters are bound (cntr.h), posts it. -FI_EAGAIN when the send queue
 // (or the counter slot table) is full, -FI_EOPBADSTATE without a QP.
+// more (FI_MORE): held in the endpoint's batch, posted with the next request
+// posted without it (post_batch.h); resumable endpoints post at once.
 enum class tx_kind : uint8_t;
 ssize_t ep_post_sq(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool no_ctx,
-                   void* context);
+                   void* context, bool more = false);
 // The user wants a completion for a transmit with these flags (selective
 // completion, FI_COMPLETION).
 bool ep_tx_completion(ep* e, uint64_t flags);

@@ -76,7 +76,17 @@ ssize_t set_completion(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, b
     return 0;
 }
 
-ssize_t post_send(ep* e, struct ibv_send_wr& wr) {
+int qp_post_send(void* arg, struct ibv_send_wr* wr, struct ibv_send_wr** bad) {
+    return post_errno(ibv_post_send(ep_qp_of(static_cast<ep*>(arg)), wr, bad));
+}
+
+int qp_post_recv(void* arg, struct ibv_recv_wr* wr, struct ibv_recv_wr** bad) {
+    return post_errno(ibv_post_recv(ep_qp_of(static_cast<ep*>(arg)), wr, bad));
+}
+
+// more: FI_MORE, held in the endpoint's batch (post_batch.h). Without it a
+// held batch goes first, in one chain with wr.
+ssize_t post_send(ep* e, struct ibv_send_wr& wr, bool more) {
     if (!e->qp_ready.load(std::memory_order_acquire)) {
         if (e->terminal.load())
             EVD_WARN(FI_LOG_EP_DATA, "post: the endpoint's connection has ended (iWARP)\n");
@@ -84,8 +94,16 @@ ssize_t post_send(ep* e, struct ibv_send_wr& wr) {
             EVD_WARN(FI_LOG_EP_DATA, "post: endpoint has no queue pair yet (fi_enable/fi_connect first)\n");
         return -FI_EOPBADSTATE;
     }
-    struct ibv_send_wr* bad = nullptr;
-    int r = post_errno(ibv_post_send(ep_qp_of(e), &wr, &bad));
+    int r;
+    ep_dp* d = dp_of(e);
+    post_batch<struct ibv_send_wr>* b = d ? d->txb.get() : nullptr;
+    if (more && !b && d) b = d->txb.get_or_make(d->tx_depth, d->max_inline);
+    if (b && (more || b->holding())) {
+        r = b->submit(wr, more, qp_post_send, e);
+    } else {
+        struct ibv_send_wr* bad = nullptr;
+        r = post_errno(ibv_post_send(ep_qp_of(e), &wr, &bad));
+    }
     if (r == 0) return 0;
     if (r == ENOMEM || r == EAGAIN) return -FI_EAGAIN;  // send queue full
     EVD_WARN(FI_LOG_EP_DATA, "ibv_post_send: %s\n", strerror(r));
@@ -105,16 +123,16 @@ bool ep_tx_completion(ep* e, uint64_t flags) {
 }
 
 ssize_t ep_post_sq(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool no_ctx,
-                   void* context) {
+                   void* context, bool more) {
     if (ep_dp* d = dp_of(e); d && d->rs) {  // resumable: through the ledger (ep_resume.h)
         const uintptr_t sink = reinterpret_cast<uintptr_t>(e->dom->atomic_sink.get());
         return rs_post_send(*d->rs, wr, rs_op_kind(wr, sink), static_cast<uint8_t>(kind), !comp,
                             no_ctx, context,
-                            [e](struct ibv_send_wr& w) { return post_send(e, w); });
+                            [e](struct ibv_send_wr& w) { return post_send(e, w, false); });
     }
     uint32_t slot = UINT32_MAX;
     if (ssize_t r = set_completion(e, wr, kind, comp, no_ctx, context, slot)) return r;
-    ssize_t r = post_send(e, wr);
+    ssize_t r = post_send(e, wr, more);
     if (r && slot != UINT32_MAX)
         dp_of(e)->route.slots[slot].busy.store(false, std::memory_order_release);
     return r;
@@ -259,7 +277,18 @@ ssize_t do_sq(ep* e, enum ibv_wr_opcode op, const struct iovec* iov, void* const
                          : (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM)
                              ? tx_kind::write
                              : tx_kind::send;
-    return ep_post_sq(e, wr, kind, !no_ctx && ep_tx_completion(e, flags), no_ctx, context);
+    return ep_post_sq(e, wr, kind, !no_ctx && ep_tx_completion(e, flags), no_ctx, context,
+                      flags & FI_MORE);
+}
+
+// The receive batch a post goes through (FI_MORE, or a batch held), or
+// nullptr: posted at once.
+post_batch<struct ibv_recv_wr>* batch_for_rx(ep* e, bool more) {
+    ep_dp* d = dp_of(e);
+    if (!d) return nullptr;
+    post_batch<struct ibv_recv_wr>* b = d->rxb.get();
+    if (more && !b) b = d->rxb.get_or_make(d->rx_depth, 0);
+    return b && (more || b->holding()) ? b : nullptr;
 }
 
 ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, void* context,
@@ -288,6 +317,8 @@ ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, v
             return r ? ssize_t{-FI_EAGAIN} : ssize_t{0};  // the ledger takes it back
         });
         if (ret && !r) return ret;  // refused before the post: full, or cannot be kept
+    } else if (post_batch<struct ibv_recv_wr>* b = batch_for_rx(e, flags & FI_MORE)) {
+        r = b->submit(wr, flags & FI_MORE, qp_post_recv, e);
     } else {
         r = post_errno(ibv_post_recv(ep_qp_of(e), &wr, &bad));
     }
@@ -470,6 +501,9 @@ void ep_data_init(ep* e) {
         d->max_inline = inj;
         size_t depth = e->info->tx_attr->size;
         d->signal_every = static_cast<uint32_t>(std::max<size_t>(1, depth / 2));
+        d->tx_depth = std::clamp<size_t>(depth, 1, kBatchMax);
+        if (e->info->rx_attr)
+            d->rx_depth = std::clamp<size_t>(e->info->rx_attr->size, 1, kBatchMax);
     }
     // without state (no memory: fi_endpoint still succeeds) every unsignaled
     // send is signaled (and hidden): correct, only slower

@@ -12,6 +12,7 @@
 
 #include "cq/cntr.h"
 #include "msg/ep_resume.h"
+#include "msg/post_batch.h"
 
 namespace evd {
 
@@ -19,6 +20,13 @@ struct ep_dp {
     size_t max_inline = 0;
     uint32_t signal_every = 1;  // unsignaled sends between forced signals
     std::atomic<uint32_t> unsignaled{0};
+    // Requests posted with FI_MORE (post_batch.h), at most tx_depth and
+    // rx_depth of them (the queues' depths, at most kBatchMax). Resumable
+    // endpoints post each request at once (their ledger keeps the QP's
+    // order under its own lock).
+    batch_slot<struct ibv_send_wr> txb;
+    batch_slot<struct ibv_recv_wr> rxb;
+    size_t tx_depth = 1, rx_depth = 1;
     // Counters (cntr.h): set at fi_enable when a counter is bound, then every
     // send-queue work request is signaled and carries a slot id.
     std::unique_ptr<tx_slot[]> slots;
