@@ -364,6 +364,12 @@ TEST_F(DataRxe, InjectUpToInlineSizeWithoutCompletion) {
 // the messages once a receive without it is posted.
 TEST_F(DataRxe, MoreHoldsRequestsUntilACallWithoutIt) {
     ASSERT_NO_FATAL_FAILURE(connect());
+    // A resumable endpoint (FI_EVD_RESUME_TIMEOUT, run-in-guest.sh runs this
+    // suite again with it) posts every request at once (fi_evd(7)): there
+    // only the order and the data are checked, not that requests wait.
+    int resume_ms = 0;
+    ASSERT_EQ(fi_control(&c.ep->fid, FI_EVD_RESUME_TIMEOUT_GET, &resume_ms), 0);
+    const bool holds = resume_ms == 0;
     constexpr int kN = 8;
     std::vector<uint8_t> rb(kN * 64), sb(kN * 64), target(256);
     held<struct fid_mr> rm = reg(s, rb.data(), rb.size(), FI_RECV);
@@ -396,7 +402,7 @@ TEST_F(DataRxe, MoreHoldsRequestsUntilACallWithoutIt) {
         const uint64_t inj = i % 2 ? 0 : FI_INJECT;
         ASSERT_EQ(fi_sendmsg(c.ep, &m, FI_COMPLETION | inj | (i + 1 < kN ? FI_MORE : 0)), 0);
         if (inj) memset(sb.data() + 64 * i, 0xee, 8);  // FI_INJECT: reusable at once
-        if (i == kN / 2) {
+        if (holds && i == kN / 2) {
             // half the batch posted: nothing has gone
             ASSERT_NO_FATAL_FAILURE(cq_none(s.rx, 300));
             ASSERT_NO_FATAL_FAILURE(cq_none(c.tx, 0));
@@ -426,7 +432,7 @@ TEST_F(DataRxe, MoreHoldsRequestsUntilACallWithoutIt) {
         m.rma_iov_count = 1;
         m.context = &sctx[i];
         ASSERT_EQ(fi_writemsg(c.ep, &m, FI_COMPLETION | (i < 3 ? FI_MORE : 0)), 0);
-        if (i == 2) {
+        if (holds && i == 2) {
             ASSERT_NO_FATAL_FAILURE(cq_none(c.tx, 300));
             EXPECT_EQ(target[0], 0) << "a write held with FI_MORE has landed";
         }
