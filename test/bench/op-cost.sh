@@ -15,6 +15,11 @@
 #
 #   test/bench/op-cost.sh BUILD_DIR [N]      (on the host: boots the VM)
 #   EVD_OP_COST_OPS="send mr-hit"            only these (default: all)
+# "more" is the FI_MORE table: 8 B sends in batches of 1, 16 and 64, all
+# but the last of each batch with FI_MORE, per send: the posting calls'
+# instructions, system calls, and the message rate of a timed run
+# (op_cost -r, median of three 3 s runs) with the share of its time spent
+# in the posting calls.
 set -u
 build=$(cd "${1:?usage: op-cost.sh BUILD_DIR [iterations]}" && pwd)
 n=${2:-400}
@@ -52,9 +57,9 @@ per_op() {  # per_op ENV... -- ARGS...
     total=$(awk '/^summary:/ { print $2 }' "$out")
     callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null | awk -v n="$n" -v all="$total" '
         { gsub(",", "", $1) }
-        /::cost_post\(/      { if ($1 > p) p = $1 }
-        /::cost_reap_tx\(/   { if ($1 > t) t = $1 }
-        /::cost_reap_rx\(/   { if ($1 > r) r = $1 }
+        /::cost_post\(/      { if ($1 + 0 > p) p = $1 + 0 }
+        /::cost_reap_tx\(/   { if ($1 + 0 > t) t = $1 + 0 }
+        /::cost_reap_rx\(/   { if ($1 + 0 > r) r = $1 + 0 }
         END { printf "%.0f %.0f %.0f %.0f", p / n, t / n, r / n, (all - p - t - r) / n }'
 }
 
@@ -88,12 +93,12 @@ allocs_per_op() {  # allocs_per_op ENV... -- ARGS...
     awk -v a="$a" -v b="$b" -v n="$n" 'BEGIN { printf "%.2f", (b - a) / n }'
 }
 
-ops=${EVD_OP_COST_OPS:-send inject write read mr-hit}
+ops=${EVD_OP_COST_OPS:-send inject write read mr-hit more}
 echo "# op_cost: $n iterations each, $(uname -r), $(ibv_devices 2>/dev/null | awk 'NR==3{print $1}')"
 echo "| operation | contestant | post | client CQ read | server CQ read | receive repost | total | system calls |"
 echo "|---|---|---|---|---|---|---|---|"
 for o in $ops; do
-    [ "$o" = mr-hit ] && continue
+    case $o in mr-hit|more) continue ;; esac
     for who in verbs evd evd-resume; do
         prov=${who%-resume}
         envs=(FI_EVD_RESUME_TIMEOUT=0)
@@ -117,14 +122,52 @@ case " $ops " in *" mr-hit "*)
             --callgrind-out-file="$out" "$bin" -p "$who" -o mr-hit -n "$n" >/dev/null 2>&1; then
             read -r reg cls <<<"$(callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null |
                 awk -v n="$n" '{ gsub(",", "", $1) }
-                    /::cost_mr_reg\(/   { if ($1 > g) g = $1 }
-                    /::cost_mr_close\(/ { if ($1 > c) c = $1 }
+                    /::cost_mr_reg\(/   { if ($1 + 0 > g) g = $1 + 0 }
+                    /::cost_mr_close\(/ { if ($1 + 0 > c) c = $1 + 0 }
                     END { printf "%.0f %.0f", g / n, c / n }')"
         fi
         total=$(awk -v a="$reg" -v b="$cls" 'BEGIN { printf "%d", a + b }')
         sys=$(sys_per_op FI_EVD_RESUME_TIMEOUT=0 -- -p "$who" -o mr-hit)
         al=$(allocs_per_op FI_EVD_RESUME_TIMEOUT=0 -- -p "$who" -o mr-hit)
         echo "| mr-hit | $who | $reg | $cls | $total | $sys | $al |"
+    done
+    ;;
+esac
+
+case " $ops " in *" more "*)
+    echo
+    echo "| FI_MORE batch | contestant | post, instructions per send | repost, instructions per receive | system calls per send | message rate (msg/s) | time posting |"
+    echo "|---|---|---|---|---|---|---|"
+    for who in verbs evd; do
+        for b in 1 16 64; do
+            out=/tmp/op-cost.cg
+            rm -f "$out"
+            post=- rep=-
+            nb=$(( (n + b - 1) / b ))
+            if FI_EVD_RESUME_TIMEOUT=0 valgrind --tool=callgrind --toggle-collect='*::cost_*' \
+                --callgrind-out-file="$out" "$bin" -p "$who" -o send -b "$b" -n "$nb" >/dev/null 2>&1; then
+                read -r post rep <<<"$(callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null |
+                    awk -v n=$((nb * b)) '{ gsub(",", "", $1) }
+                        /::cost_post_batch\(/   { if ($1 + 0 > p) p = $1 + 0 }
+                        /::cost_repost_batch\(/ { if ($1 + 0 > r) r = $1 + 0 }
+                        END { printf "%.0f %.0f", p / n, r / n }')"
+            fi
+            rm -f /tmp/op-cost.st
+            sys=-
+            if FI_EVD_RESUME_TIMEOUT=0 strace -f -o /tmp/op-cost.st "$bin" -p "$who" -o send -b "$b" -n "$nb" >/dev/null 2>&1; then
+                sys=$(awk -v n=$((nb * b)) '/getppid\(/ { m++; next } m == 1 && /(write|ioctl)\(/ && !/resumed>/ { c++ }
+                    END { printf "%.3f", c / n }' /tmp/op-cost.st)
+            fi
+            rates=() shares=()
+            for _ in 1 2 3; do
+                read -r r sh <<<"$(FI_EVD_RESUME_TIMEOUT=0 timeout 60 "$bin" -p "$who" -o send -b "$b" -r 3 2>/dev/null |
+                    sed -n 's/.*rate \([0-9]*\) msg\/s, \([0-9.]*\)% .*/\1 \2/p')"
+                rates+=("${r:-0}") shares+=("${sh:-0}")
+            done
+            med=$(printf '%s\n' "${rates[@]}" | sort -n | sed -n 2p)
+            shm=$(printf '%s\n' "${shares[@]}" | sort -n | sed -n 2p)
+            echo "| $b | $who | $post | $rep | $sys | $med (${rates[*]}) | ${shm}% |"
+        done
     done
     ;;
 esac

@@ -21,6 +21,14 @@
 //   cost_mr_reg    fi_mr_reg of one page of the client's buffer, which the
 //                  setup registered whole (so a cache finds it);
 //   cost_mr_close  fi_close of that registration.
+// -b N (sends only) posts N sends per iteration, all but the last with
+//   FI_MORE (fi_sendmsg), in one cost_post_batch; the reads and reposts
+//   follow for all N (reposts with FI_MORE too). op-cost.sh divides by the
+//   sends, not the iterations.
+// -r SECONDS (sends only) times instead of counting: 8 B (-s) sends
+//   streamed in batches of -b for that long, a window of kWindow in flight,
+//   completions read 64 at a time and receives reposted as they are
+//   consumed; prints the message rate. Not for valgrind.
 // The loop runs between two getppid() calls, so that strace can count the
 // system calls of the loop alone. Between the counted functions the program
 // waits (uncounted, without a system call: a spin on the vDSO clock) long enough for rxe to have done its part, so each
@@ -30,6 +38,7 @@
 // Usage (inside the VM; valgrind counts user space only):
 //   valgrind --tool=callgrind --toggle-collect='cost_*' ./op_cost -p evd -o send -n 2000
 //   op_cost -p PROV -o send|inject|write|read|mr-hit [-n iterations] [-s bytes] [-w spin_us]
+//           [-b batch] [-r seconds]
 // FI_EVD_RESUME_TIMEOUT selects resumable endpoints for evd.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -43,6 +52,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -67,7 +77,13 @@ struct options {
     long iters = 2000;
     size_t size = 8;
     long spin_us = 2000;
+    long batch = 0;  // -b: 0, the per-operation loop; N, batches of N
+    double rate_s = 0;
 };
+
+// Sends in flight at most in the timed run, and the queues' depth.
+constexpr long kWindow = 256;
+constexpr size_t kDepth = 512;
 
 // Waits without entering the provider or the kernel (clock_gettime is vDSO).
 void spin(long us) {
@@ -89,7 +105,7 @@ class conn {
     }
 
     bool setup() {
-        struct fi_info* h = evdtool::msg_hints(o_.prov.c_str(), 64);
+        struct fi_info* h = evdtool::msg_hints(o_.prov.c_str(), kDepth);
         h->caps = FI_MSG | FI_RMA;
         h->tx_attr->inject_size = 64;
         const char* a0 = env_or("EVD_VM_ADDR0", "192.0.2.1");
@@ -114,7 +130,7 @@ class conn {
         struct fi_cq_attr ca {};
         ca.format = FI_CQ_FORMAT_DATA;
         ca.wait_obj = FI_WAIT_NONE;
-        ca.size = 256;
+        ca.size = 2 * kDepth;
         FI_CHECK(fi_cq_open(sdom_, &ca, &scq_, nullptr));
         FI_CHECK(fi_cq_open(cdom_, &ca, &ccq_, nullptr));
         buf_.assign(1 << 16, 1);
@@ -149,7 +165,8 @@ class conn {
                 FI_CHECK(fi_ep_bind(sep_, &eq_->fid, 0));
                 FI_CHECK(fi_ep_bind(sep_, &scq_->fid, FI_TRANSMIT | FI_RECV));
                 FI_CHECK(fi_enable(sep_));
-                for (int i = 0; i < 16; ++i) FI_CHECK(repost());  // not counted
+                const long pre = std::max<long>(16, o_.rate_s > 0 ? kWindow : o_.batch);
+                for (long i = 0; i < pre; ++i) FI_CHECK(repost());  // not counted
                 FI_CHECK(fi_accept(sep_, nullptr, 0));
             } else if (ev == FI_CONNECTED) {
                 (ent.fid == &cep_->fid ? c_up : s_up) = true;
@@ -194,9 +211,43 @@ class conn {
         printf("op_cost: %s mr-hit: %ld iterations\n", o_.prov.c_str(), o_.iters);
         return true;
     }
-    int repost() {
-        return static_cast<int>(
-            fi_recv(sep_, target_.data() + 4096, 4096, fi_mr_desc(smr_), 0, &rctx_));
+    int repost(uint64_t flags = 0) {
+        struct iovec iov {target_.data() + 4096, 4096};
+        void* d = fi_mr_desc(smr_);
+        struct fi_msg m {};
+        m.msg_iov = &iov;
+        m.desc = &d;
+        m.iov_count = 1;
+        m.context = &rctx_;
+        return flags ? static_cast<int>(fi_recvmsg(sep_, &m, flags))
+                     : static_cast<int>(fi_recv(sep_, iov.iov_base, iov.iov_len, d, 0, &rctx_));
+    }
+    // One send of the client's buffer by fi_sendmsg with `flags`.
+    int send_msg(uint64_t flags) {
+        struct iovec iov {buf_.data(), o_.size};
+        void* d = fi_mr_desc(cmr_);
+        struct fi_msg m {};
+        m.msg_iov = &iov;
+        m.desc = &d;
+        m.iov_count = 1;
+        m.context = &ctx_;
+        return static_cast<int>(fi_sendmsg(cep_, &m, flags));
+    }
+    // -b N: N sends, all but the last with FI_MORE; stops at the first
+    // failure and returns it with how many were posted.
+    __attribute__((noinline)) int cost_post_batch(long n, long* posted) {
+        for (*posted = 0; *posted < n; ++*posted) {
+            const int r = send_msg(*posted + 1 < n ? FI_MORE : 0);
+            if (r) return r;
+        }
+        return 0;
+    }
+    __attribute__((noinline)) int cost_repost_batch(long n) {
+        for (long i = 0; i < n; ++i) {
+            const int r = repost(i + 1 < n ? FI_MORE : 0);
+            if (r) return r;
+        }
+        return 0;
     }
     __attribute__((noinline)) int cost_repost() { return repost(); }
     __attribute__((noinline)) ssize_t cost_reap_tx(struct fi_cq_data_entry* e) {
@@ -230,6 +281,8 @@ class conn {
 
     bool run() {
         if (o_.kind == op::mr_hit) return run_mr_hit();
+        if (o_.rate_s > 0) return run_rate();
+        if (o_.batch > 0) return run_batch();
         const bool message = o_.kind == op::send || o_.kind == op::inject;
         const bool completes = o_.kind != op::inject;
         // The loop between two getppid calls: strace's record of the system
@@ -262,6 +315,65 @@ class conn {
         syscall(SYS_getppid);
         printf("op_cost: %s %s %zu bytes: %ld iterations, %ld empty reads\n", o_.prov.c_str(),
                kind_name(), o_.size, o_.iters, empty_);
+        return true;
+    }
+
+    // -b N: batches of N sends, each batch's completions and reposts after it.
+    bool run_batch() {
+        const long b = o_.batch;
+        syscall(SYS_getppid);
+        for (long i = 0; i < o_.iters; ++i) {
+            long posted = 0;
+            FI_CHECK(cost_post_batch(b, &posted));
+            spin(o_.spin_us);
+            for (long k = 0; k < b; ++k)
+                if (!reap_one([&](auto* e) { return cost_reap_tx(e); }, "client CQ")) return false;
+            for (long k = 0; k < b; ++k)
+                if (!reap_one([&](auto* e) { return cost_reap_rx(e); }, "server CQ")) return false;
+            FI_CHECK(cost_repost_batch(b));
+        }
+        syscall(SYS_getppid);
+        printf("op_cost: %s send %zu bytes in batches of %ld: %ld iterations, %ld empty reads\n",
+               o_.prov.c_str(), o_.size, b, o_.iters, empty_);
+        return true;
+    }
+
+    // -r SECONDS: sends streamed for that long; the message rate.
+    bool run_rate() {
+        const long b = std::max<long>(1, o_.batch);
+        long inflight = 0, sent = 0, received = 0;
+        clk::duration in_post{};  // time inside the posting calls
+        struct fi_cq_data_entry e[64];
+        const auto start = clk::now();
+        const auto end = start + std::chrono::duration_cast<clk::duration>(
+                                     std::chrono::duration<double>(o_.rate_s));
+        while (clk::now() < end) {
+            if (inflight + b <= kWindow) {
+                long posted = 0;
+                const auto t0 = clk::now();
+                const int r = cost_post_batch(b, &posted);
+                in_post += clk::now() - t0;
+                inflight += posted;
+                sent += posted;
+                if (r && r != -FI_EAGAIN) FI_CHECK(r);
+                if (r == -FI_EAGAIN && posted) FI_CHECK(send_msg(0));  // flush what FI_MORE held
+            }
+            ssize_t t = fi_cq_read(ccq_, e, 64);
+            if (t > 0) inflight -= t;
+            else if (t != -FI_EAGAIN) FI_CHECK(t);
+            ssize_t rr = fi_cq_read(scq_, e, 64);
+            if (rr > 0) {
+                received += rr;
+                FI_CHECK(cost_repost_batch(rr));
+            } else if (rr != -FI_EAGAIN) {
+                FI_CHECK(rr);
+            }
+        }
+        const double secs = std::chrono::duration<double>(clk::now() - start).count();
+        printf("op_cost: %s send %zu bytes in batches of %ld: %ld sent, %ld received in %.2f s: "
+               "rate %.0f msg/s, %.1f%% of the time posting\n",
+               o_.prov.c_str(), o_.size, b, sent, received, secs, received / secs,
+               100.0 * std::chrono::duration<double>(in_post).count() / secs);
         return true;
     }
 
@@ -305,7 +417,7 @@ class conn {
 int main(int argc, char** argv) {
     options o;
     int c;
-    while ((c = getopt(argc, argv, "p:o:n:s:w:")) != -1) {
+    while ((c = getopt(argc, argv, "p:o:n:s:w:b:r:")) != -1) {
         switch (c) {
         case 'p': o.prov = optarg; break;
         case 'o':
@@ -322,11 +434,21 @@ int main(int argc, char** argv) {
         case 'n': o.iters = atol(optarg); break;
         case 's': o.size = strtoul(optarg, nullptr, 0); break;
         case 'w': o.spin_us = atol(optarg); break;
+        case 'b': o.batch = atol(optarg); break;
+        case 'r': o.rate_s = atof(optarg); break;
         default:
             fprintf(stderr, "usage: op_cost [-p prov] [-o send|inject|write|read|mr-hit] [-n iters] "
-                            "[-s bytes] [-w spin_us]\n");
+                            "[-s bytes] [-w spin_us] [-b batch] [-r seconds]\n");
             return 2;
         }
+    }
+    if ((o.batch || o.rate_s > 0) && o.kind != op::send) {
+        fprintf(stderr, "op_cost: -b and -r are for -o send\n");
+        return 2;
+    }
+    if (o.batch < 0 || o.batch > 64) {
+        fprintf(stderr, "op_cost: -b takes 1 to 64\n");
+        return 2;
     }
     evdtool::prog = "op_cost";
     conn k(o);
