@@ -211,14 +211,19 @@ class conn {
         printf("op_cost: %s mr-hit: %ld iterations\n", o_.prov.c_str(), o_.iters);
         return true;
     }
+    // An fi_msg of one iov, for fi_sendmsg and fi_recvmsg.
+    static struct fi_msg one_iov(struct iovec* iov, void** desc, void* ctx) {
+        struct fi_msg m {};
+        m.msg_iov = iov;
+        m.desc = desc;
+        m.iov_count = 1;
+        m.context = ctx;
+        return m;
+    }
     int repost(uint64_t flags = 0) {
         struct iovec iov {target_.data() + 4096, 4096};
         void* d = fi_mr_desc(smr_);
-        struct fi_msg m {};
-        m.msg_iov = &iov;
-        m.desc = &d;
-        m.iov_count = 1;
-        m.context = &rctx_;
+        const struct fi_msg m = one_iov(&iov, &d, &rctx_);
         return flags ? static_cast<int>(fi_recvmsg(sep_, &m, flags))
                      : static_cast<int>(fi_recv(sep_, iov.iov_base, iov.iov_len, d, 0, &rctx_));
     }
@@ -226,11 +231,7 @@ class conn {
     int send_msg(uint64_t flags) {
         struct iovec iov {buf_.data(), o_.size};
         void* d = fi_mr_desc(cmr_);
-        struct fi_msg m {};
-        m.msg_iov = &iov;
-        m.desc = &d;
-        m.iov_count = 1;
-        m.context = &ctx_;
+        const struct fi_msg m = one_iov(&iov, &d, &ctx_);
         return static_cast<int>(fi_sendmsg(cep_, &m, flags));
     }
     // -b N: N sends, all but the last with FI_MORE; stops at the first
