@@ -7,7 +7,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 pkgs=(build-essential g++ make autoconf automake libtool pkg-config
       libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev ibverbs-utils
       rdmacm-utils rdma-core libgtest-dev python3 git openmpi-bin libopenmpi-dev
-      clang libclang-rt-dev)  # clang: the libFuzzer targets (test/fuzz)
+      clang libclang-rt-dev   # clang: the libFuzzer targets (test/fuzz)
+      valgrind strace)        # the count gate (test/gate/op-count.sh)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

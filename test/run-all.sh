@@ -266,7 +266,7 @@ if [ -z "${EVD_SKIP_ALT:-}" ]; then
         bash "$vm/in-root.sh" "$altroot" "$top" bash -c "
             set -e; mkdir -p build-$alt; cd build-$alt
             [ -f Makefile ] || ../configure -q --enable-werror
-            make -j$jobs >/dev/null; make -j$jobs evd_unit_api evd_unit_internal evd_integration evd_rdm_flap >/dev/null; make mpi-programs >/dev/null
+            make -j$jobs >/dev/null; make -j$jobs evd_unit_api evd_unit_internal evd_integration evd_rdm_flap op_cost uffd_shim.so >/dev/null; make mpi-programs >/dev/null
             echo 'ok - build build-$alt (libfabric '\$(pkg-config --modversion libfabric)', -Werror)'"
     plan $alt-unit-api   100 0   $alt-build               ""       0 600 \
         bash "$vm/in-root.sh" "$altroot" "$top/build-$alt" ./evd_unit_api

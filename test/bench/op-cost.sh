@@ -25,10 +25,10 @@ build=$(cd "${1:?usage: op-cost.sh BUILD_DIR [iterations]}" && pwd)
 n=${2:-400}
 top=$(cd "$(dirname "$0")/../.." && pwd)
 if [ -z "${EVD_VM_ADDR0:-}" ]; then
-    make -s -C "$build" op_cost >/dev/null || exit 1
     # valgrind has no userfaultfd: the registration cache's monitor gets a
-    # stand-in under it (uffd_shim.c), or the hit would not be one
-    cc -shared -fPIC -O2 -o "$build/uffd_shim.so" "$top/test/bench/uffd_shim.c" -ldl || exit 1
+    # stand-in under it (uffd_shim.so, from uffd_shim.c), or the hit would
+    # not be one
+    make -s -C "$build" op_cost uffd_shim.so >/dev/null || exit 1
     exec env EVD_VM_TIMEOUT=${EVD_VM_TIMEOUT:-3600} "$top/test/vm/run-in-vm" --cpus 2 --share "$build" --share "$top" -- \
         bash "$top/test/bench/op-cost.sh" "$build" "$n"
 fi

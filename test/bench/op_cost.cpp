@@ -25,6 +25,12 @@
 //   FI_MORE (fi_sendmsg), in one cost_post_batch; the reads and reposts
 //   follow for all N (reposts with FI_MORE too). op-cost.sh divides by the
 //   sends, not the iterations.
+// -o all runs one loop of each after the other in one process (for
+//   test/gate/op-count.sh: one valgrind start for every count): send,
+//   inject, write, read, mr-hit and sends in batches of -b (16 unless
+//   given), each loop inside a function of its own, loop_send() ...
+//   loop_batch(), so that callgrind's --separate-callers names the loop in
+//   every counted function's context.
 // -r SECONDS (sends only) times instead of counting: 8 B (-s) sends
 //   streamed in batches of -b for that long, a window of kWindow in flight,
 //   completions read 64 at a time and receives reposted as they are
@@ -37,7 +43,7 @@
 //
 // Usage (inside the VM; valgrind counts user space only):
 //   valgrind --tool=callgrind --toggle-collect='cost_*' ./op_cost -p evd -o send -n 2000
-//   op_cost -p PROV -o send|inject|write|read|mr-hit [-n iterations] [-s bytes] [-w spin_us]
+//   op_cost -p PROV -o send|inject|write|read|mr-hit|all [-n iterations] [-s bytes] [-w spin_us]
 //           [-b batch] [-r seconds]
 // FI_EVD_RESUME_TIMEOUT selects resumable endpoints for evd.
 #include <arpa/inet.h>
@@ -69,7 +75,7 @@ using clk = std::chrono::steady_clock;
 
 using rxetest::env_or;
 
-enum class op { send, inject, write, read, mr_hit };
+enum class op { send, inject, write, read, mr_hit, all };
 
 struct options {
     std::string prov = "evd";
@@ -94,7 +100,7 @@ void spin(long us) {
 
 class conn {
   public:
-    explicit conn(const options& o) : o_(o) {}
+    explicit conn(const options& o) : o_(o), kind_(o.kind), batch_(o.batch) {}
     ~conn() {
         for (struct fid* f : {ep_fid(cep_), ep_fid(sep_), &pep_fid(), mr_fid(smr_), mr_fid(cmr_),
                               cq_fid(scq_), cq_fid(ccq_), dom_fid(sdom_), dom_fid(cdom_),
@@ -165,7 +171,7 @@ class conn {
                 FI_CHECK(fi_ep_bind(sep_, &eq_->fid, 0));
                 FI_CHECK(fi_ep_bind(sep_, &scq_->fid, FI_TRANSMIT | FI_RECV));
                 FI_CHECK(fi_enable(sep_));
-                const long pre = std::max<long>(16, o_.rate_s > 0 ? kWindow : o_.batch);
+                const long pre = std::max<long>(16, o_.rate_s > 0 ? kWindow : batch_);
                 for (long i = 0; i < pre; ++i) FI_CHECK(repost());  // not counted
                 FI_CHECK(fi_accept(sep_, nullptr, 0));
             } else if (ev == FI_CONNECTED) {
@@ -182,14 +188,15 @@ class conn {
         void* d = fi_mr_desc(cmr_);
         const uint64_t raddr = reinterpret_cast<uintptr_t>(target_.data());
         const uint64_t key = fi_mr_key(smr_);
-        switch (o_.kind) {
+        switch (kind_) {
         case op::send: return static_cast<int>(fi_send(cep_, buf_.data(), o_.size, d, 0, &ctx_));
         case op::inject: return static_cast<int>(fi_inject(cep_, buf_.data(), o_.size, 0));
         case op::write:
             return static_cast<int>(fi_write(cep_, buf_.data(), o_.size, d, 0, raddr, key, &ctx_));
         case op::read:
             return static_cast<int>(fi_read(cep_, buf_.data(), o_.size, d, 0, raddr, key, &ctx_));
-        case op::mr_hit: break;
+        case op::mr_hit:
+        case op::all: break;
         }
         return -FI_EINVAL;
     }
@@ -201,6 +208,13 @@ class conn {
 
     // -o mr-hit: the registrations and closes alone.
     bool run_mr_hit() {
+        // one registration and close first, uncounted: after it the cache
+        // holds the range and the closed object's memory for the next
+        // registration to reuse, as in any steady state
+        struct fid_mr* w = nullptr;
+        FI_CHECK(fi_mr_reg(cdom_, buf_.data(), 4096, FI_SEND | FI_RECV | FI_READ | FI_WRITE, 0, 0,
+                           0, &w, nullptr));
+        FI_CHECK(fi_close(&w->fid));
         syscall(SYS_getppid);
         for (long i = 0; i < o_.iters; ++i) {
             struct fid_mr* m = nullptr;
@@ -281,11 +295,12 @@ class conn {
     }
 
     bool run() {
-        if (o_.kind == op::mr_hit) return run_mr_hit();
+        if (kind_ == op::all) return run_all();
+        if (kind_ == op::mr_hit) return run_mr_hit();
         if (o_.rate_s > 0) return run_rate();
-        if (o_.batch > 0) return run_batch();
-        const bool message = o_.kind == op::send || o_.kind == op::inject;
-        const bool completes = o_.kind != op::inject;
+        if (batch_ > 0) return run_batch();
+        const bool message = kind_ == op::send || kind_ == op::inject;
+        const bool completes = kind_ != op::inject;
         // The loop between two getppid calls: strace's record of the system
         // calls in between is the loop's alone (op-cost.sh counts them).
         syscall(SYS_getppid);
@@ -319,9 +334,31 @@ class conn {
         return true;
     }
 
+    // -o all: every loop in turn, each under a function whose name callgrind's
+    // --separate-callers puts in the context of what it counts.
+    bool run_all() {
+        const long b = batch_ > 0 ? batch_ : 16;
+        batch_ = 0;
+        return loop_send() && loop_inject() && loop_write() && loop_read() && loop_mr_hit() &&
+               loop_batch(b);
+    }
+    __attribute__((noinline)) bool loop_send() { return run_kind(op::send); }
+    __attribute__((noinline)) bool loop_inject() { return run_kind(op::inject); }
+    __attribute__((noinline)) bool loop_write() { return run_kind(op::write); }
+    __attribute__((noinline)) bool loop_read() { return run_kind(op::read); }
+    __attribute__((noinline)) bool loop_mr_hit() { return run_kind(op::mr_hit); }
+    __attribute__((noinline)) bool loop_batch(long b) {
+        batch_ = b;
+        return run_kind(op::send);
+    }
+    bool run_kind(op k) {
+        kind_ = k;
+        return run();
+    }
+
     // -b N: batches of N sends, each batch's completions and reposts after it.
     bool run_batch() {
-        const long b = o_.batch;
+        const long b = batch_;
         syscall(SYS_getppid);
         for (long i = 0; i < o_.iters; ++i) {
             long posted = 0;
@@ -341,7 +378,7 @@ class conn {
 
     // -r SECONDS: sends streamed for that long; the message rate.
     bool run_rate() {
-        const long b = std::max<long>(1, o_.batch);
+        const long b = std::max<long>(1, batch_);
         long inflight = 0, sent = 0, received = 0;
         clk::duration in_post{};  // time inside the posting calls
         struct fi_cq_data_entry e[64];
@@ -379,12 +416,13 @@ class conn {
     }
 
     const char* kind_name() const {
-        switch (o_.kind) {
+        switch (kind_) {
         case op::send: return "send";
         case op::inject: return "inject";
         case op::write: return "write";
         case op::read: return "read";
         case op::mr_hit: return "mr-hit";
+        case op::all: return "all";
         }
         return "?";
     }
@@ -399,6 +437,8 @@ class conn {
     static struct fid* fab_fid(struct fid_fabric* f) { return f ? &f->fid : nullptr; }
 
     const options& o_;
+    op kind_;     // the loop's operation (-o; each in turn for -o all)
+    long batch_;  // the loop's batch (-b)
     struct fi_info *sinfo_ = nullptr, *cinfo_ = nullptr;
     struct fid_fabric* fab_ = nullptr;
     struct fid_eq* eq_ = nullptr;
@@ -427,8 +467,9 @@ int main(int argc, char** argv) {
             else if (!strcmp(optarg, "write")) o.kind = op::write;
             else if (!strcmp(optarg, "read")) o.kind = op::read;
             else if (!strcmp(optarg, "mr-hit")) o.kind = op::mr_hit;
+            else if (!strcmp(optarg, "all")) o.kind = op::all;
             else {
-                fprintf(stderr, "op_cost: -o send|inject|write|read|mr-hit\n");
+                fprintf(stderr, "op_cost: -o send|inject|write|read|mr-hit|all\n");
                 return 2;
             }
             break;
@@ -438,13 +479,14 @@ int main(int argc, char** argv) {
         case 'b': o.batch = atol(optarg); break;
         case 'r': o.rate_s = atof(optarg); break;
         default:
-            fprintf(stderr, "usage: op_cost [-p prov] [-o send|inject|write|read|mr-hit] [-n iters] "
+            fprintf(stderr, "usage: op_cost [-p prov] [-o send|inject|write|read|mr-hit|all] "
+                            "[-n iters] "
                             "[-s bytes] [-w spin_us] [-b batch] [-r seconds]\n");
             return 2;
         }
     }
-    if ((o.batch || o.rate_s > 0) && o.kind != op::send) {
-        fprintf(stderr, "op_cost: -b and -r are for -o send\n");
+    if ((o.rate_s > 0 && o.kind != op::send) || (o.batch && o.kind != op::send && o.kind != op::all)) {
+        fprintf(stderr, "op_cost: -b is for -o send and all, -r for send\n");
         return 2;
     }
     if (o.batch < 0 || o.batch > 64) {

@@ -23,7 +23,8 @@ esac
 pkgs=(g++ make autoconf automake libtool pkg-config file
       libfabric-dev libfabric-bin libibverbs-dev librdmacm-dev libgtest-dev
       rdma-core ibverbs-utils rdmacm-utils iproute2 kmod procps python3
-      openmpi-bin libopenmpi-dev)
+      openmpi-bin libopenmpi-dev
+      valgrind strace)  # the count gate (test/gate/op-count.sh)
 cache=${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/evd-vm
 root=$cache/$suite-root
 if [ -n "$print_path" ]; then
