@@ -35,14 +35,44 @@ namespace {
 
 ep_dp* dp_of(ep* e) { return e->dp.get(); }
 
+// Fills sge[] from iov/desc. Zero-length entries are skipped. `inl`: the data
+// is copied inline, descriptors are not needed.
+EVD_ALWAYS_INLINE ssize_t fill_sges(const struct iovec* iov, void* const* desc, size_t count,
+                                    bool inl, struct ibv_sge* sge, int& nsge, size_t& total) {
+    if (count > kMaxIov || (count && !iov)) {
+        EVD_WARN(FI_LOG_EP_DATA, "post: %zu iovs (at most %zu, non-NULL)\n", count, kMaxIov);
+        return -FI_EINVAL;
+    }
+    nsge = 0;
+    total = 0;
+    for (size_t i = 0; i < count; ++i) {
+        if (!iov[i].iov_len) continue;
+        uint32_t lkey = 0;
+        if (!inl) {
+            if (!desc || !desc[i]) {
+                EVD_WARN(FI_LOG_EP_DATA, "post: iov %zu has no memory descriptor (FI_MR_LOCAL: "
+                                         "pass fi_mr_desc() of a registration covering it)\n", i);
+                return -FI_EINVAL;
+            }
+            lkey = mr_desc_lkey(desc[i]);
+        }
+        sge[nsge].addr = reinterpret_cast<uintptr_t>(iov[i].iov_base);
+        sge[nsge].length = static_cast<uint32_t>(iov[i].iov_len);
+        sge[nsge].lkey = lkey;
+        ++nsge;
+        total += iov[i].iov_len;
+    }
+    return 0;
+}
+
 // Decides signaling and wr_id for a send-queue work request.
 //  comp:   the user asked for a completion (FI_COMPLETION or no selective)
 //  no_ctx: never report success (fi_inject*)
 //  With counters bound (slot mode) every request is signaled: the counter
 //  counts it, the CQ hides it unless the user asked for a completion.
 //  kind:   the counter it counts in (FI_SEND, FI_READ or FI_WRITE)
-ssize_t set_completion(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool no_ctx,
-                       void* context, uint32_t& slot_out) {
+EVD_ALWAYS_INLINE ssize_t set_completion(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp,
+                                         bool no_ctx, void* context, uint32_t& slot_out) {
     ep_dp* dp = dp_of(e);
     if (dp && dp->counted) {
         cntr_route& r = dp->route;
@@ -86,7 +116,7 @@ int qp_post_recv(void* arg, struct ibv_recv_wr* wr, struct ibv_recv_wr** bad) {
 
 // more: FI_MORE, held in the endpoint's batch (post_batch.h). Without it a
 // held batch goes first, in one chain with wr.
-ssize_t post_send(ep* e, struct ibv_send_wr& wr, bool more) {
+EVD_ALWAYS_INLINE ssize_t post_send(ep* e, struct ibv_send_wr& wr, bool more) {
     if (!e->qp_ready.load(std::memory_order_acquire)) {
         if (e->terminal.load())
             EVD_WARN(FI_LOG_EP_DATA, "post: the endpoint's connection has ended (iWARP)\n");
@@ -112,18 +142,17 @@ ssize_t post_send(ep* e, struct ibv_send_wr& wr, bool more) {
 
 }  // namespace
 
-namespace {
-ssize_t fill_sges(const struct iovec* iov, void* const* desc, size_t count, bool inl,
-                  struct ibv_sge* sge, int& nsge, size_t& total);
-}  // namespace
 
 bool ep_tx_completion(ep* e, uint64_t flags) {
     if (!(e->tx_flags & FI_SELECTIVE_COMPLETION)) return true;
     return flags & FI_COMPLETION;
 }
 
-ssize_t ep_post_sq(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool no_ctx,
-                   void* context, bool more) {
+namespace {
+
+// ep_post_sq, inlined into this file's posts (their constants fold away)
+EVD_ALWAYS_INLINE ssize_t post_sq(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp,
+                                  bool no_ctx, void* context, bool more) {
     if (ep_dp* d = dp_of(e); d && d->rs) {  // resumable: through the ledger (ep_resume.h)
         const uintptr_t sink = reinterpret_cast<uintptr_t>(e->dom->atomic_sink.get());
         return rs_post_send(*d->rs, wr, rs_op_kind(wr, sink), static_cast<uint8_t>(kind), !comp,
@@ -138,6 +167,13 @@ ssize_t ep_post_sq(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool 
     return r;
 }
 
+}  // namespace
+
+ssize_t ep_post_sq(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool no_ctx,
+                   void* context, bool more) {
+    return post_sq(e, wr, kind, comp, no_ctx, context, more);
+}
+
 ssize_t ep_fill_sges(const struct iovec* iov, void* const* desc, size_t count, bool inl,
                      struct ibv_sge* sge, size_t max_sge, int& nsge, size_t& total) {
     if (count > max_sge) {
@@ -147,8 +183,11 @@ ssize_t ep_fill_sges(const struct iovec* iov, void* const* desc, size_t count, b
     return fill_sges(iov, desc, count, inl, sge, nsge, total);
 }
 
-ssize_t ep_rx_prepare(ep* e, const struct iovec* iov, void* const* desc, size_t count,
-                      struct ibv_sge* sge, size_t first, int& nsge) {
+namespace {
+
+// ep_rx_prepare, inlined into this file's receives
+EVD_ALWAYS_INLINE ssize_t rx_prepare(ep* e, const struct iovec* iov, void* const* desc, size_t count,
+                   struct ibv_sge* sge, size_t first, int& nsge) {
     if (e->srx_fid) {
         EVD_WARN(FI_LOG_EP_DATA, "fi_recv on an endpoint bound to a shared receive context: "
                                  "post to the fi_srx_context instead\n");
@@ -161,7 +200,18 @@ ssize_t ep_rx_prepare(ep* e, const struct iovec* iov, void* const* desc, size_t 
         return -FI_EOPBADSTATE;
     }
     size_t total = 0;
-    return ep_fill_sges(iov, desc, count, false, sge + first, kMaxIov - first, nsge, total);
+    if (count > kMaxIov - first) {
+        EVD_WARN(FI_LOG_EP_DATA, "post: %zu iovs (at most %zu)\n", count, kMaxIov - first);
+        return -FI_EINVAL;
+    }
+    return fill_sges(iov, desc, count, false, sge + first, nsge, total);
+}
+
+}  // namespace
+
+ssize_t ep_rx_prepare(ep* e, const struct iovec* iov, void* const* desc, size_t count,
+                      struct ibv_sge* sge, size_t first, int& nsge) {
+    return rx_prepare(e, iov, desc, count, sge, first, nsge);
 }
 
 ssize_t ep_rx_post_failed(int r, const char* what) {
@@ -176,36 +226,6 @@ size_t ep_max_inline(ep* e) {
 }
 
 namespace {
-
-// Fills sge[] from iov/desc. Zero-length entries are skipped. `inl`: the data
-// is copied inline, descriptors are not needed.
-ssize_t fill_sges(const struct iovec* iov, void* const* desc, size_t count, bool inl,
-                  struct ibv_sge* sge, int& nsge, size_t& total) {
-    if (count > kMaxIov || (count && !iov)) {
-        EVD_WARN(FI_LOG_EP_DATA, "post: %zu iovs (at most %zu, non-NULL)\n", count, kMaxIov);
-        return -FI_EINVAL;
-    }
-    nsge = 0;
-    total = 0;
-    for (size_t i = 0; i < count; ++i) {
-        if (!iov[i].iov_len) continue;
-        uint32_t lkey = 0;
-        if (!inl) {
-            if (!desc || !desc[i]) {
-                EVD_WARN(FI_LOG_EP_DATA, "post: iov %zu has no memory descriptor (FI_MR_LOCAL: "
-                                         "pass fi_mr_desc() of a registration covering it)\n", i);
-                return -FI_EINVAL;
-            }
-            lkey = mr_desc_lkey(desc[i]);
-        }
-        sge[nsge].addr = reinterpret_cast<uintptr_t>(iov[i].iov_base);
-        sge[nsge].length = static_cast<uint32_t>(iov[i].iov_len);
-        sge[nsge].lkey = lkey;
-        ++nsge;
-        total += iov[i].iov_len;
-    }
-    return 0;
-}
 
 size_t iov_total(const struct iovec* iov, size_t count) {
     size_t t = 0;
@@ -230,7 +250,7 @@ int imm_of(uint64_t data, uint32_t& imm) {
 
 // One send-queue operation: SEND/WRITE/READ, with or without immediate data.
 //  inject: FI_INJECT semantics (inline copy, must fit); no_ctx: fi_inject*.
-ssize_t do_sq(ep* e, enum ibv_wr_opcode op, const struct iovec* iov, void* const* desc,
+EVD_ALWAYS_INLINE ssize_t do_sq(ep* e, enum ibv_wr_opcode op, const struct iovec* iov, void* const* desc,
               size_t count, uint64_t raddr, uint64_t rkey, bool has_imm, uint64_t data,
               void* context, uint64_t flags, bool no_ctx) {
     struct ibv_send_wr wr {};
@@ -277,8 +297,8 @@ ssize_t do_sq(ep* e, enum ibv_wr_opcode op, const struct iovec* iov, void* const
                          : (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM)
                              ? tx_kind::write
                              : tx_kind::send;
-    return ep_post_sq(e, wr, kind, !no_ctx && ep_tx_completion(e, flags), no_ctx, context,
-                      flags & FI_MORE);
+    return post_sq(e, wr, kind, !no_ctx && ep_tx_completion(e, flags), no_ctx, context,
+                   flags & FI_MORE);
 }
 
 // The receive batch a post goes through (FI_MORE, or a batch held), or
@@ -291,11 +311,11 @@ post_batch<struct ibv_recv_wr>* batch_for_rx(ep* e, bool more) {
     return b && (more || b->holding()) ? b : nullptr;
 }
 
-ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count, void* context,
-              uint64_t flags) {
+EVD_ALWAYS_INLINE ssize_t do_rq(ep* e, const struct iovec* iov, void* const* desc, size_t count,
+                                void* context, uint64_t flags) {
     struct ibv_sge sge[kMaxIov];
     int nsge = 0;
-    if (ssize_t r = ep_rx_prepare(e, iov, desc, count, sge, 0, nsge)) return r;
+    if (ssize_t r = rx_prepare(e, iov, desc, count, sge, 0, nsge)) return r;
     // Once the connection ended (fi_shutdown, the peer's disconnect:
     // qp_mark_receives), the QP is on its way to the error state, and a
     // receive posted then may never be flushed: it would never complete.
