@@ -30,6 +30,7 @@
 #include "domain.h"
 #include "eq/wait.h"
 #include "evd.h"
+#include "futex.h"
 #include "lock.h"
 #include "owners.h"
 
@@ -56,7 +57,7 @@ struct cq : object_head<struct fid_cq, kind::cq> {
     fd_owner wait_fd;               // epoll over chan->fd and signal_fd (FI_GETWAIT)
     mutex chan_mu;                // serializes draining the comp channel
 
-    mutex mu;  // the one lock of the read path: ring + routes + ibv_poll_cq
+    qlock mu;  // the one lock of the read path: ring + routes + ibv_poll_cq
     // Backlog of polled, already counted completions, in order: one batch
     // stopped by an error, and whatever counter progress pulled before the
     // user read the CQ. ibcq->cqe + kBatch entries, allocated at fi_cq_open.
