@@ -32,6 +32,7 @@
 
 #include <cstdint>
 
+#include "futex.h"
 #include "lock.h"
 
 namespace evd {
@@ -46,7 +47,7 @@ mutex& mem_lock();
 // (the read releases the unmapping thread) and lets go after applying it.
 struct mem_listener {
     void (*invalidate)(mem_listener* self, uintptr_t start, uintptr_t end) = nullptr;
-    mutex* mu = nullptr;  // the listener's own lock
+    qlock* mu = nullptr;  // the listener's own lock
     mem_listener* next EVD_GUARDED_BY(mem_lock()) = nullptr;  // the monitor's list
 };
 

@@ -120,7 +120,7 @@ private:
     mr_entry* reg_new(uintptr_t start, uintptr_t end, int access, int* err)
         EVD_EXCLUDES(mem_lock(), mu_);
 
-    mutable mutex mu_;  // the cache's own lock (after mem_lock() when both)
+    mutable qlock mu_;  // the cache's own lock (after mem_lock() when both)
     struct listener : mem_listener {
         mr_cache* cache = nullptr;
     } listener_;
