@@ -14,7 +14,7 @@
 # A benchmark, not a test: it judges nothing; its table goes to docs/.
 #
 #   test/bench/op-cost.sh BUILD_DIR [N]      (on the host: boots the VM)
-#   EVD_OP_COST_OPS="send mr-hit"            only these (default: all)
+#   EVD_OP_COST_OPS="split mr-hit"           only these (default: all)
 # "more" is the FI_MORE table: 8 B sends in batches of 1, 16 and 64, all
 # but the last of each batch with FI_MORE, per send: the posting calls'
 # instructions, system calls, and the message rate of a timed run
@@ -93,12 +93,49 @@ allocs_per_op() {  # allocs_per_op ENV... -- ARGS...
     awk -v a="$a" -v b="$b" -v n="$n" 'BEGIN { printf "%.2f", (b - a) / n }'
 }
 
-ops=${EVD_OP_COST_OPS:-send inject write read mr-hit more}
-echo "# op_cost: $n iterations each, $(uname -r), $(ibv_devices 2>/dev/null | awk 'NR==3{print $1}')"
-echo "| operation | contestant | post | client CQ read | server CQ read | receive repost | total | system calls |"
-echo "|---|---|---|---|---|---|---|---|"
+ops=${EVD_OP_COST_OPS:-split send inject write read mr-hit more}
+echo "# op_cost: $n iterations each, $(uname -r), $(ibv_devices 2>/dev/null | awk 'NR==3{print $1}'), libfabric $(fi_info --version 2>/dev/null | awk '/^libfabric:/ {print $2}')"
+
+# "split": every loop of op_cost -o all in one callgrind run per provider,
+# each instruction given to whoever's code ran it (test/gate/callgrind-split.awk,
+# as the count gate does): rdma-core's (libibverbs and the rxe driver: the
+# floor, what the same work request costs with no provider), the
+# provider's, op_cost's own. Instructions per operation (batch: per send).
+case " $ops " in *" split "*)
+    declare -A prov_of rdma_of
+    for who in verbs evd; do
+        rm -f /tmp/op-cost-split.cg
+        env -i PATH="$PATH" FI_PROVIDER_PATH="$FI_PROVIDER_PATH" EVD_VM_ADDR0="$EVD_VM_ADDR0" \
+            EVD_VM_ADDR1="$EVD_VM_ADDR1" FI_EVD_RESUME_TIMEOUT=0 LD_BIND_NOW=1 \
+            LD_PRELOAD="$build/uffd_shim.so" setarch -R valgrind --tool=callgrind --separate-callers=40 \
+            --toggle-collect='*::cost_*' --callgrind-out-file=/tmp/op-cost-split.cg \
+            "$bin" -p "$who" -o all -b 16 -n "$n" -w 3000 >/dev/null 2>&1
+        while read -r ph _ p _ r _ _ _ _; do
+            d=$n; case $ph in batch.*) d=$((n * 16)) ;; esac
+            prov_of[$who.$ph]=$(( (p + d / 2) / d )) rdma_of[$who.$ph]=$(( (r + d / 2) / d ))
+        done < <(awk -f "$top/test/gate/callgrind-split.awk" /tmp/op-cost-split.cg 2>/dev/null)
+    done
+    echo
+    echo "| operation (loop.call) | rdma-core under verbs | rdma-core under evd | verbs | evd | evd / verbs |"
+    echo "|---|---|---|---|---|---|"
+    for ph in send.post inject.post write.post read.post send.repost send.reap_tx send.reap_rx \
+        inject.reap_tx write.reap_tx read.reap_tx mr_hit.mr_reg mr_hit.mr_close \
+        batch.post_batch batch.repost_batch batch.reap_tx; do
+        v=${prov_of[verbs.$ph]:--} e=${prov_of[evd.$ph]:--}
+        ratio=$(awk -v v="$v" -v e="$e" 'BEGIN { if (v + 0 > 0 && e != "-") printf "%.2f", e / v; else print "-" }')
+        echo "| $ph | ${rdma_of[verbs.$ph]:--} | ${rdma_of[evd.$ph]:--} | $v | $e | $ratio |"
+    done
+    ;;
+esac
+
+case " $ops " in *" send "* | *" inject "* | *" write "* | *" read "*)
+    echo
+    echo "| operation | contestant | post | client CQ read | server CQ read | receive repost | total | system calls |"
+    echo "|---|---|---|---|---|---|---|---|"
+    ;;
+esac
 for o in $ops; do
-    case $o in mr-hit|more) continue ;; esac
+    case $o in mr-hit|more|split) continue ;; esac
     for who in verbs evd evd-resume; do
         prov=${who%-resume}
         envs=(FI_EVD_RESUME_TIMEOUT=0)
