@@ -131,7 +131,7 @@ int post_batch<Wr>::post_held(Wr* last, post_fn post, void* arg) {
 
 template <class Wr>
 int post_batch<Wr>::submit(Wr& wr, bool more, post_fn post, void* arg) {
-    lock_guard<mutex> g(mu_);
+    lock_guard<qlock> g(mu_);
     if (more) {
         if (n_ >= depth_) {
             if (int r = post_held(nullptr, post, arg)) return r;
@@ -143,7 +143,7 @@ int post_batch<Wr>::submit(Wr& wr, bool more, post_fn post, void* arg) {
 
 template <class Wr>
 int post_batch<Wr>::flush(post_fn post, void* arg) {
-    lock_guard<mutex> g(mu_);
+    lock_guard<qlock> g(mu_);
     return post_held(nullptr, post, arg);
 }
 

@@ -41,6 +41,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "futex.h"
 #include "lock.h"
 
 namespace evd {
@@ -97,7 +98,7 @@ class post_batch {
     int post_held(Wr* last, post_fn post, void* arg) EVD_REQUIRES(mu_);
 
     const size_t depth_, inline_max_, stride_;
-    mutex mu_;
+    qlock mu_;
     // the strides, read and written under mu_ only (at(), staging(), a move)
     const std::unique_ptr<unsigned char[]> mem_;
     size_t n_ EVD_GUARDED_BY(mu_) = 0;
