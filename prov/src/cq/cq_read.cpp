@@ -202,25 +202,19 @@ bool users_wr_id(uint64_t wr_id) {
            !is_rs_wr_id(wr_id);
 }
 
-// Polls one batch of at most `want` completions. Successes go to out (up to
-// `want`), the first error and everything after it to the ring. Fatal errors
-// are noted for the terminal event (delivered after the read lock is dropped).
-// Returns completions written, or -errno from ibv_poll_cq. *more is set when
-// the batch was full (there may be more to poll).
-int poll_batch(cq* c, char*& out, fi_addr_t*& src, size_t want, fatal_note* notes, size_t& nnotes,
-               bool& more) EVD_REQUIRES(c->mu) {
-    struct ibv_wc wcs[kBatch];
-    int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(std::min(want, kBatch)), wcs);
-    more = false;
-    if (got < 0) return got;
-    more = static_cast<size_t>(got) == std::min(want, kBatch);
+// Admits wcs[from, got), polled from the ibv_cq: successes go to out, the
+// first error and everything after it to the ring. Fatal errors are noted
+// for the terminal event (delivered after the read lock is dropped).
+// Returns completions written; clears *more when it stashed.
+int take_polled(cq* c, struct ibv_wc* wcs, int from, int got, char*& out, fi_addr_t*& src,
+                fatal_note* notes, size_t& nnotes, bool& more) EVD_REQUIRES(c->mu) {
     int written = 0;
     bool stashing = false;
     // No counters, resumable or datagram endpoints here: a success whose
     // wr_id is the user's goes straight out, one evd hid is dropped, as
     // cq_admit would (it would change nothing else for them)
     const bool plain = c->routes.empty() && c->ud.empty();
-    for (int i = 0; i < got; ++i) {
+    for (int i = from; i < got; ++i) {
         struct ibv_wc& wc = wcs[i];
         if (plain && !stashing && wc.status == IBV_WC_SUCCESS && users_wr_id(wc.wr_id)) {
             if (wc.wr_id == wr_id_suppressed()) continue;
@@ -240,6 +234,46 @@ int poll_batch(cq* c, char*& out, fi_addr_t*& src, size_t want, fatal_note* note
         ++written;
     }
     if (stashing) more = false;
+    return written;
+}
+
+// Polls one batch of at most `want` completions and admits it
+// (take_polled). Returns completions written, or -errno from ibv_poll_cq.
+// *more is set when the batch was full (there may be more to poll).
+int poll_batch(cq* c, char*& out, fi_addr_t*& src, size_t want, fatal_note* notes, size_t& nnotes,
+               bool& more) EVD_REQUIRES(c->mu) {
+    struct ibv_wc wcs[kBatch];
+    const size_t ask = std::min(want, kBatch);
+    int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(ask), wcs);
+    more = false;
+    if (got < 0) return got;
+    more = static_cast<size_t>(got) == ask;
+    return take_polled(c, wcs, 0, got, out, src, notes, nnotes, more);
+}
+
+// The common read, first and short: a plain CQ (no counters, resumable or
+// datagram endpoints) with nothing in the ring. One poll; the user's
+// successes go straight out, and at the first completion that is not one
+// the rest of the batch is admitted as any other (take_polled). Returns
+// completions written, or -errno from ibv_poll_cq; *more as poll_batch.
+int read_plain(cq* c, char*& out, fi_addr_t*& src, size_t want, fatal_note* notes, size_t& nnotes,
+               bool& more) EVD_REQUIRES(c->mu) {
+    struct ibv_wc wcs[kBatch];
+    const size_t ask = std::min(want, kBatch);
+    int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(ask), wcs);
+    more = static_cast<size_t>(got) == ask;
+    if (got <= 0) return got;
+    int i = 0;
+    int written = 0;
+    for (; i < got; ++i) {
+        const struct ibv_wc& wc = wcs[i];
+        if (wc.status != IBV_WC_SUCCESS || !users_wr_id(wc.wr_id)) break;
+        if (wc.wr_id == wr_id_suppressed()) continue;
+        emit(c, wc, out, src);
+        out += c->entry_size;
+        ++written;
+    }
+    if (i < got) written += take_polled(c, wcs, i, got, out, src, notes, nnotes, more);
     return written;
 }
 
@@ -275,6 +309,17 @@ ssize_t cq_do_read(cq* c, void* buf, size_t count, fi_addr_t* src_addr) {
     ssize_t ret = 0;
     {
         evd::lock_guard g(c->mu);
+        bool more = true;
+        if (!c->ring_count && c->routes.empty() && c->ud.empty()) {
+            int w = read_plain(c, out, src, count, notes, nnotes, more);
+            if (w < 0) {
+                EVD_WARN(FI_LOG_CQ, "ibv_poll_cq: %s\n", strerror(-w));
+                ret = -FI_EIO;
+                more = false;
+            } else {
+                n = static_cast<size_t>(w);
+            }
+        }
         while (n < count && c->ring_count) {
             const struct ibv_wc& wc = c->ring[c->ring_head];
             if (wc.status != IBV_WC_SUCCESS) break;
@@ -289,7 +334,6 @@ ssize_t cq_do_read(cq* c, void* buf, size_t count, fi_addr_t* src_addr) {
         if (!c->ring_count) {
             // stops after a batch that ended an endpoint, so its terminal
             // event goes out now and notes never outgrow one batch
-            bool more = true;
             while (n < count && more && !nnotes) {
                 int w = poll_batch(c, out, src, count - n, notes, nnotes, more);
                 if (w < 0) {
