@@ -15,6 +15,8 @@
 #
 #   test/bench/op-cost.sh BUILD_DIR [N]      (on the host: boots the VM)
 #   EVD_OP_COST_OPS="split mr-hit"           only these (default: all)
+#   EVD_VM_ROOT=DIR                          boot that Debian's userland
+#                                            (BUILD_DIR built in it)
 # "more" is the FI_MORE table: 8 B sends in batches of 1, 16 and 64, all
 # but the last of each batch with FI_MORE, per send: the posting calls'
 # instructions, system calls, and the message rate of a timed run
@@ -28,8 +30,11 @@ if [ -z "${EVD_VM_ADDR0:-}" ]; then
     # valgrind has no userfaultfd: the registration cache's monitor gets a
     # stand-in under it (uffd_shim.so, from uffd_shim.c), or the hit would
     # not be one
-    make -s -C "$build" op_cost uffd_shim.so >/dev/null || exit 1
-    exec env EVD_VM_TIMEOUT=${EVD_VM_TIMEOUT:-3600} "$top/test/vm/run-in-vm" --cpus 2 --share "$build" --share "$top" -- \
+    [ -n "${EVD_VM_ROOT:-}" ] || make -s -C "$build" op_cost uffd_shim.so >/dev/null || exit 1
+    # EVD_VM_ROOT=DIR: that Debian's userland in the guest (its libfabric;
+    # BUILD_DIR then a build made in it, as test/run-all.sh's build-d13)
+    exec env EVD_VM_TIMEOUT=${EVD_VM_TIMEOUT:-3600} "$top/test/vm/run-in-vm" ${EVD_VM_ROOT:+--root "$EVD_VM_ROOT"} \
+        --cpus 2 --share "$build" --share "$top" -- \
         bash "$top/test/bench/op-cost.sh" "$build" "$n"
 fi
 export FI_PROVIDER_PATH="$build/.libs"
@@ -120,7 +125,8 @@ case " $ops " in *" split "*)
     echo "|---|---|---|---|---|---|"
     for ph in send.post inject.post write.post read.post send.repost send.reap_tx send.reap_rx \
         inject.reap_tx write.reap_tx read.reap_tx mr_hit.mr_reg mr_hit.mr_close \
-        batch.post_batch batch.repost_batch batch.reap_tx; do
+        batch.post_batch batch.repost_batch batch.reap_tx burst16.reap_many_tx burst16.reap_many_rx \
+        burst64.reap_many_tx burst64.reap_many_rx eq.eq_read; do
         v=${prov_of[verbs.$ph]:--} e=${prov_of[evd.$ph]:--}
         ratio=$(awk -v v="$v" -v e="$e" 'BEGIN { if (v + 0 > 0 && e != "-") printf "%.2f", e / v; else print "-" }')
         echo "| $ph | ${rdma_of[verbs.$ph]:--} | ${rdma_of[evd.$ph]:--} | $v | $e | $ratio |"

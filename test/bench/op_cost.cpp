@@ -30,7 +30,12 @@
 //   inject, write, read, mr-hit and sends in batches of -b (16 unless
 //   given), each loop inside a function of its own, loop_send() ...
 //   loop_batch(), so that callgrind's --separate-callers names the loop in
-//   every counted function's context.
+//   every counted function's context. Then three loops only -o all has:
+//   loop_burst16() and loop_burst64() post 16 (64) sends uncounted and
+//   count the one fi_cq_read that returns all their completions on each
+//   side (cost_reap_many_tx, cost_reap_many_rx: per call, not per
+//   completion); loop_eq() counts an fi_eq_read (cost_eq_read) of the
+//   FI_NOTIFY entry an uncounted fi_eq_write put on an EQ of its own.
 // -r SECONDS (sends only) times instead of counting: 8 B (-s) sends
 //   streamed in batches of -b for that long, a window of kWindow in flight,
 //   completions read 64 at a time and receives reposted as they are
@@ -104,7 +109,7 @@ class conn {
     ~conn() {
         for (struct fid* f : {ep_fid(cep_), ep_fid(sep_), &pep_fid(), mr_fid(smr_), mr_fid(cmr_),
                               cq_fid(scq_), cq_fid(ccq_), dom_fid(sdom_), dom_fid(cdom_),
-                              eq_fid(eq_), fab_fid(fab_)})
+                              eq_fid(ueq_), eq_fid(eq_), fab_fid(fab_)})
             if (f) fi_close(f);
         fi_freeinfo(sinfo_);
         fi_freeinfo(cinfo_);
@@ -173,6 +178,7 @@ class conn {
                 FI_CHECK(fi_enable(sep_));
                 const long pre = std::max<long>(16, o_.rate_s > 0 ? kWindow : batch_);
                 for (long i = 0; i < pre; ++i) FI_CHECK(repost());  // not counted
+                rx_posted_ = pre;
                 FI_CHECK(fi_accept(sep_, nullptr, 0));
             } else if (ev == FI_CONNECTED) {
                 (ent.fid == &cep_->fid ? c_up : s_up) = true;
@@ -340,7 +346,96 @@ class conn {
         const long b = batch_ > 0 ? batch_ : 16;
         batch_ = 0;
         return loop_send() && loop_inject() && loop_write() && loop_read() && loop_mr_hit() &&
-               loop_batch(b);
+               loop_batch(b) && loop_burst16() && loop_burst64() && loop_eq();
+    }
+    __attribute__((noinline)) bool loop_burst16() { return run_burst(16); }
+    __attribute__((noinline)) bool loop_burst64() { return run_burst(64); }
+    __attribute__((noinline)) bool loop_eq() { return run_eq(); }
+
+    __attribute__((noinline)) ssize_t cost_reap_many_tx(struct fi_cq_data_entry* e, long n) {
+        return fi_cq_read(ccq_, e, static_cast<size_t>(n));
+    }
+    __attribute__((noinline)) ssize_t cost_reap_many_rx(struct fi_cq_data_entry* e, long n) {
+        return fi_cq_read(scq_, e, static_cast<size_t>(n));
+    }
+    __attribute__((noinline)) ssize_t cost_eq_read(uint32_t* ev, struct fi_eq_entry* e) {
+        return fi_eq_read(ueq_, ev, e, sizeof *e, 0);
+    }
+
+    // One counted read of all n completions of cq with `reap`; a read that
+    // found fewer (rxe not done yet: a busy guest) is counted as an empty
+    // read and the rest read uncounted.
+    template <class Reap>
+    bool reap_all(Reap reap, struct fid_cq* cq, long n, const char* what) {
+        struct fi_cq_data_entry e[64];
+        ssize_t got = reap(e, n);
+        if (got == n) return true;
+        ++empty_;
+        long have = got > 0 ? got : 0;
+        if (got < 0 && got != -FI_EAGAIN) {
+            fprintf(stderr, "op_cost: %s: %s\n", what, fi_strerror(static_cast<int>(-got)));
+            return false;
+        }
+        const auto end = clk::now() + std::chrono::seconds(10);
+        while (have < n && clk::now() < end) {
+            spin(o_.spin_us);
+            const ssize_t r = fi_cq_read(cq, e, static_cast<size_t>(n - have));
+            if (r > 0) have += r;
+            else if (r != -FI_EAGAIN) FI_CHECK(r);
+        }
+        if (have < n) fprintf(stderr, "op_cost: %s: %ld of %ld completions\n", what, have, n);
+        return have == n;
+    }
+
+    // loop_burst16/64: n sends posted (with FI_MORE but the last, as a
+    // streaming sender would), then one counted read of all n completions
+    // on each side; the receives reposted uncounted.
+    bool run_burst(long n) {
+        for (; rx_posted_ < n; ++rx_posted_) FI_CHECK(repost());
+        syscall(SYS_getppid);
+        for (long i = 0; i < o_.iters; ++i) {
+            for (long k = 0; k < n; ++k) FI_CHECK(send_msg(k + 1 < n ? FI_MORE : 0));
+            spin(o_.spin_us * (1 + n / 16));
+            if (!reap_all([&](auto* e, long m) { return cost_reap_many_tx(e, m); }, ccq_, n,
+                          "client CQ") ||
+                !reap_all([&](auto* e, long m) { return cost_reap_many_rx(e, m); }, scq_, n,
+                          "server CQ"))
+                return false;
+            for (long k = 0; k < n; ++k) FI_CHECK(repost(k + 1 < n ? FI_MORE : 0));
+        }
+        syscall(SYS_getppid);
+        printf("op_cost: %s reads of %ld completions: %ld iterations, %ld empty reads\n",
+               o_.prov.c_str(), n, o_.iters, empty_);
+        return true;
+    }
+
+    // loop_eq: an fi_eq_write of an FI_NOTIFY entry (uncounted), then the
+    // counted fi_eq_read that returns it, on an EQ of its own.
+    bool run_eq() {
+        struct fi_eq_attr ea {};
+        ea.wait_obj = FI_WAIT_UNSPEC;
+        ea.flags = FI_WRITE;
+        FI_CHECK(fi_eq_open(fab_, &ea, &ueq_, nullptr));
+        syscall(SYS_getppid);
+        for (long i = 0; i < o_.iters; ++i) {
+            struct fi_eq_entry w {};
+            w.context = &ctx_;
+            w.data = static_cast<uint64_t>(i);
+            if (fi_eq_write(ueq_, FI_NOTIFY, &w, sizeof w, 0) != static_cast<ssize_t>(sizeof w)) {
+                fprintf(stderr, "op_cost: fi_eq_write failed\n");
+                return false;
+            }
+            uint32_t ev = 0;
+            struct fi_eq_entry r {};
+            const ssize_t got = cost_eq_read(&ev, &r);
+            if (got != static_cast<ssize_t>(sizeof r) || ev != FI_NOTIFY || r.data != w.data) {
+                fprintf(stderr, "op_cost: fi_eq_read returned %zd\n", got);
+                return false;
+            }
+        }
+        syscall(SYS_getppid);
+        printf("op_cost: %s eq reads: %ld iterations\n", o_.prov.c_str(), o_.iters);
+        return true;
     }
     __attribute__((noinline)) bool loop_send() { return run_kind(op::send); }
     __attribute__((noinline)) bool loop_inject() { return run_kind(op::inject); }
@@ -442,6 +537,8 @@ class conn {
     struct fi_info *sinfo_ = nullptr, *cinfo_ = nullptr;
     struct fid_fabric* fab_ = nullptr;
     struct fid_eq* eq_ = nullptr;
+    struct fid_eq* ueq_ = nullptr;  // loop_eq's (FI_WRITE)
+    long rx_posted_ = 0;            // receives the server has posted
     struct fid_domain *sdom_ = nullptr, *cdom_ = nullptr;
     struct fid_cq *scq_ = nullptr, *ccq_ = nullptr;
     struct fid_pep* pep_ = nullptr;

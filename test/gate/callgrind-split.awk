@@ -33,7 +33,7 @@ function phase(ctx,    n, parts, i, cost, loop, m) {
     for (i = 1; i <= n; i++) {
         if (cost == "" && match(parts[i], /::cost_[a-z_]+\(/))
             cost = substr(parts[i], RSTART + 7, RLENGTH - 8)
-        if (match(parts[i], /::loop_[a-z_]+\(/))
+        if (match(parts[i], /::loop_[a-z0-9_]+\(/))
             loop = substr(parts[i], RSTART + 7, RLENGTH - 8)
     }
     phase_of[ctx] = cost == "" ? "?" : loop "." cost

@@ -13,7 +13,8 @@
 #
 # One run of test/bench/op_cost.cpp -o all under callgrind: every loop
 # (send, inject, write, read, registration-cache hit, sends in batches of
-# 16 with FI_MORE) in one process. test/gate/callgrind-split.awk splits its
+# 16 with FI_MORE, reads of 16 and of 64 completions at once, an
+# fi_eq_read) in one process. test/gate/callgrind-split.awk splits its
 # profile by loop and counted call and by whose code ran; the gated figure
 # is the provider's: everything but op_cost's own instructions and
 # rdma-core's (libibverbs and the rxe driver, the floor any provider pays
@@ -58,7 +59,7 @@ if echo "$out" | grep -q ' [1-9][0-9]* empty reads'; then
     out=$(counted)
 fi
 echo "$out" | sed 's/^/# /'
-[ -s "$prof" ] && echo "$out" | grep -q 'batches of' || fail "op_cost did not run every loop under callgrind"
+[ -s "$prof" ] && echo "$out" | grep -q 'eq reads' || fail "op_cost did not run every loop under callgrind"
 echo "$out" | grep -q ' [1-9][0-9]* empty reads' && fail "a counted read found nothing, twice"
 
 # measured: "PHASE MEASURE FIGURE", per operation (batch.*: per send)
@@ -72,10 +73,10 @@ rm -f /tmp/op-count.st
 "${pinned[@]}" strace -f -o /tmp/op-count.st "$build/op_cost" "${args[@]}" >/dev/null 2>&1 ||
     fail "op_cost failed under strace"
 measured+=$'\n'$(awk -v n="$n" '
-    BEGIN { split("send inject write read mr_hit batch", name, " ") }
+    BEGIN { k = split("send inject write read mr_hit batch burst16 burst64 eq", name, " ") }
     /getppid\(/ { m++; main = $1; next }
     m % 2 == 1 && $1 == main && !/resumed>|exited with|\+\+\+/ { c[(m + 1) / 2]++ }
-    END { for (k = 1; k <= 6; k++) printf "%s.loop syscalls %.2f\n", name[k], c[k] / n }' /tmp/op-count.st | sort)
+    END { for (i = 1; i <= k; i++) printf "%s.loop syscalls %.2f\n", name[i], c[i] / n }' /tmp/op-count.st | sort)
 
 echo "# op-count: libfabric $fab, $n iterations a loop (batch: per send); provider instructions, allocations and system calls"
 echo "$measured" | sed 's/^/#   /'
