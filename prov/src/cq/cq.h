@@ -112,8 +112,22 @@ extern const wc_row wc_table[];
 extern const size_t wc_table_len;
 const wc_row* wc_lookup(int status) noexcept;  // nullptr for unknown statuses
 int wc_fi_errno(int status) noexcept;          // FI_EOTHER for unknown statuses
-// Completion flags (FI_SEND|FI_MSG, ...) of a successful work completion.
-uint64_t wc_flags(const struct ibv_wc& wc) noexcept;
+// Completion flags (FI_SEND|FI_MSG, ...) of a successful work completion
+// (inline: the read path runs it once per completion).
+inline uint64_t wc_flags(const struct ibv_wc& wc) noexcept {
+    switch (wc.opcode) {
+    case IBV_WC_SEND: return FI_SEND | FI_MSG;
+    case IBV_WC_RDMA_WRITE: return FI_RMA | FI_WRITE;
+    case IBV_WC_RDMA_READ: return FI_RMA | FI_READ;
+    // fetch-and-add serves both base and fetching atomics: FI_ATOMIC alone
+    case IBV_WC_COMP_SWAP:
+    case IBV_WC_FETCH_ADD: return FI_ATOMIC;
+    case IBV_WC_RECV:
+        return FI_RECV | FI_MSG | ((wc.wc_flags & IBV_WC_WITH_IMM) ? FI_REMOTE_CQ_DATA : 0);
+    case IBV_WC_RECV_RDMA_WITH_IMM: return FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+    default: return 0;
+    }
+}
 // fi_cq_strerror's text for a completion status (prov_errno): the verbs
 // name, what it means and the libfabric error it is reported as. Written
 // into buf (len bytes) when given, else into a thread-local buffer.

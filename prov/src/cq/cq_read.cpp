@@ -29,33 +29,47 @@ fi_addr_t source_of(const struct ibv_wc& wc) {
     return wc.src_qp;
 }
 
-// Writes one successful completion in the CQ's format at out, and its
-// source at *src when the reader asked (fi_cq_readfrom).
-void emit(const cq* c, const struct ibv_wc& wc, char* out, fi_addr_t*& src) {
-    if (src) *src++ = source_of(wc);
+// Writes one successful completion in format F at out, and its source at
+// *src when the reader asked (Src: fi_cq_readfrom). A template so that the
+// read path's loops choose the format once, not per completion.
+template <enum fi_cq_format F, bool Src>
+inline __attribute__((always_inline)) void emit_as(const struct ibv_wc& wc, char* out,
+                                                   fi_addr_t*& src) {
+    if constexpr (Src) *src++ = source_of(wc);
     void* ctx = reinterpret_cast<void*>(wc.wr_id);
-    switch (c->format) {
-    case FI_CQ_FORMAT_CONTEXT: {
-        auto* e = reinterpret_cast<struct fi_cq_entry*>(out);
-        e->op_context = ctx;
-        break;
-    }
-    case FI_CQ_FORMAT_MSG: {
+    if constexpr (F == FI_CQ_FORMAT_CONTEXT) {
+        reinterpret_cast<struct fi_cq_entry*>(out)->op_context = ctx;
+    } else if constexpr (F == FI_CQ_FORMAT_MSG) {
         auto* e = reinterpret_cast<struct fi_cq_msg_entry*>(out);
         e->op_context = ctx;
         e->flags = wc_flags(wc);
         e->len = (wc.opcode & IBV_WC_RECV) ? wc.byte_len : 0;
-        break;
-    }
-    default: {  // FI_CQ_FORMAT_DATA
+    } else {  // FI_CQ_FORMAT_DATA
         auto* e = reinterpret_cast<struct fi_cq_data_entry*>(out);
         e->op_context = ctx;
         e->flags = wc_flags(wc);
         e->len = (wc.opcode & IBV_WC_RECV) ? wc.byte_len : 0;
         e->buf = nullptr;
         e->data = (wc.wc_flags & IBV_WC_WITH_IMM) ? ntohl(wc.imm_data) : 0;
-        break;
     }
+}
+
+// The same in the CQ's format, chosen per call (the general path).
+void emit(const cq* c, const struct ibv_wc& wc, char* out, fi_addr_t*& src) {
+    const bool s = src != nullptr;
+    switch (c->format) {
+    case FI_CQ_FORMAT_CONTEXT:
+        s ? emit_as<FI_CQ_FORMAT_CONTEXT, true>(wc, out, src)
+          : emit_as<FI_CQ_FORMAT_CONTEXT, false>(wc, out, src);
+        break;
+    case FI_CQ_FORMAT_MSG:
+        s ? emit_as<FI_CQ_FORMAT_MSG, true>(wc, out, src)
+          : emit_as<FI_CQ_FORMAT_MSG, false>(wc, out, src);
+        break;
+    default:
+        s ? emit_as<FI_CQ_FORMAT_DATA, true>(wc, out, src)
+          : emit_as<FI_CQ_FORMAT_DATA, false>(wc, out, src);
+        break;
     }
 }
 
@@ -251,6 +265,26 @@ int poll_batch(cq* c, char*& out, fi_addr_t*& src, size_t want, fatal_note* note
     return take_polled(c, wcs, 0, got, out, src, notes, nnotes, more);
 }
 
+// read_plain's loop in format F: writes the user's successes of
+// wcs[i, got) straight out and stops at the first completion that is not
+// one (i is left there). Returns completions written.
+template <enum fi_cq_format F, bool Src>
+int plain_run(const struct ibv_wc* wcs, int got, int& i, char*& out, fi_addr_t*& src) {
+    constexpr size_t size = F == FI_CQ_FORMAT_CONTEXT ? sizeof(struct fi_cq_entry)
+                            : F == FI_CQ_FORMAT_MSG   ? sizeof(struct fi_cq_msg_entry)
+                                                      : sizeof(struct fi_cq_data_entry);
+    int written = 0;
+    for (; i < got; ++i) {
+        const struct ibv_wc& wc = wcs[i];
+        if (wc.status != IBV_WC_SUCCESS || !users_wr_id(wc.wr_id)) break;
+        if (wc.wr_id == wr_id_suppressed()) continue;
+        emit_as<F, Src>(wc, out, src);
+        out += size;
+        ++written;
+    }
+    return written;
+}
+
 // The common read, first and short: a plain CQ (no counters, resumable or
 // datagram endpoints) with nothing in the ring. One poll; the user's
 // successes go straight out, and at the first completion that is not one
@@ -265,13 +299,19 @@ int read_plain(cq* c, char*& out, fi_addr_t*& src, size_t want, fatal_note* note
     if (got <= 0) return got;
     int i = 0;
     int written = 0;
-    for (; i < got; ++i) {
-        const struct ibv_wc& wc = wcs[i];
-        if (wc.status != IBV_WC_SUCCESS || !users_wr_id(wc.wr_id)) break;
-        if (wc.wr_id == wr_id_suppressed()) continue;
-        emit(c, wc, out, src);
-        out += c->entry_size;
-        ++written;
+    switch (c->format) {
+    case FI_CQ_FORMAT_CONTEXT:
+        written = src ? plain_run<FI_CQ_FORMAT_CONTEXT, true>(wcs, got, i, out, src)
+                      : plain_run<FI_CQ_FORMAT_CONTEXT, false>(wcs, got, i, out, src);
+        break;
+    case FI_CQ_FORMAT_MSG:
+        written = src ? plain_run<FI_CQ_FORMAT_MSG, true>(wcs, got, i, out, src)
+                      : plain_run<FI_CQ_FORMAT_MSG, false>(wcs, got, i, out, src);
+        break;
+    default:
+        written = src ? plain_run<FI_CQ_FORMAT_DATA, true>(wcs, got, i, out, src)
+                      : plain_run<FI_CQ_FORMAT_DATA, false>(wcs, got, i, out, src);
+        break;
     }
     if (i < got) written += take_polled(c, wcs, i, got, out, src, notes, nnotes, more);
     return written;
@@ -311,37 +351,42 @@ ssize_t cq_do_read(cq* c, void* buf, size_t count, fi_addr_t* src_addr) {
         evd::lock_guard g(c->mu);
         bool more = true;
         if (!c->ring_count && c->routes.empty() && c->ud.empty()) {
-            int w = read_plain(c, out, src, count, notes, nnotes, more);
-            if (w < 0) {
-                EVD_WARN(FI_LOG_CQ, "ibv_poll_cq: %s\n", strerror(-w));
-                ret = -FI_EIO;
-                more = false;
-            } else {
-                n = static_cast<size_t>(w);
-            }
-        }
-        while (n < count && c->ring_count) {
-            const struct ibv_wc& wc = c->ring[c->ring_head];
-            if (wc.status != IBV_WC_SUCCESS) break;
-            if (wc.wr_id != wr_id_suppressed()) {
-                emit(c, wc, out, src);
-                out += c->entry_size;
-                ++n;
-            }
-            c->ring_head = (c->ring_head + 1) % c->ring_cap;
-            --c->ring_count;
-        }
-        if (!c->ring_count) {
-            // stops after a batch that ended an endpoint, so its terminal
-            // event goes out now and notes never outgrow one batch
+            // no counters, resumable or datagram endpoints and nothing in
+            // the ring: read_plain's polls (a batch that stashed clears
+            // more: the ring's head is then an error, for fi_cq_readerr)
             while (n < count && more && !nnotes) {
-                int w = poll_batch(c, out, src, count - n, notes, nnotes, more);
+                int w = read_plain(c, out, src, count - n, notes, nnotes, more);
                 if (w < 0) {
                     EVD_WARN(FI_LOG_CQ, "ibv_poll_cq: %s\n", strerror(-w));
                     if (!n) ret = -FI_EIO;
                     break;
                 }
                 n += static_cast<size_t>(w);
+            }
+        } else {
+            while (n < count && c->ring_count) {
+                const struct ibv_wc& wc = c->ring[c->ring_head];
+                if (wc.status != IBV_WC_SUCCESS) break;
+                if (wc.wr_id != wr_id_suppressed()) {
+                    emit(c, wc, out, src);
+                    out += c->entry_size;
+                    ++n;
+                }
+                c->ring_head = (c->ring_head + 1) % c->ring_cap;
+                --c->ring_count;
+            }
+            if (!c->ring_count) {
+                // stops after a batch that ended an endpoint, so its terminal
+                // event goes out now and notes never outgrow one batch
+                while (n < count && more && !nnotes) {
+                    int w = poll_batch(c, out, src, count - n, notes, nnotes, more);
+                    if (w < 0) {
+                        EVD_WARN(FI_LOG_CQ, "ibv_poll_cq: %s\n", strerror(-w));
+                        if (!n) ret = -FI_EIO;
+                        break;
+                    }
+                    n += static_cast<size_t>(w);
+                }
             }
         }
         if (n == 0 && ret == 0) ret = c->ring_count ? -FI_EAVAIL : -FI_EAGAIN;

@@ -52,21 +52,6 @@ int wc_fi_errno(int status) noexcept {
     return r ? r->fi_errno : FI_EOTHER;
 }
 
-uint64_t wc_flags(const struct ibv_wc& wc) noexcept {
-    switch (wc.opcode) {
-    case IBV_WC_SEND: return FI_SEND | FI_MSG;
-    case IBV_WC_RDMA_WRITE: return FI_RMA | FI_WRITE;
-    case IBV_WC_RDMA_READ: return FI_RMA | FI_READ;
-    // fetch-and-add serves both base and fetching atomics: FI_ATOMIC alone
-    case IBV_WC_COMP_SWAP:
-    case IBV_WC_FETCH_ADD: return FI_ATOMIC;
-    case IBV_WC_RECV:
-        return FI_RECV | FI_MSG | ((wc.wc_flags & IBV_WC_WITH_IMM) ? FI_REMOTE_CQ_DATA : 0);
-    case IBV_WC_RECV_RDMA_WITH_IMM: return FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
-    default: return 0;
-    }
-}
-
 const char* wc_error_text(int prov_errno, char* buf, size_t len) {
     const wc_row* r = wc_lookup(prov_errno);
     static thread_local char tls[256];
