@@ -14,7 +14,7 @@
 # A benchmark, not a test: it judges nothing; its table goes to docs/.
 #
 #   test/bench/op-cost.sh BUILD_DIR [N]      (on the host: boots the VM)
-#   EVD_OP_COST_OPS="split mr-hit"           only these (default: all)
+#   EVD_OP_COST_OPS="split rxm mr-hit"       only these (default: all)
 #   EVD_VM_ROOT=DIR                          boot that Debian's userland
 #                                            (BUILD_DIR built in it)
 # "more" is the FI_MORE table: 8 B sends in batches of 1, 16 and 64, all
@@ -30,7 +30,7 @@ if [ -z "${EVD_VM_ADDR0:-}" ]; then
     # valgrind has no userfaultfd: the registration cache's monitor gets a
     # stand-in under it (uffd_shim.so, from uffd_shim.c), or the hit would
     # not be one
-    [ -n "${EVD_VM_ROOT:-}" ] || make -s -C "$build" op_cost uffd_shim.so >/dev/null || exit 1
+    [ -n "${EVD_VM_ROOT:-}" ] || make -s -C "$build" op_cost rxm_cost uffd_shim.so >/dev/null || exit 1
     # EVD_VM_ROOT=DIR: that Debian's userland in the guest (its libfabric;
     # BUILD_DIR then a build made in it, as test/run-all.sh's build-d13)
     exec env EVD_VM_TIMEOUT=${EVD_VM_TIMEOUT:-3600} "$top/test/vm/run-in-vm" ${EVD_VM_ROOT:+--root "$EVD_VM_ROOT"} \
@@ -98,7 +98,7 @@ allocs_per_op() {  # allocs_per_op ENV... -- ARGS...
     awk -v a="$a" -v b="$b" -v n="$n" 'BEGIN { printf "%.2f", (b - a) / n }'
 }
 
-ops=${EVD_OP_COST_OPS:-split send inject write read mr-hit more}
+ops=${EVD_OP_COST_OPS:-split rxm send inject write read mr-hit more}
 echo "# op_cost: $n iterations each, $(uname -r), $(ibv_devices 2>/dev/null | awk 'NR==3{print $1}'), libfabric $(fi_info --version 2>/dev/null | awk '/^libfabric:/ {print $2}')"
 
 # "split": every loop of op_cost -o all in one callgrind run per provider,
@@ -134,6 +134,45 @@ case " $ops " in *" split "*)
     ;;
 esac
 
+# "rxm": tagged sends through ofi_rxm (test/bench/rxm_cost.cpp), as MPI
+# uses a provider: each instruction of the provider split between rxm
+# (with libfabric's util code it calls) and the core provider below it
+# (callgrind-split.awk -v rxm=1). Instructions per operation.
+# FI_UNIVERSE_SIZE=4: rxm sizes its core CQ from it, and its default (256)
+# asks verbs for more entries than rxe has (as test/mpi/run-mpi.sh).
+# verbs and rxm are both inside libfabric.so, and Debian's is stripped of
+# the names of its static functions (vrb_*, rxm_*), so the split needs a
+# libfabric of the same version built with its symbols:
+# EVD_LIBFABRIC_LIB=DIR (its lib directory, e.g. a build of the v1.17.0 tag
+# under /opt; not part of the project) runs both contestants on it. Without
+# it everything in libfabric.so counts as rxm's ("verbs below rxm" 0).
+case " $ops " in *" rxm "*)
+    declare -A core_of rxm_of rrdma_of
+    for who in verbs evd; do
+        rm -f /tmp/rxm-cost.cg
+        env -i PATH="$PATH" FI_PROVIDER_PATH="$FI_PROVIDER_PATH" EVD_VM_ADDR0="$EVD_VM_ADDR0" \
+            EVD_VM_ADDR1="$EVD_VM_ADDR1" FI_EVD_RESUME_TIMEOUT=0 LD_BIND_NOW=1 FI_UNIVERSE_SIZE=4 \
+            ${EVD_LIBFABRIC_LIB:+LD_LIBRARY_PATH="$EVD_LIBFABRIC_LIB"} \
+            setarch -R valgrind --tool=callgrind --separate-callers=40 \
+            --toggle-collect='*::cost_*' --callgrind-out-file=/tmp/rxm-cost.cg \
+            "$build/rxm_cost" -p "$who;ofi_rxm" -o all -n "$n" -w 3000 2>&1 | grep '^rxm_cost' | sed 's/^/# /'
+        while read -r ph _ _ _ r _ _ _ _ _ c _ x; do
+            core_of[$who.$ph]=$(( (c + n / 2) / n )) rxm_of[$who.$ph]=$(( (x + n / 2) / n ))
+            rrdma_of[$who.$ph]=$(( (r + n / 2) / n ))
+        done < <(awk -v rxm=1 -f "$top/test/gate/callgrind-split.awk" /tmp/rxm-cost.cg 2>/dev/null)
+    done
+    echo
+    echo "| operation (loop.call) | rdma-core under verbs / evd | rxm over verbs | verbs below rxm | rxm over evd | evd below rxm | evd / verbs below rxm |"
+    echo "|---|---|---|---|---|---|---|"
+    for ph in tsend.post tsend.reap_tx tsend.reap_rx tsend.repost tinject.post tinject.reap_tx \
+        tinject.reap_rx tinject.repost; do
+        v=${core_of[verbs.$ph]:--} e=${core_of[evd.$ph]:--}
+        ratio=$(awk -v v="$v" -v e="$e" 'BEGIN { if (v + 0 > 0 && e != "-") printf "%.2f", e / v; else print "-" }')
+        echo "| $ph | ${rrdma_of[verbs.$ph]:--} / ${rrdma_of[evd.$ph]:--} | ${rxm_of[verbs.$ph]:--} | $v | ${rxm_of[evd.$ph]:--} | $e | $ratio |"
+    done
+    ;;
+esac
+
 case " $ops " in *" send "* | *" inject "* | *" write "* | *" read "*)
     echo
     echo "| operation | contestant | post | client CQ read | server CQ read | receive repost | total | system calls |"
@@ -141,7 +180,7 @@ case " $ops " in *" send "* | *" inject "* | *" write "* | *" read "*)
     ;;
 esac
 for o in $ops; do
-    case $o in mr-hit|more|split) continue ;; esac
+    case $o in mr-hit|more|split|rxm) continue ;; esac
     for who in verbs evd evd-resume; do
         prov=${who%-resume}
         envs=(FI_EVD_RESUME_TIMEOUT=0)

@@ -14,6 +14,13 @@
 # rdma-core's, a memcpy or mutex the provider calls is the provider's.
 # allocs: calls of malloc and its siblings from inside the phase. A context that names no counted function
 # is printed as phase "?" (its chain was cut: raise --separate-callers).
+# With -v rxm=1 (test/bench/rxm_cost.cpp, a provider under ofi_rxm) the
+# provider's instructions are split once more and two fields follow:
+#   ... core INSTR rxm INSTR
+# core: the provider below rxm (evd's object, or verbs' vrb_* functions in
+# libfabric.so); rxm: rxm_* and everything else of libfabric's. A function
+# that is neither (libfabric's util code, a libc call) is counted for the
+# nearest of them in its chain of callers.
 # POSIX awk (mawk and gawk alike).
 function defname(s, table,    id, rest) {
     # "(id) name" defines id; "(id)" names it again; "name" alone is uncompressed
@@ -40,7 +47,7 @@ function phase(ctx,    n, parts, i, cost, loop, m) {
     return phase_of[ctx]
 }
 function whose(ob) {
-    if (ob ~ /\/op_cost$/) return "app"
+    if (ob ~ /\/(op_cost|rxm_cost)$/) return "app"
     if (ob ~ /libibverbs\.so|-rdmav[0-9]+\.so/) return "rdma"
     if (ob ~ /\/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^\/]*)\.so[^\/]*$|vdso/) return "system"
     return "provider"
@@ -54,6 +61,17 @@ function owner(ctx, ob,    w, n, parts, i) {
     for (i = 2; i <= n; i++)
         if ((parts[i] in obj_of) && (w = whose(obj_of[parts[i]])) != "system") return w
     return "provider"
+}
+# Whose of the two a provider context is under -v rxm=1: the innermost of
+# its chain that is evd's or verbs' (core) or rxm's.
+function below_rxm(ctx,    n, parts, i, f) {
+    n = split(ctx, parts, "'")
+    for (i = 1; i <= n; i++) {
+        f = parts[i]
+        if (f ~ /^evd::/ || f ~ /^vrb_/ || ((f in obj_of) && obj_of[f] ~ /libevd-fi\.so/)) return "core"
+        if (f ~ /^rxm_/) return "rxm"
+    }
+    return "rxm"
 }
 BEGIN { pending = 0 }
 /^ob=/   { ob = defname(substr($0, 4), obs); next }
@@ -86,9 +104,14 @@ END {
     for (k in self) {
         split(k, kk, SUBSEP)
         p = phase(kk[1])
-        cost[p, owner(kk[1], kk[2])] += self[k]
+        w = owner(kk[1], kk[2])
+        cost[p, w] += self[k]
+        if (rxm && w == "provider") cost[p, below_rxm(kk[1])] += self[k]
         seen[p] = 1
     }
-    for (p in seen)
-        printf "%s provider %d rdma %d app %d allocs %d\n", p, cost[p, "provider"], cost[p, "rdma"], cost[p, "app"], allocs[p]
+    for (p in seen) {
+        printf "%s provider %d rdma %d app %d allocs %d", p, cost[p, "provider"], cost[p, "rdma"], cost[p, "app"], allocs[p]
+        if (rxm) printf " core %d rxm %d", cost[p, "core"], cost[p, "rxm"]
+        printf "\n"
+    }
 }
