@@ -27,7 +27,7 @@ struct node {
     qp_key key;
     struct ibv_context* ctx = nullptr;
     ibv_qp_ptr qp;
-    bool idle = false;     // in RESET, takeable; else waiting for TIMEWAIT_EXIT
+    bool idle = false;     // takeable (the time-wait is over); else waiting for TIMEWAIT_EXIT
     clock::time_point since;  // when it started waiting
 };
 
@@ -134,6 +134,18 @@ ibv_qp_ptr qp_pool_take(domain* d, const qp_key& k) {
         }
     }
     destroy_all(dead);
+    // Reset here, by the endpoint that takes it, not when its time-wait
+    // ended: that came inside whichever EQ read saw the TIMEWAIT_EXIT, and
+    // on rxe a RESET can take milliseconds (the connect tail under churn,
+    // docs/perf-msg.md). A QP that refuses RESET is destroyed instead.
+    if (got) {
+        if (int rc = to_reset(got->qp.get())) {
+            EVD_WARN(FI_LOG_EP_CTRL, "kept QP %u: ibv_modify_qp(RESET): %s; destroyed\n",
+                     got->qp->qp_num, strerror(rc));
+            destroy_all(got);
+            got = nullptr;
+        }
+    }
     if (got) {
         qp = std::move(got->qp);
         delete got;
@@ -188,18 +200,14 @@ void qp_pool_discarded(domain* d) { d->qpp.discarded.fetch_add(1, std::memory_or
 
 void qp_pool_release(uint64_t token) {
     if (!token) return;
-    // Reset in place; a QP that refuses RESET is destroyed instead.
-    purge([&](node& n) {
-        if (n.token != token || n.idle) return false;
-        if (int rc = to_reset(n.qp.get())) {
-            EVD_WARN(FI_LOG_EP_CTRL, "kept QP %u: ibv_modify_qp(RESET): %s; destroyed\n",
-                     n.qp->qp_num, strerror(rc));
-            return true;
-        }
-        n.idle = true;
-        EVD_DBG(FI_LOG_EP_CTRL, "kept QP %u: time-wait over, reset and idle\n", n.qp->qp_num);
-        return false;
-    });
+    // Takeable from now on; qp_pool_take resets it
+    evd::lock_guard lk(g_mu);
+    for (node* n = g_head; n; n = n->next) {
+        if (n->token != token || n->idle) continue;
+        n->idle = true;
+        EVD_DBG(FI_LOG_EP_CTRL, "kept QP %u: time-wait over, idle\n", n->qp->qp_num);
+        break;
+    }
 }
 
 void qp_pool_drop(uint64_t token) {

@@ -10,9 +10,11 @@
 //    flush came out in full (qp_flush.h: every work request it held has
 //    completed in the CQs), and it waits until the peer can no longer address
 //    it: the rdma_cm id lingers (linger.h) until RDMA_CM_EVENT_TIMEWAIT_EXIT,
-//    and then qp_pool_release() moves the QP to RESET, which empties both its
-//    queues.
-//  * idle: in RESET, ready for qp_pool_take().
+//    and then qp_pool_release() makes it idle.
+//  * idle: ready for qp_pool_take(), which moves it to RESET (emptying both
+//    its queues) for the endpoint that takes it. Not at TIMEWAIT_EXIT: that
+//    is read inside the application's EQ reads, and a RESET can take
+//    milliseconds.
 // A waiting QP whose TIMEWAIT_EXIT does not come within FI_EVD_QP_POOL_TIMEWAIT
 // ms (the id was destroyed, the device went, rdma_cm lost the event) is
 // destroyed, never reused. Endpoints on a shared receive context keep no QP
@@ -49,8 +51,9 @@ bool operator==(const qp_key& a, const qp_key& b);
 // The key of the QP ibv_create_qp(pd, a) would make.
 qp_key qp_key_of(struct ibv_pd* pd, const struct ibv_qp_init_attr& a);
 
-// An idle QP of d that matches k, in RESET, or null (then the caller creates
-// one). Counted in d's statistics either way.
+// An idle QP of d that matches k, moved to RESET now, or null (then the
+// caller creates one; also when the RESET failed and the QP was destroyed).
+// Counted in d's statistics either way.
 ibv_qp_ptr qp_pool_take(domain* d, const qp_key& k);
 
 // fi_close of an endpoint whose QP is flushed and whose connection ended
@@ -61,8 +64,9 @@ uint64_t qp_pool_retire(domain* d, const qp_key& k, ibv_qp_ptr qp);
 // An endpoint's QP that is destroyed at close instead of kept (counted).
 void qp_pool_discarded(domain* d);
 
-// RDMA_CM_EVENT_TIMEWAIT_EXIT for the QP of token: RESET, then idle. Nothing
-// if it is gone (purged, expired). Callable under cm_chan::mu.
+// RDMA_CM_EVENT_TIMEWAIT_EXIT for the QP of token: idle (takeable). Nothing
+// if it is gone (purged, expired). Callable under cm_chan::mu; makes no
+// verbs call.
 void qp_pool_release(uint64_t token);
 // The QP of token will never see its TIMEWAIT_EXIT: destroyed.
 void qp_pool_drop(uint64_t token);
