@@ -96,12 +96,7 @@ struct options {
 constexpr long kWindow = 256;
 constexpr size_t kDepth = 512;
 
-// Waits without entering the provider or the kernel (clock_gettime is vDSO).
-void spin(long us) {
-    const auto end = clk::now() + std::chrono::microseconds(us);
-    while (clk::now() < end) {
-    }
-}
+using evdtool::spin;
 
 class conn {
   public:

@@ -65,11 +65,7 @@ struct options {
 
 constexpr uint64_t kTag = 0x5a;
 
-void spin(long us) {
-    const auto end = clk::now() + std::chrono::microseconds(us);
-    while (clk::now() < end) {
-    }
-}
+using evdtool::spin;
 
 // One side: its info, domain, CQ, AV and endpoint.
 struct side {

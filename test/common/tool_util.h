@@ -7,6 +7,7 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_errno.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,6 +34,15 @@ inline struct fi_info* msg_hints(const char* prov, size_t depth) {
     h->tx_attr->size = depth;
     h->rx_attr->size = depth;
     return h;
+}
+
+// Waits `us` microseconds without entering a provider or the kernel
+// (steady_clock reads the vDSO): the count benchmarks' pause between counted
+// calls (op_cost, rxm_cost).
+inline void spin(long us) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+    while (std::chrono::steady_clock::now() < end) {
+    }
 }
 
 }  // namespace evdtool

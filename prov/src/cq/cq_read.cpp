@@ -251,17 +251,24 @@ int take_polled(cq* c, struct ibv_wc* wcs, int from, int got, char*& out, fi_add
     return written;
 }
 
+// One ibv_poll_cq of at most `want` (and kBatch) completions into wcs.
+// Returns what it returned; *more is set when the batch was full (there may
+// be more to poll), cleared otherwise and on an error.
+EVD_ALWAYS_INLINE int poll_some(cq* c, size_t want, struct ibv_wc* wcs, bool& more) {
+    const size_t ask = std::min(want, kBatch);
+    const int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(ask), wcs);
+    more = got > 0 && static_cast<size_t>(got) == ask;
+    return got;
+}
+
 // Polls one batch of at most `want` completions and admits it
 // (take_polled). Returns completions written, or -errno from ibv_poll_cq.
 // *more is set when the batch was full (there may be more to poll).
 int poll_batch(cq* c, char*& out, fi_addr_t*& src, size_t want, fatal_note* notes, size_t& nnotes,
                bool& more) EVD_REQUIRES(c->mu) {
     struct ibv_wc wcs[kBatch];
-    const size_t ask = std::min(want, kBatch);
-    int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(ask), wcs);
-    more = false;
-    if (got < 0) return got;
-    more = static_cast<size_t>(got) == ask;
+    const int got = poll_some(c, want, wcs, more);
+    if (got <= 0) return got;
     return take_polled(c, wcs, 0, got, out, src, notes, nnotes, more);
 }
 
@@ -293,9 +300,7 @@ int plain_run(const struct ibv_wc* wcs, int got, int& i, char*& out, fi_addr_t*&
 int read_plain(cq* c, char*& out, fi_addr_t*& src, size_t want, fatal_note* notes, size_t& nnotes,
                bool& more) EVD_REQUIRES(c->mu) {
     struct ibv_wc wcs[kBatch];
-    const size_t ask = std::min(want, kBatch);
-    int got = ibv_poll_cq(c->ibcq.get(), static_cast<int>(ask), wcs);
-    more = static_cast<size_t>(got) == ask;
+    const int got = poll_some(c, want, wcs, more);
     if (got <= 0) return got;
     int i = 0;
     int written = 0;
