@@ -195,7 +195,8 @@ struct ep : object_head<struct fid_ep, kind::ep> {
     uint64_t op_flags_tx = 0;             // fi_control(FI_SETOPSFLAG) on FI_TRANSMIT
     uint64_t op_flags_rx = 0;             // ... on FI_RECV
     // The data path's own state (send signalling, counter slots; ep_dp.h),
-    // ep_data.cpp's and ep_counters.cpp's alone; made by ep_data_init,
+    // ep_data.cpp's and ep_counters.cpp's alone; made by ep_data_init (fi_endpoint
+    // fails without it, so the data path never finds it null),
     // dropped by ep_data_close.
     std::unique_ptr<ep_dp, ep_dp_free> dp;
 
@@ -387,7 +388,7 @@ int ep_msg_close(ep* e);
 void ep_drop_connreq(msg_ep* e);
 
 // ---- provided by ep_data.cpp (data path)
-void ep_data_init(ep* e);                                   // set fid.msg, fid.rma, fid.atomic
+int ep_data_init(ep* e);                                    // set fid.msg, fid.rma, fid.atomic; -FI_ENOMEM
 // ---- provided by ep_counters.cpp (the endpoint's counters)
 int ep_data_bind(ep* e, struct fid* bfid, uint64_t flags);  // FI_CLASS_CNTR
 void ep_data_close(ep* e);                                  // drop refs taken by ep_data_bind

@@ -45,8 +45,8 @@ bool ep_close_quiesce(ep* e) {
 }
 
 void ep_close_data(ep* e) {
+    e->qp_ready.store(false);  // first: the data path reads e->dp behind it
     ep_data_close(e);
-    e->qp_ready.store(false);
 }
 
 void ep_close_common(ep* e) {

@@ -141,7 +141,7 @@ int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** ou
         if (dgram) {
             auto e = std::make_unique<ud_ep>();
             fill(e);
-            ep_data_init(e.get());
+            if (int ret = ep_data_init(e.get())) return ret;
             ep_ud_set_ops(e.get());
             (void)dup.release();
             return hand_out(std::move(e), d->refs, out);
@@ -150,10 +150,11 @@ int ep_open(struct fid_domain* dom_fid, struct fi_info* info, struct fid_ep** ou
         fill(e);
         e->keep_src_port = keep_src_port;
         e->fid.cm = &ep_msg_cm_ops;
+        // before the request is adopted: a failure leaves it answerable
+        if (int ret = ep_data_init(e.get())) return ret;
         if (r) {
             if (int ret = adopt_connreq(e.get(), r, d)) return ret;
         }
-        ep_data_init(e.get());
         (void)dup.release();
         return hand_out(std::move(e), d->refs, out);
     });
