@@ -38,8 +38,6 @@
 
 namespace evd {
 
-uint8_t tx_slot_ids[kMaxTxSlots];
-
 // One CQ a counter counts the completions of.
 struct cntr_source {
     cq* q;

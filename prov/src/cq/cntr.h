@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "cq/wr_ids.h"
 #include "evd.h"
 
 namespace evd {
@@ -41,19 +42,14 @@ struct tx_slot {
     std::atomic<bool> busy{false};
 };
 
-// Largest slot table of one endpoint (the wr_id range reserved for slot ids).
-inline constexpr uint32_t kMaxTxSlots = 1u << 16;
-// Provider-private address range: a wr_id inside it is a slot id, never a
-// user context.
-extern uint8_t tx_slot_ids[kMaxTxSlots];
-inline uint64_t tx_slot_wr_id(uint32_t i) noexcept {
-    return reinterpret_cast<uintptr_t>(&tx_slot_ids[0]) + i;
-}
+// Slot ids: the provider's own (wr_ids.h), at most kMaxTxSlots of them, never
+// a user context.
+inline uint64_t tx_slot_wr_id(uint32_t i) noexcept { return wr_id_of(wr_ids.tx_slots[0]) + i; }
 inline bool is_tx_slot_wr_id(uint64_t wr_id) noexcept {
-    return wr_id - reinterpret_cast<uintptr_t>(&tx_slot_ids[0]) < kMaxTxSlots;
+    return wr_id - wr_id_of(wr_ids.tx_slots[0]) < kMaxTxSlots;
 }
 inline uint32_t tx_slot_index(uint64_t wr_id) noexcept {
-    return static_cast<uint32_t>(wr_id - reinterpret_cast<uintptr_t>(&tx_slot_ids[0]));
+    return static_cast<uint32_t>(wr_id - wr_id_of(wr_ids.tx_slots[0]));
 }
 
 // What the CQ looks up by a completion's QP number (cq_state.h, routes): the

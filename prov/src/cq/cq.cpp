@@ -24,10 +24,6 @@
 
 namespace evd {
 
-const uint8_t wr_suppressed = 0;
-const uint8_t wr_flush_marker = 0;
-const uint8_t wr_probe = 0;
-
 namespace {
 
 const char* cq_strerror(struct fid_cq*, int prov_errno, const void*, char* buf, size_t len) {

@@ -19,6 +19,7 @@
 
 #include <infiniband/verbs.h>
 
+#include "cq/wr_ids.h"
 #include "evd.h"
 
 namespace evd {
@@ -72,20 +73,15 @@ inline constexpr size_t kCqPollBatch = 32;
 
 // ------------------------------------------------------------ completion ids
 // wr_id of work requests whose successful completion must not reach the user
-// (the periodic signaled send of selective completion, fi_inject*). Its
-// address is private to the provider, so it never equals a user context.
-extern const uint8_t wr_suppressed;
-inline uint64_t wr_id_suppressed() noexcept { return reinterpret_cast<uintptr_t>(&wr_suppressed); }
+// (the periodic signaled send of selective completion, fi_inject*). One of
+// the provider's own ids (wr_ids.h), so it never equals a user context.
+inline uint64_t wr_id_suppressed() noexcept { return wr_id_of(wr_ids.suppressed); }
 // wr_id of the marker an endpoint posts behind its queued work when it closes
 // (qp_flush.h): never shown, never counted, only noticed.
-extern const uint8_t wr_flush_marker;
-inline uint64_t wr_id_flush_marker() noexcept {
-    return reinterpret_cast<uintptr_t>(&wr_flush_marker);
-}
+inline uint64_t wr_id_flush_marker() noexcept { return wr_id_of(wr_ids.flush_marker); }
 // wr_id of the progress probe posted on a connection when its port returns
 // (probe.h): a success is only noticed, a failure ends the endpoint.
-extern const uint8_t wr_probe;
-inline uint64_t wr_id_probe() noexcept { return reinterpret_cast<uintptr_t>(&wr_probe); }
+inline uint64_t wr_id_probe() noexcept { return wr_id_of(wr_ids.probe); }
 
 // ------------------------------------------------------------ closing flush
 // One step of waiting for the flush marker of QP `qp_num` (qp_flush.h): pulls

@@ -211,10 +211,7 @@ namespace {
 
 // Neither a marker, a probe, a counter's slot nor a resumable endpoint's
 // ledger id (wr_id_suppressed is the caller's to check).
-bool users_wr_id(uint64_t wr_id) {
-    return wr_id != wr_id_flush_marker() && wr_id != wr_id_probe() && !is_tx_slot_wr_id(wr_id) &&
-           !is_rs_wr_id(wr_id);
-}
+bool users_wr_id(uint64_t wr_id) { return !is_evd_wr_id(wr_id) || wr_id == wr_id_suppressed(); }
 
 // Admits wcs[from, got), polled from the ibv_cq: successes go to out, the
 // first error and everything after it to the ring. Fatal errors are noted
@@ -283,8 +280,11 @@ int plain_run(const struct ibv_wc* wcs, int got, int& i, char*& out, fi_addr_t*&
     int written = 0;
     for (; i < got; ++i) {
         const struct ibv_wc& wc = wcs[i];
-        if (wc.status != IBV_WC_SUCCESS || !users_wr_id(wc.wr_id)) break;
-        if (wc.wr_id == wr_id_suppressed()) continue;
+        // one compare for the common case: a success with the user's id
+        if (wc.status != IBV_WC_SUCCESS || is_evd_wr_id(wc.wr_id)) {
+            if (wc.status == IBV_WC_SUCCESS && wc.wr_id == wr_id_suppressed()) continue;
+            break;
+        }
         emit_as<F, Src>(wc, out, src);
         out += size;
         ++written;

@@ -18,8 +18,6 @@
 
 namespace evd {
 
-uint8_t rs_ids[2 * kRsMaxSlots + 1];
-
 ep_resume::ep_resume(uint32_t tx_size, uint32_t tx_sge, uint32_t max_inline, uint32_t rx_size,
                      uint32_t rx_sge, uint32_t timeout, uint32_t keepalive)
     : timeout_ms(timeout),
@@ -195,7 +193,7 @@ rs_placed rs_complete(ep_resume& rs, struct ibv_wc& wc, uint8_t* counter, bool* 
         return rs_placed::shown;
     }
     if (wc.wr_id == rs_keepalive_wr_id()) return rs_keepalive_done(rs, wc, port_down);
-    const uint64_t idx = wc.wr_id - reinterpret_cast<uintptr_t>(&rs_ids[0]);
+    const uint64_t idx = wc.wr_id - wr_id_of(wr_ids.rs[0]);
     const uint32_t slot = static_cast<uint32_t>(idx & (kRsMaxSlots - 1));
     *recv = idx >= kRsMaxSlots;
     // An outage holds the failure back: the operation stays in its ledger

@@ -43,23 +43,19 @@ namespace evd {
 struct ep;
 
 // wr_id of a resumable endpoint's work requests: an address in a range of
-// the provider's own (rs_ids, never touched), one per slot and queue, so no
+// the provider's own (wr_ids.h), one per slot and queue, so no
 // user context can equal one, and the CQ knows one even after the endpoint
 // let go of its QP (it is then dropped). The slot is the ledger's slot_of:
 // a completion belongs to the oldest operation on the wire, whose slot it
 // must name.
 // The last id of the range is the keepalive's (msg/ep_keepalive.h): a
 // request evd posts outside the ledger, one at a time.
-inline constexpr uint32_t kRsMaxSlots = 1u << 20;  // per queue: above any max_qp_wr
-extern uint8_t rs_ids[2 * kRsMaxSlots + 1];
 inline uint64_t rs_wr_id(uint32_t slot, bool recv) noexcept {
-    return reinterpret_cast<uintptr_t>(&rs_ids[0]) + (recv ? kRsMaxSlots : 0) + slot;
+    return wr_id_of(wr_ids.rs[0]) + (recv ? kRsMaxSlots : 0) + slot;
 }
-inline uint64_t rs_keepalive_wr_id() noexcept {
-    return reinterpret_cast<uintptr_t>(&rs_ids[2 * kRsMaxSlots]);
-}
+inline uint64_t rs_keepalive_wr_id() noexcept { return wr_id_of(wr_ids.rs[2 * kRsMaxSlots]); }
 inline bool is_rs_wr_id(uint64_t wr_id) noexcept {
-    return wr_id - reinterpret_cast<uintptr_t>(&rs_ids[0]) < 2 * kRsMaxSlots + 1;
+    return wr_id - wr_id_of(wr_ids.rs[0]) < 2 * kRsMaxSlots + 1;
 }
 
 struct ep_resume {
