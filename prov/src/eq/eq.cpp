@@ -46,7 +46,8 @@ namespace {
 
 bool waitable(const eq* q) { return q->wobj != FI_WAIT_NONE && q->wobj != FI_WAIT_SET; }
 
-eq* checked(struct fid_eq* f) {
+// inline: fi_eq_read's first step (its warning is out of line, in EVD_WARN)
+EVD_ALWAYS_INLINE eq* checked(struct fid_eq* f) {
     eq* q = eq_from_fid(f);
     if (!q) EVD_WARN(FI_LOG_EQ, "not an evd EQ: %p\n", static_cast<void*>(f));
     return q;

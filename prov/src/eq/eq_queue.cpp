@@ -97,12 +97,19 @@ long eq_ready_err_locked(eq* q) {
 ssize_t eq_read_locked(eq* q, uint32_t* event, void* buf, size_t len, uint64_t flags) {
     if (q->count == 0) return q->overrun ? -FI_EAVAIL : -FI_EAGAIN;
     if (q->nerr && eq_ready_err_locked(q) >= 0) return -FI_EAVAIL;
-    eq_slot& s = q->at(0);  // a normal event: an error at the head is always ready
+    // a normal event: an error at the head is always ready
+    const uint32_t i = q->order[q->head];
+    eq_slot& s = q->slots[i];
     if (len < s.len) return -FI_ETOOSMALL;
     if (s.len) std::memcpy(buf, q->payload(s), s.len);
     *event = s.event;
-    ssize_t n = s.len;
-    if (!(flags & FI_PEEK)) remove_locked(q, 0);
+    const ssize_t n = s.len;
+    if (flags & FI_PEEK) return n;
+    // remove_locked(q, 0), with what is known here: slot i, not an error
+    if (s.big != kNoBig) q->bigfree[q->nbigfree++] = s.big;
+    q->freel[q->nfree++] = i;
+    q->head = q->wrap(q->head + 1);
+    q->count--;
     return n;
 }
 
