@@ -138,6 +138,9 @@ void open_mr_cache(domain* dom) {
             lim.max_bytes = static_cast<size_t>(pages) * static_cast<size_t>(psize) /
                             static_cast<size_t>(cpus) / 2;
     }
+    for (size_t s = 0; s < kMrAccessSets; ++s)
+        dom->mr_access[s] = mr_ibv_access(static_cast<uint64_t>(s) << kMrAccessShift,
+                                          dom->dev->iwarp, dom->dev->atomics);
     try {
         dom->mrc = std::make_unique<mr_cache>(dom->pd.get(), lim,
                                               dom->dev->atomics ? IBV_ACCESS_REMOTE_ATOMIC : 0);

@@ -5,12 +5,14 @@
 
 #include <infiniband/verbs.h>
 
+#include <array>
 #include <cstdlib>
 
 #include "device/devctx.h"
 #include "evd.h"
 #include "fabric.h"
 #include "lock.h"
+#include "mr/mr.h"
 #include "mr/mr_cache.h"
 #include "owners.h"
 
@@ -43,6 +45,9 @@ struct domain : object_head<struct fid_domain, kind::domain> {
     // The registration cache (mr_cache.h); null without one. Holds a
     // reference on the memory monitor.
     std::unique_ptr<mr_cache> mrc;
+    // mr_ibv_access of every set of fi_mr access bits (mr.h, mr_access_set)
+    // on this domain's device, filled with the cache: its hit looks it up.
+    std::array<int, kMrAccessSets> mr_access{};
     // Where a base fi_atomic FI_SUM (a fetch-and-add whose old value nobody
     // wants) puts the old value: a page of its own (registering pins whole
     // pages, and fork-safe registration keeps them from a fork child: never

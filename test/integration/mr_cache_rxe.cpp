@@ -123,6 +123,43 @@ TEST_F(MrCacheRxe, SecondRegistrationOfABufferIsAHit) {
     EXPECT_EQ(m2.close(), 0);
 }
 
+// The hit asks the entry last found first (mr_cache::try_hit). That entry
+// unmapped while still in use (it leaves the index, and lives on for its
+// user): a registration of the new pages there is a miss, and another
+// buffer's entry still hits (through the index).
+TEST_F(MrCacheRxe, TheEntryLastFoundUnmappedInUseIsAMissAndOthersStillHit) {
+    const size_t len = 64 * 1024;
+    void* a = map_anon(len);
+    void* b = map_anon(len);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    {  // two closed objects' memory kept: the hit builds in it
+        held<struct fid_mr> m1 = reg(s, a, len, FI_REMOTE_WRITE);
+        held<struct fid_mr> m2 = reg(s, a, len, FI_REMOTE_WRITE);
+        ASSERT_EQ(m1.close(), 0);
+        ASSERT_EQ(m2.close(), 0);
+    }
+    held<struct fid_mr> mb = reg(s, b, len, FI_REMOTE_WRITE);  // the entry last found
+    ASSERT_NE(mb, nullptr);
+    auto before = stats(s);
+    ASSERT_EQ(munmap(b, len), 0);  // mb stays open
+    ASSERT_EQ(map_anon(len, b), b) << "could not map the same address again";
+    held<struct fid_mr> mb2 = reg(s, b, len, FI_REMOTE_WRITE);
+    ASSERT_NE(mb2, nullptr);
+    EXPECT_TRUE(write_lands(b, len, mb2, 4)) << "the write went to the unmapped pages";
+    held<struct fid_mr> ma = reg(s, static_cast<uint8_t*>(a) + 100, 1000, FI_REMOTE_WRITE);
+    ASSERT_NE(ma, nullptr);
+    EXPECT_TRUE(write_lands(static_cast<uint8_t*>(a) + 100, 1000, ma, 5));
+    auto after = stats(s);
+    EXPECT_EQ(after.misses - before.misses, 1u);  // b's new pages
+    EXPECT_EQ(after.hits - before.hits, 1u);      // a
+    EXPECT_EQ(mb.close(), 0);
+    EXPECT_EQ(mb2.close(), 0);
+    EXPECT_EQ(ma.close(), 0);
+    munmap(a, len);
+    munmap(b, len);
+}
+
 // munmap, then mmap at the same address: new pages, a new registration.
 TEST_F(MrCacheRxe, MunmapThenMmapAtTheSameAddressIsAMiss) {
     const size_t len = 256 * 1024;

@@ -14,59 +14,48 @@
 
 namespace evd {
 
-int mr_ibv_access(uint64_t a, bool iwarp, bool atomics) noexcept {
-    int acc = 0;
-    if (a & FI_REMOTE_READ) acc |= IBV_ACCESS_REMOTE_READ;
-    // the device writes into the buffer: incoming RMA writes, received
-    // messages, data fetched by fi_read
-    if (a & FI_REMOTE_WRITE) acc |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
-    // an atomic changes the target: fi_mr(3) grants it with FI_REMOTE_WRITE
-    // (only asked of devices that have atomics: atomic_table.h)
-    if (atomics && (a & FI_REMOTE_WRITE)) acc |= IBV_ACCESS_REMOTE_ATOMIC;
-    if (a & (FI_RECV | FI_READ)) acc |= IBV_ACCESS_LOCAL_WRITE;
-    // iWARP (RFC 5040) returns RDMA READ data as tagged writes into the
-    // sink buffer, which must therefore allow remote writes
-    if (iwarp && (a & FI_READ)) acc |= IBV_ACCESS_REMOTE_WRITE;
-    // no access bits at all: the buffer may be used for anything local
-    if (!(a & (FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE)))
-        acc |= IBV_ACCESS_LOCAL_WRITE;
-    return acc;
-}
-
 namespace {
 
-constexpr uint64_t kAccessMask =
-    FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+constexpr uint64_t kAccessMask = kMrAccessBits;
 // The registration flag libfabric's layers set for memory not to be cached
 // (ofi_rxm's bounce buffers): bit 60 of fi_mr_reg's flags.
 constexpr uint64_t kNoCache = 1ULL << 60;
+// Registration hints of libfabric's layers (ofi_rxm's FI_HMEM_DEVICE_ONLY,
+// ...), bits 60-63: ignored but for kNoCache (check_reg).
+constexpr uint64_t kLayerHints = 0xfULL << 60;
 
 mr* mr_of(struct fid* f) {
     if (!f || f->fclass != FI_CLASS_MR) return nullptr;
     return from_fid<mr>(reinterpret_cast<struct fid_mr*>(f));
 }
 
-int mr_close(struct fid* f) {
+// An uncached registration's close (or a fid that is not an MR): out of
+// line, so that the cached close below keeps to few registers.
+__attribute__((noinline)) int close_uncached(mr* m) {
     return guard([&] {
-        mr* m = mr_of(f);
         if (!m) return -FI_EINVAL;
-        if (m->ent) {
-            // retire()'s steps, but the object's memory goes back to the
-            // cache, for the next registration to be built in
-            domain* dom = m->dom;
-            mr_entry* ent = std::exchange(m->ent, nullptr);
-            m->tag = kind{0};
-            m->~mr();
-            if (void* left = dom->mrc->put(ent, static_cast<void*>(m))) ::operator delete(left);
-            dom->refs.put();
-            return 0;
-        }
         if (int e = release_with(m->ibmr, ibv_dereg_mr)) {
             EVD_WARN(FI_LOG_MR, "ibv_dereg_mr: %s\n", strerror(e));
             return fi_err(e);
         }
         return retire(m, &m->dom->refs);
     });
+}
+
+int mr_close(struct fid* f) {
+    mr* m = mr_of(f);
+    if (m && m->ent) {
+        // retire()'s steps, but the object's memory goes back to the cache,
+        // for the next registration to be built in (nothing here throws)
+        domain* dom = m->dom;
+        mr_entry* ent = std::exchange(m->ent, nullptr);
+        m->tag = kind{0};
+        m->~mr();
+        if (void* left = dom->mrc->put(ent, static_cast<void*>(m))) ::operator delete(left);
+        dom->refs.put();
+        return 0;
+    }
+    return close_uncached(m);
 }
 
 int mr_control(struct fid* f, int command, void* arg) {
@@ -114,7 +103,6 @@ int check_reg(const struct iovec* iov, size_t count, uint64_t access, uint64_t f
     // kNoCache for its bounce-buffer pools; do_reg honours it). The others
     // are ignored. Rejecting them made every ofi_rxm buffer-pool grow fail,
     // and ofi_rxm's fi_send/fi_inject returned -FI_ENOMEM.
-    constexpr uint64_t kLayerHints = 0xfULL << 60;
     flags &= ~kLayerHints;
     if (flags) {
         EVD_WARN(FI_LOG_MR, "fi_mr_reg: unsupported flags 0x%llx\n",
@@ -172,12 +160,52 @@ int do_reg(struct fid* dfid, const struct iovec* iov, size_t count, uint64_t acc
     return hand_out(std::move(m), dom->refs, out);
 }
 
-int mr_reg(struct fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offset,
-           uint64_t requested_key, uint64_t flags, struct fid_mr** out, void* context) {
+// fi_mr_reg's first step: a registration-cache hit, whole. The request is
+// one the general path (do_reg) would take without a word, the cache holds
+// it (mr_cache::try_hit) and kept a closed object's memory to build the new
+// one in: no allocation, no system call, the cache's lock alone. Answers
+// false, with nothing changed, for everything else. The fid is the domain
+// whose ops table led here (self_of: never null); its tag is checked all the
+// same. A NULL buf never hits (no entry starts at page 0).
+bool reg_hit(struct fid* dfid, const void* buf, size_t len, uint64_t access, uint64_t flags,
+             struct fid_mr** out, void* context) noexcept {
+    constexpr uint64_t kIgnored = kLayerHints & ~kNoCache;
+    if (!len || !out || (access & ~kAccessMask) || (flags & ~kIgnored)) return false;
+    domain* dom = self_of<domain>(reinterpret_cast<struct fid_domain*>(dfid));
+    if (dom->tag != domain::kTag || !dom->mrc) return false;
+    void* spare = nullptr;
+    mr_entry* ent = dom->mrc->try_hit(reinterpret_cast<uintptr_t>(buf), len,
+                                      dom->mr_access[mr_access_set(access)], &spare);
+    if (!ent) return false;
+    // the block came from operator new(sizeof(mr)), as the object's own
+    // delete expects
+    mr* m = new (spare) mr();
+    struct ibv_mr* ib = ent->ibmr.get();
+    m->ent = ent;
+    m->dom = dom;
+    m->lkey = ib->lkey;
+    fid_init(*m, FI_CLASS_MR, context, &mr_fi_ops);
+    m->fid.mem_desc = m;
+    m->fid.key = ib->rkey;
+    dom->refs.get();
+    *out = &m->fid;
+    return true;
+}
+
+// fi_mr_reg past the hit: out of line, for the hit to keep to few registers.
+__attribute__((noinline)) int reg_general(struct fid* fid, const void* buf, size_t len,
+                                          uint64_t access, uint64_t flags, struct fid_mr** out,
+                                          void* context) {
     return guard([&] {
         struct iovec iov = {const_cast<void*>(buf), len};
         return do_reg(fid, &iov, 1, access, flags, out, context, FI_HMEM_SYSTEM);
     });
+}
+
+int mr_reg(struct fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offset,
+           uint64_t requested_key, uint64_t flags, struct fid_mr** out, void* context) {
+    if (reg_hit(fid, buf, len, access, flags, out, context)) return 0;
+    return reg_general(fid, buf, len, access, flags, out, context);
 }
 
 int mr_regv(struct fid* fid, const struct iovec* iov, size_t count, uint64_t access,

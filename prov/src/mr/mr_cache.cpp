@@ -27,13 +27,6 @@ uintptr_t page_size() {
     return ps;
 }
 
-// Forks of this process so far, as its child sees them: moved by the child
-// handler pthread_atfork runs in every fork child, so that a cache knows it
-// is in a child without calling getpid on every registration. False in
-// g_atfork when the handler could not be registered (then getpid decides).
-std::atomic<unsigned> g_forks{0};
-bool g_atfork = false;
-
 void count_fork() { g_forks.fetch_add(1, std::memory_order_relaxed); }
 
 unsigned forks_now() {
@@ -69,9 +62,6 @@ mr_cache::mr_cache(struct ibv_pd* pd, mr_cache_limits lim, int extra_access)
     mem_monitor_listen(&listener_);
 }
 
-bool mr_cache::forked() const noexcept {
-    return g_atfork ? g_forks.load(std::memory_order_relaxed) != forks_ : pid_ != getpid();
-}
 
 mr_cache::~mr_cache() {
     if (forked()) return;  // a fork child: the parent's registrations, not its own
@@ -116,6 +106,7 @@ void mr_cache::unindex(size_t i) {
     mr_entry* e = index_[i];
     index_.erase(index_.begin() + static_cast<std::ptrdiff_t>(i));
     e->indexed = false;
+    if (last_ == e) last_ = nullptr;
     bytes_ -= e->end - e->start;
     if (e->users == 0) {
         lru_unlink(e);
@@ -126,19 +117,6 @@ void mr_cache::unindex(size_t i) {
 void mr_cache::retire(mr_entry* e) {
     e->dead_next = dead_;
     dead_ = e;
-}
-
-void mr_cache::lru_push(mr_entry* e) {
-    e->lru_prev = lru_tail_;
-    e->lru_next = nullptr;
-    (lru_tail_ ? lru_tail_->lru_next : lru_head_) = e;
-    lru_tail_ = e;
-}
-
-void mr_cache::lru_unlink(mr_entry* e) {
-    (e->lru_prev ? e->lru_prev->lru_next : lru_head_) = e->lru_next;
-    (e->lru_next ? e->lru_next->lru_prev : lru_tail_) = e->lru_prev;
-    e->lru_prev = e->lru_next = nullptr;
 }
 
 // Evicts unused entries, oldest first, until one more entry of `bytes` fits;
@@ -176,15 +154,6 @@ void mr_cache::reap() {
         dead = std::exchange(dead_, nullptr);
     }
     free_dead(dead);
-}
-
-void* mr_cache::take_spare() {
-    void* b = spare_;
-    if (b) {
-        spare_ = *static_cast<void**>(b);
-        --nspare_;
-    }
-    return b;
 }
 
 mr_entry* mr_cache::reg_new(uintptr_t start, uintptr_t end, int access, int* err) {
@@ -231,6 +200,7 @@ mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err, void** spa
         dead = std::exchange(dead_, nullptr);  // what invalidations retired meanwhile
         hit = find(a, a + len, access);
         if (hit) {
+            last_ = hit;
             if (hit->users++ == 0) lru_unlink(hit);
             ++hits_;
             *spare = take_spare();
@@ -318,31 +288,9 @@ mr_entry* mr_cache::get(void* addr, size_t len, int access, int* err, void** spa
                           [](const mr_entry* x, uintptr_t s) { return x->start < s; });
     index_.insert(it, e);  // within the reserved capacity: no allocation
     e->indexed = true;
+    last_ = e;
     bytes_ += end - start;
     return e;
-}
-
-void* mr_cache::put(mr_entry* e, void* block) {
-    if (forked()) return block;  // a fork child: the parent's entry, not ours to touch
-    bool dead = false;
-    {
-        evd::lock_guard lk(mu_);
-        if (block && nspare_ < kSpareMax) {
-            *static_cast<void**>(block) = spare_;
-            spare_ = block;
-            ++nspare_;
-            block = nullptr;
-        }
-        if (--e->users > 0) return block;
-        if (e->indexed) {
-            lru_push(e);
-        } else {
-            retire(e);
-            dead = true;
-        }
-    }
-    if (dead) reap();
-    return block;
 }
 
 void mr_cache::stats(struct fi_evd_mr_cache_stats* out) {

@@ -40,7 +40,9 @@
 
 #include <infiniband/verbs.h>
 #include <sys/types.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -74,6 +76,14 @@ struct mr_cache_limits {
     size_t max_bytes = 0;     // registered bytes
 };
 
+// Forks of this process so far, as its child sees them: moved by the child
+// handler pthread_atfork runs in every fork child (mr_cache.cpp), so that a
+// cache knows it is in a child without calling getpid on every
+// registration. g_atfork false: the handler could not be registered (then
+// getpid decides).
+inline std::atomic<unsigned> g_forks{0};
+inline bool g_atfork = false;
+
 class mr_cache {
 public:
     // A cache for pd (its registrations go there). extra_access: access
@@ -93,10 +103,46 @@ public:
     // fi_mr object to build the new one in (taken under the same lock), or
     // nullptr when none is kept.
     mr_entry* get(void* addr, size_t len, int access, int* err, void** spare);
+    // The hit alone, for fi_mr_reg's first step: the entry last found or
+    // registered holds [addr, addr + len) with `access`, and a closed
+    // object's memory is kept. Then as get (users + 1, *spare); otherwise
+    // nullptr and nothing changed (get decides).
+    mr_entry* try_hit(uintptr_t a, size_t len, int access, void** spare) EVD_EXCLUDES(mu_) {
+        if (forked()) return nullptr;
+        evd::lock_guard lk(mu_);
+        mr_entry* e = last_;
+        // retired entries waiting (dead_) are get's to free, unlocked
+        if (!e || dead_ || !spare_ || a < e->start || a + len > e->end || (access & ~e->access))
+            return nullptr;
+        if (e->users++ == 0) lru_unlink(e);
+        ++hits_;
+        *spare = take_spare();
+        return e;
+    }
     // Drops a user of e (from get). block: the memory of the fi_mr object
     // that used it, destroyed already (or nullptr), kept for the next get;
     // returned when enough are kept, for the caller to free unlocked.
-    void* put(mr_entry* e, void* block);
+    // Inline, as try_hit: fi_close of a cached registration is this alone.
+    void* put(mr_entry* e, void* block) EVD_EXCLUDES(mu_) {
+        if (forked()) return block;  // a fork child: the parent's entry, not ours to touch
+        {
+            evd::lock_guard lk(mu_);
+            if (block && nspare_ < kSpareMax) {
+                *static_cast<void**>(block) = spare_;
+                spare_ = block;
+                ++nspare_;
+                block = nullptr;
+            }
+            if (--e->users > 0) return block;
+            if (e->indexed) {
+                lru_push(e);
+                return block;
+            }
+            retire(e);
+        }
+        reap();  // e, deregistered unlocked
+        return block;
+    }
     // The cache's counters (fi_control FI_EVD_MR_CACHE_STATS).
     void stats(struct fi_evd_mr_cache_stats* out);
 
@@ -105,14 +151,33 @@ public:
 
 private:
     static void on_invalidate(mem_listener* l, uintptr_t start, uintptr_t end);
-    bool forked() const noexcept;  // this process is a fork child of the cache's maker
+    // this process is a fork child of the cache's maker
+    bool forked() const noexcept {
+        return g_atfork ? g_forks.load(std::memory_order_relaxed) != forks_ : pid_ != getpid();
+    }
     mr_entry* find(uintptr_t start, uintptr_t end, int access) EVD_REQUIRES(mu_);
     void unindex(size_t i) EVD_REQUIRES(mu_);
     void retire(mr_entry* e) EVD_REQUIRES(mu_);
     bool make_room(size_t bytes) EVD_REQUIRES(mu_);
-    void lru_push(mr_entry* e) EVD_REQUIRES(mu_);
-    void lru_unlink(mr_entry* e) EVD_REQUIRES(mu_);
-    void* take_spare() EVD_REQUIRES(mu_);
+    void lru_push(mr_entry* e) EVD_REQUIRES(mu_) {
+        e->lru_prev = lru_tail_;
+        e->lru_next = nullptr;
+        (lru_tail_ ? lru_tail_->lru_next : lru_head_) = e;
+        lru_tail_ = e;
+    }
+    void lru_unlink(mr_entry* e) EVD_REQUIRES(mu_) {
+        (e->lru_prev ? e->lru_prev->lru_next : lru_head_) = e->lru_next;
+        (e->lru_next ? e->lru_next->lru_prev : lru_tail_) = e->lru_prev;
+        e->lru_prev = e->lru_next = nullptr;
+    }
+    void* take_spare() EVD_REQUIRES(mu_) {
+        void* b = spare_;
+        if (b) {
+            spare_ = *static_cast<void**>(b);
+            --nspare_;
+        }
+        return b;
+    }
     // Outside the locks: deregisters and frees a list of retired entries;
     // reap() takes the list retire() built.
     static void free_dead(mr_entry* list) EVD_EXCLUDES(mem_lock());
@@ -134,6 +199,10 @@ private:
     mr_entry* lru_head_ EVD_GUARDED_BY(mu_) = nullptr;  // oldest unused
     mr_entry* lru_tail_ EVD_GUARDED_BY(mu_) = nullptr;
     mr_entry* dead_ EVD_GUARDED_BY(mu_) = nullptr;
+    // The entry last found or indexed (indexed while set: unindex clears
+    // it), which try_hit asks first: a buffer registered again and again
+    // is found without the index's binary search.
+    mr_entry* last_ EVD_GUARDED_BY(mu_) = nullptr;
     void* spare_ EVD_GUARDED_BY(mu_) = nullptr;  // a list through each block's first word
     size_t nspare_ EVD_GUARDED_BY(mu_) = 0;
     uint64_t hits_ EVD_GUARDED_BY(mu_) = 0;
