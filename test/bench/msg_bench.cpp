@@ -7,7 +7,11 @@
 //   * connection setup: N sequential cycles of fi_connect -> FI_CONNREQ ->
 //     fi_accept -> FI_CONNECTED (both sides) -> fi_shutdown -> FI_SHUTDOWN;
 //     connections/s over the whole cycle and p50/p99 of fi_connect-to-
-//     FI_CONNECTED on the client;
+//     FI_CONNECTED on the client; and p50/p99 of the client's whole setup,
+//     fi_endpoint to FI_CONNECTED ("setup"): a provider may resolve the
+//     address and route in fi_endpoint (verbs, from the info's dest_addr)
+//     or after fi_connect (evd, the rdmacm floor), which moves that work
+//     into or out of the connect time;
 //   * latency: 8-byte ping-pong (send/recv, busy-polled CQs), half round trip;
 //   * bandwidth: 64 KiB sends, 64 in flight, 128 receives posted and
 //     reposted as they complete;
@@ -97,6 +101,7 @@ struct result {
     bool ok = false;
     int conns = 0;
     double conn_rate = 0, conn_p50 = 0, conn_p99 = 0;
+    double setup_p50 = 0, setup_p99 = 0;  // fi_endpoint to FI_CONNECTED
     double lat_us = 0;
     double bw_mbs = 0;
     std::vector<double> phase_us[kPhases];  // every cycle's phase times
@@ -815,6 +820,15 @@ std::vector<result> run_round(const std::vector<std::string>& names, int round, 
         r.conn_rate = conns / (busy[k] / 1e6);
         r.conn_p50 = pct(lat[k], 50);
         r.conn_p99 = pct(lat[k], 99);
+        {  // each counted cycle's endpoint phase, then its connect time
+            const std::vector<double>& ep =
+                raws[k] ? raws[k]->phase_us[kEpOpen] : b.phase_us[kEpOpen];
+            std::vector<double> setup;
+            for (size_t i = 0; i < lat[k].size() && i < ep.size(); ++i)
+                setup.push_back(ep[i] + lat[k][i]);
+            r.setup_p50 = pct(setup, 50);
+            r.setup_p99 = pct(setup, 99);
+        }
         if (has_pool[k]) {
             char line[160];
             snprintf(line, sizeof line, "endpoints that reused a QP: cycles: %llu of %llu",
@@ -958,6 +972,8 @@ int main(int argc, char** argv) {
             if (!r.ok) all = false;
             printf(row, r.prov.c_str(), r.conns, r.conn_rate, r.conn_p50, r.conn_p99, r.lat_us,
                    r.bw_mbs, r.ok ? "" : "  (FAILED)");
+            printf("%-8s setup (fi_endpoint to FI_CONNECTED): p50 %.0f us, p99 %.0f us\n",
+                   r.prov.c_str(), r.setup_p50, r.setup_p99);
             if (g_burst > 0)
                 printf("%-8s burst of %d: %.1f conn/s, connect p50 %.0f us, p99 %.0f us\n",
                        r.prov.c_str(), g_burst, r.burst_rate, r.burst_p50, r.burst_p99);
@@ -972,7 +988,7 @@ int main(int argc, char** argv) {
         result m;
         m.prov = names[k];
         m.ok = true;
-        std::vector<double> a, b, c, d, e, ba, bb, bc;
+        std::vector<double> a, b, c, d, e, ba, bb, bc, sa, sb;
         for (const auto& r : all_res[k]) {
             if (!r.ok) continue;
             m.conns += r.conns;
@@ -982,6 +998,8 @@ int main(int argc, char** argv) {
             a.push_back(r.conn_rate);
             b.push_back(r.conn_p50);
             c.push_back(r.conn_p99);
+            sa.push_back(r.setup_p50);
+            sb.push_back(r.setup_p99);
             d.push_back(r.lat_us);
             e.push_back(r.bw_mbs);
         }
@@ -989,6 +1007,8 @@ int main(int argc, char** argv) {
         m.conn_rate = med(a);
         m.conn_p50 = med(b);
         m.conn_p99 = med(c);
+        m.setup_p50 = med(sa);
+        m.setup_p99 = med(sb);
         m.lat_us = med(d);
         m.bw_mbs = med(e);
         m.burst_rate = med(ba);
@@ -1002,6 +1022,9 @@ int main(int argc, char** argv) {
     for (const auto& r : res)
         printf(row, r.prov.c_str(), r.conns, r.conn_rate, r.conn_p50, r.conn_p99, r.lat_us,
                r.bw_mbs, r.ok ? "" : "  (FAILED)");
+    for (const auto& r : res)
+        printf("%-8s setup (fi_endpoint to FI_CONNECTED): p50 %.0f us, p99 %.0f us\n",
+               r.prov.c_str(), r.setup_p50, r.setup_p99);
     if (g_burst > 0)
         for (const auto& r : res)
             printf("%-8s burst of %d: %.1f conn/s, connect p50 %.0f us, p99 %.0f us\n",
@@ -1047,6 +1070,9 @@ int main(int argc, char** argv) {
                res[0].prov.c_str(), res[1].prov.c_str(), res[0].conn_rate / res[1].conn_rate,
                res[0].conn_p50 / res[1].conn_p50, res[0].lat_us / res[1].lat_us,
                res[0].bw_mbs / res[1].bw_mbs);
+        printf("%s/%s: setup (fi_endpoint to FI_CONNECTED) p50 %.2fx, p99 %.2fx\n",
+               res[0].prov.c_str(), res[1].prov.c_str(), res[0].setup_p50 / res[1].setup_p50,
+               res[0].setup_p99 / res[1].setup_p99);
         if (g_burst > 0 && res[1].burst_rate > 0)
             printf("%s/%s: burst of %d: conn/s %.2fx, p50 connect time %.2fx\n", res[0].prov.c_str(),
                    res[1].prov.c_str(), g_burst, res[0].burst_rate / res[1].burst_rate,
