@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only
 // Requests posted with FI_MORE (msg/post_batch.h) against a fake device
 // queue: held until a call without the flag, then one chain in order; a full
-// batch goes first; an inline send's data is copied at once; a request the
+// batch goes first; an inline send's data is copied at once, or read at the
+// flush when held by reference; a request the
 // batch cannot keep goes at once, behind what is held; a queue that takes
 // part of a chain keeps the rest held, in order, and a retry sends it first;
 // a queue pair that takes no more work drops what is held.
@@ -103,6 +104,53 @@ TEST(PostBatch, AnInlineSendsDataIsCopiedWhenItIsHeld) {
     EXPECT_EQ(0, b->submit(last, false, fake_queue::post<ibv_send_wr>, &q));
     ASSERT_EQ(1u, q.data.size());
     EXPECT_EQ("helloworld", q.data[0]);
+}
+
+TEST(PostBatch, AnInlineSendHeldByReferenceIsReadAtTheFlush) {
+    // a send that is not an inject: the buffer stays the caller's until
+    // the completion, so the batch keeps the caller's scatter list and
+    // copies nothing
+    auto b = post_batch<ibv_send_wr>::make(8, 16);
+    fake_queue q;
+    char a[6] = "hello";
+    ibv_sge sge{reinterpret_cast<uintptr_t>(a), 5, 9};
+    ibv_send_wr w = send_of(1, &sge, 1, true);
+    EXPECT_EQ(0, b->submit(w, true, fake_queue::post<ibv_send_wr>, &q,
+                           evd::held_data::referenced));
+    sge.addr = 0;  // the caller's own scatter list may go
+    memcpy(a, "jelly", 5);
+    ibv_send_wr last = send_of(2, nullptr, 0, false);
+    EXPECT_EQ(0, b->submit(last, false, fake_queue::post<ibv_send_wr>, &q));
+    ASSERT_EQ(1u, q.data.size());
+    EXPECT_EQ("jelly", q.data[0]);
+}
+
+TEST(PostBatch, RequestsHeldAfterAPartialPostFollowTheMovedOnesInOrder) {
+    auto b = post_batch<ibv_send_wr>::make(16, 64);
+    fake_queue q;
+    char d[6][2] = {"a", "b", "c", "d", "e", "f"};
+    ibv_sge sge[6];
+    for (uint64_t i = 0; i < 6; ++i) sge[i] = {reinterpret_cast<uintptr_t>(d[i]), 1, 0};
+    for (uint64_t i = 0; i < 3; ++i) {
+        ibv_send_wr w = send_of(i + 1, &sge[i], 1, i != 1);  // 2 by reference, not inline
+        EXPECT_EQ(0, b->submit(w, true, fake_queue::post<ibv_send_wr>, &q));
+    }
+    q.room = 2;  // takes 1 and 2; 3 moves to the front
+    ibv_send_wr w4 = send_of(4, &sge[3], 1, true);
+    EXPECT_EQ(ENOMEM, b->submit(w4, false, fake_queue::post<ibv_send_wr>, &q));
+    EXPECT_EQ(1u, b->held());
+    q.room = 1000;
+    ibv_send_wr w5 = send_of(5, &sge[4], 1, true);
+    EXPECT_EQ(0, b->submit(w5, true, fake_queue::post<ibv_send_wr>, &q));
+    ibv_send_wr w6 = send_of(6, &sge[5], 1, false);
+    EXPECT_EQ(0, b->submit(w6, true, fake_queue::post<ibv_send_wr>, &q,
+                           evd::held_data::referenced));
+    EXPECT_EQ(0, b->submit(w4, false, fake_queue::post<ibv_send_wr>, &q));
+    ASSERT_EQ(2u, q.posts.size());
+    EXPECT_EQ((std::vector<uint64_t>{1, 2}), q.posts[0]);
+    EXPECT_EQ((std::vector<uint64_t>{3, 5, 6, 4}), q.posts[1]);
+    EXPECT_EQ((std::vector<std::string>{"a", "b", "c", "e", "f", "d"}), q.data);
+    EXPECT_FALSE(b->holding());
 }
 
 TEST(PostBatch, ARequestItCannotKeepGoesAtOnceBehindWhatIsHeld) {

@@ -47,6 +47,28 @@ EVD_ALWAYS_INLINE ssize_t fill_sges(const struct iovec* iov, void* const* desc, 
     }
     nsge = 0;
     total = 0;
+    if (!__builtin_constant_p(count) && count == 1) [[likely]] {
+        // one entry, the shape of nearly every post: straight-line (the loop
+        // below costs fi_sendmsg and fi_recvmsg a dozen instructions more;
+        // where count is a constant the loop folds, and this would only
+        // move registers)
+        if (!iov[0].iov_len) return 0;
+        uint32_t lkey = 0;
+        if (!inl) {
+            if (!desc || !desc[0]) {
+                EVD_WARN(FI_LOG_EP_DATA, "post: iov 0 has no memory descriptor (FI_MR_LOCAL: "
+                                         "pass fi_mr_desc() of a registration covering it)\n");
+                return -FI_EINVAL;
+            }
+            lkey = mr_desc_lkey(desc[0]);
+        }
+        sge[0].addr = reinterpret_cast<uintptr_t>(iov[0].iov_base);
+        sge[0].length = static_cast<uint32_t>(iov[0].iov_len);
+        sge[0].lkey = lkey;
+        nsge = 1;
+        total = iov[0].iov_len;
+        return 0;
+    }
     for (size_t i = 0; i < count; ++i) {
         if (!iov[i].iov_len) continue;
         uint32_t lkey = 0;
@@ -118,9 +140,14 @@ __attribute__((noinline)) post_batch<struct ibv_send_wr>* make_tx_batch(ep_dp* d
     return d->txb.get_or_make(d->tx_depth, d->max_inline);
 }
 
-// more: FI_MORE, held in the endpoint's batch (post_batch.h). Without it a
-// held batch goes first, in one chain with wr.
-EVD_ALWAYS_INLINE ssize_t post_send(ep* e, struct ibv_send_wr& wr, bool more) {
+// flags: FI_MORE holds wr in the endpoint's batch (post_batch.h), and
+// FI_INJECT says an inline send's bytes are copied then (the caller may
+// reuse its buffer at once); without it they are read at the flush. The
+// flags themselves are passed, not what they say: they are in a register
+// already, two decisions would cost every post without FI_MORE a few
+// instructions. Without FI_MORE a held batch goes first, in one chain
+// with wr.
+EVD_ALWAYS_INLINE ssize_t post_send(ep* e, struct ibv_send_wr& wr, uint64_t flags) {
     if (!e->qp_ready.load(std::memory_order_acquire)) {
         if (e->terminal.load())
             EVD_WARN(FI_LOG_EP_DATA, "post: the endpoint's connection has ended (iWARP)\n");
@@ -131,9 +158,11 @@ EVD_ALWAYS_INLINE ssize_t post_send(ep* e, struct ibv_send_wr& wr, bool more) {
     int r;
     ep_dp* d = dp_of(e);
     post_batch<struct ibv_send_wr>* b = d->txb.get();
+    const bool more = flags & FI_MORE;
     if (more && !b) b = make_tx_batch(d);
-    if (b && (more || b->holding())) {
-        r = b->submit(wr, more, qp_post_send, e);
+    if (b && (more || b->holding())) [[unlikely]] {
+        r = b->submit(wr, more, qp_post_send, e,
+                      flags & FI_INJECT ? held_data::copied : held_data::referenced);
     } else {
         struct ibv_send_wr* bad = nullptr;
         r = post_errno(ibv_post_send(ep_qp_of(e), &wr, &bad));
@@ -156,30 +185,31 @@ namespace {
 
 // ep_post_sq, inlined into this file's posts (their constants fold away)
 EVD_ALWAYS_INLINE ssize_t post_sq(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp,
-                                  bool no_ctx, void* context, bool more) {
+                                  bool no_ctx, void* context, uint64_t flags) {
     ep_dp* d = dp_of(e);
     if (d->rs) {  // resumable: through the ledger (ep_resume.h)
         const uintptr_t sink = reinterpret_cast<uintptr_t>(e->dom->atomic_sink.get());
         return rs_post_send(*d->rs, wr, rs_op_kind(wr, sink), static_cast<uint8_t>(kind), !comp,
                             no_ctx, context,
-                            [e](struct ibv_send_wr& w) { return post_send(e, w, false); });
+                            [e](struct ibv_send_wr& w) { return post_send(e, w, 0); });
     }
     if (d->counted) {
         uint32_t slot = 0;
         if (ssize_t r = take_slot(d, wr, kind, !comp || no_ctx, context, slot)) return r;
-        ssize_t r = post_send(e, wr, more);
+        ssize_t r = post_send(e, wr, flags);
         if (r) d->route.slots[slot].busy.store(false, std::memory_order_release);
         return r;
     }
     set_completion(d, wr, comp, no_ctx, context);
-    return post_send(e, wr, more);
+    return post_send(e, wr, flags);
 }
 
 }  // namespace
 
 ssize_t ep_post_sq(ep* e, struct ibv_send_wr& wr, tx_kind kind, bool comp, bool no_ctx,
                    void* context, bool more) {
-    return post_sq(e, wr, kind, comp, no_ctx, context, more);
+    // held with FI_MORE, whatever inline data these carry is copied
+    return post_sq(e, wr, kind, comp, no_ctx, context, more ? FI_MORE | FI_INJECT : 0);
 }
 
 ssize_t ep_fill_sges(const struct iovec* iov, void* const* desc, size_t count, bool inl,
@@ -233,6 +263,7 @@ size_t ep_max_inline(ep* e) { return dp_of(e)->max_inline; }
 namespace {
 
 size_t iov_total(const struct iovec* iov, size_t count) {
+    if (!__builtin_constant_p(count) && count == 1 && iov) [[likely]] return iov[0].iov_len;
     size_t t = 0;
     for (size_t i = 0; i < count && iov; ++i) t += iov[i].iov_len;
     return t;
@@ -303,8 +334,10 @@ EVD_ALWAYS_INLINE ssize_t do_sq(ep* e, enum ibv_wr_opcode op, const struct iovec
                          : (op == IBV_WR_RDMA_WRITE || op == IBV_WR_RDMA_WRITE_WITH_IMM)
                              ? tx_kind::write
                              : tx_kind::send;
-    return post_sq(e, wr, kind, !no_ctx && ep_tx_completion(e, flags), no_ctx, context,
-                   flags & FI_MORE);
+    // held with FI_MORE, an inject's inline data is copied (its buffer is
+    // the caller's again on return); any other send's stays in the
+    // caller's buffer, which is not the caller's until the completion
+    return post_sq(e, wr, kind, !no_ctx && ep_tx_completion(e, flags), no_ctx, context, flags);
 }
 
 // The receive batch a post goes through (FI_MORE, or a batch held), or

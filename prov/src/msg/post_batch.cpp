@@ -4,6 +4,7 @@
 #include "msg/post_batch.h"
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <new>
 
@@ -15,6 +16,12 @@ namespace {
 
 template <class Wr>
 constexpr bool kIsSend = std::is_same_v<Wr, struct ibv_send_wr>;
+
+// The bytes of a request keep() copies: a send's up to its memory-window
+// and TSO union, which no evd request sets (ep_data.cpp clears up to there
+// only); a receive's whole.
+template <class Wr>
+constexpr size_t kWrBytes = kIsSend<Wr> ? offsetof(struct ibv_send_wr, bind_mw) : sizeof(Wr);
 
 }  // namespace
 
@@ -30,7 +37,7 @@ std::unique_ptr<post_batch<Wr>> post_batch<Wr>::make(size_t depth, size_t inline
     if (depth > kBatchMax) depth = kBatchMax;
     if (!kIsSend<Wr>) inline_max = 0;
     std::unique_ptr<unsigned char[]> mem(new (std::nothrow)
-                                             unsigned char[depth * stride_for(inline_max)]);
+                                             unsigned char[depth * stride_for(inline_max)]());
     if (!mem) return nullptr;
     return std::unique_ptr<post_batch>(new (std::nothrow)
                                            post_batch(depth, inline_max, std::move(mem)));
@@ -39,61 +46,92 @@ std::unique_ptr<post_batch<Wr>> post_batch<Wr>::make(size_t depth, size_t inline
 template <class Wr>
 post_batch<Wr>::~post_batch() = default;
 
-// Copies wr in as the last held request; false when it cannot be held (the
-// batch is full, or wr needs more than the batch keeps).
+namespace {
+
+// An inline send's data copied into its stride's staging bytes `to`, and
+// the held request pointed at them; false when it is larger than `room`.
+// Out of line: its memcpy calls would make every hold save registers.
+__attribute__((noinline)) bool stage_inline(struct ibv_send_wr& to_wr, struct ibv_sge& to_sge,
+                                            unsigned char* to, size_t room,
+                                            const struct ibv_send_wr& wr) {
+    size_t total = 0;
+    for (int i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
+    if (total > room) return false;
+    size_t off = 0;
+    for (int i = 0; i < wr.num_sge; ++i) {
+        memcpy(to + off, reinterpret_cast<const void*>(wr.sg_list[i].addr), wr.sg_list[i].length);
+        off += wr.sg_list[i].length;
+    }
+    memcpy(&to_wr, &wr, kWrBytes<struct ibv_send_wr>);
+    to_wr.num_sge = total ? 1 : 0;
+    to_sge.addr = reinterpret_cast<uintptr_t>(to);
+    to_sge.length = static_cast<uint32_t>(total);
+    to_sge.lkey = 0;
+    return true;
+}
+
+}  // namespace
+
+// Copies wr in as the last held request, linked behind the one before it;
+// false when it cannot be held (the batch is full, or wr needs more than the
+// batch keeps).
 template <class Wr>
-bool post_batch<Wr>::keep(const Wr& wr) {
+bool post_batch<Wr>::keep(const Wr& wr, held_data data) {
     if (n_ >= depth_ || wr.num_sge < 0) return false;
     held_wr& h = at(n_);
     bool staged = false;
     if constexpr (kIsSend<Wr>) {
-        if (wr.send_flags & IBV_SEND_INLINE) {
+        if ((wr.send_flags & IBV_SEND_INLINE) && data == held_data::copied) [[unlikely]] {
             // the data goes now: the caller may reuse its buffer on return
-            size_t total = 0;
-            for (int i = 0; i < wr.num_sge; ++i) total += wr.sg_list[i].length;
-            if (total > inline_max_) return false;
-            unsigned char* to = staging(n_);
-            size_t off = 0;
-            for (int i = 0; i < wr.num_sge; ++i) {
-                memcpy(to + off, reinterpret_cast<const void*>(wr.sg_list[i].addr),
-                       wr.sg_list[i].length);
-                off += wr.sg_list[i].length;
-            }
-            h.wr = wr;
-            h.wr.num_sge = total ? 1 : 0;
-            h.sge[0].length = static_cast<uint32_t>(total);
-            h.sge[0].lkey = 0;
+            if (!stage_inline(h.wr, h.sge[0], staging(n_), inline_max_, wr)) return false;
             staged = true;
         }
     }
     if (!staged) {
         if (wr.num_sge > kBatchSge) return false;
-        h.wr = wr;
-        for (int i = 0; i < wr.num_sge; ++i) h.sge[i] = wr.sg_list[i];
+        memcpy(&h.wr, &wr, kWrBytes<Wr>);
+        // unrolled: as a loop, the compiler makes it a memcpy call
+        switch (wr.num_sge) {
+        case 4: h.sge[3] = wr.sg_list[3]; [[fallthrough]];
+        case 3: h.sge[2] = wr.sg_list[2]; [[fallthrough]];
+        case 2: h.sge[1] = wr.sg_list[1]; [[fallthrough]];
+        case 1: h.sge[0] = wr.sg_list[0]; break;
+        default: break;
+        }
+        static_assert(kBatchSge == 4, "the copy above keeps kBatchSge entries");
     }
     h.staged = staged;
+    h.wr.sg_list = h.wr.num_sge ? h.sge : nullptr;
     h.wr.next = nullptr;
+    if (n_) at(n_ - 1).wr.next = &h.wr;
     ++n_;
     held_.store(n_, std::memory_order_relaxed);
     return true;
 }
 
-// Posts the held requests, then `last` (if any), as one chain.
+// Points the held requests at their own strides again, in a chain, after a
+// partial post moved them to the front.
 template <class Wr>
-int post_batch<Wr>::post_held(Wr* last, post_fn post, void* arg) {
-    Wr* first = nullptr;
-    Wr** link = &first;
+void post_batch<Wr>::relink() {
     for (size_t i = 0; i < n_; ++i) {
         held_wr& h = at(i);
-        // the strides may have moved (a partial post): point them again
         h.wr.sg_list = h.wr.num_sge ? h.sge : nullptr;
         if (h.staged) h.sge[0].addr = reinterpret_cast<uintptr_t>(staging(i));
-        h.wr.next = nullptr;
-        *link = &h.wr;
-        link = &h.wr.next;
+        h.wr.next = i + 1 < n_ ? &at(i + 1).wr : nullptr;
     }
-    *link = last;
-    if (!first) return 0;
+}
+
+// Posts the held requests (already a chain), then `last` (if any), as one
+// chain.
+template <class Wr>
+int post_batch<Wr>::post_held(Wr* last, post_fn post, void* arg) {
+    if (!n_) {
+        if (!last) return 0;
+        Wr* bad = nullptr;
+        return post(arg, last, &bad);
+    }
+    Wr* first = &at(0).wr;
+    at(n_ - 1).wr.next = last;
     Wr* bad = nullptr;
     const int r = post(arg, first, &bad);
     if (r == 0) {
@@ -101,6 +139,7 @@ int post_batch<Wr>::post_held(Wr* last, post_fn post, void* arg) {
         held_.store(0, std::memory_order_relaxed);
         return 0;
     }
+    at(n_ - 1).wr.next = nullptr;  // the caller's request is not held
     // rdma-core names the first request it did not take; without that name
     // none is taken to be (a request posted twice would be worse than one
     // refused)
@@ -118,6 +157,7 @@ int post_batch<Wr>::post_held(Wr* last, post_fn post, void* arg) {
         if (taken && left) memmove(mem_.get(), mem_.get() + taken * stride_, left * stride_);
         n_ = left;
         held_.store(n_, std::memory_order_relaxed);
+        if (taken) relink();
         return r;
     }
     if (left)
@@ -130,13 +170,19 @@ int post_batch<Wr>::post_held(Wr* last, post_fn post, void* arg) {
 }
 
 template <class Wr>
-int post_batch<Wr>::submit(Wr& wr, bool more, post_fn post, void* arg) {
+bool post_batch<Wr>::hold(const Wr& wr, held_data data) {
+    lock_guard<qlock> g(mu_);
+    return keep(wr, data);
+}
+
+template <class Wr>
+int post_batch<Wr>::submit_slow(Wr& wr, bool more, post_fn post, void* arg, held_data data) {
     lock_guard<qlock> g(mu_);
     if (more) {
         if (n_ >= depth_) {
             if (int r = post_held(nullptr, post, arg)) return r;
         }
-        if (keep(wr)) return 0;
+        if (keep(wr, data)) return 0;
     }
     return post_held(&wr, post, arg);
 }

@@ -6,13 +6,20 @@
 //
 // post_batch<ibv_send_wr> is an endpoint's send queue's, post_batch<
 // ibv_recv_wr> its receive queue's (msg/ep_dp.h). submit(wr, more, ...):
-//  - with `more`, wr is copied in and held (its scatter list, and for an
-//    inline send its data: the caller may reuse its buffer at once, as
-//    FI_INJECT allows); a full batch is posted first;
+//  - with `more`, wr is copied in and held with its scatter list; a full
+//    batch is posted first. The data of an inline send is copied too when
+//    the caller says held_data::copied (FI_INJECT: the caller may reuse its
+//    buffer at once); held_data::referenced keeps the scatter list
+//    pointing at the caller's buffer, which any other send leaves alone
+//    until its completion, so a held 8 B send costs no memcpy;
 //  - without it, or when wr cannot be held (more scatter entries than
-//    kBatchSge, inline data larger than the batch keeps), every held
-//    request and then wr go to the device as one chain, in their order.
-// So nothing is left held once a call without FI_MORE returns 0.
+//    kBatchSge, copied inline data larger than the batch keeps), every
+//    held request and then wr go to the device as one chain, in order.
+// So nothing is left held once a call without FI_MORE returns 0. The held
+// requests are kept linked as the chain they will be posted as (each
+// request's next and sg_list already point into the batch), so a flush
+// links only the caller's request behind the last held one; only a partial
+// post, which moves the rest to the front, links them again.
 //
 // When the device takes part of a chain (its queue is full: ENOMEM or
 // EAGAIN), what it did not take stays held, in order, and submit answers
@@ -49,6 +56,9 @@ namespace evd {
 inline constexpr size_t kBatchMax = 64;  // requests a batch holds at most
 inline constexpr int kBatchSge = 4;      // scatter entries a held request keeps
 
+// What holding an inline send does with its data (above).
+enum class held_data : bool { copied, referenced };
+
 template <class Wr>
 class post_batch {
   public:
@@ -71,7 +81,14 @@ class post_batch {
 
     // Holds wr (more) or posts every held request and wr (above): 0, or the
     // errno of a post that did not take wr.
-    int submit(Wr& wr, bool more, post_fn post, void* arg) EVD_EXCLUDES(mu_);
+    // Inline: a request held with room to spare costs one call of a leaf
+    // (hold), which saves no register for a call it does not make; the
+    // rest (a full batch, a flush) is submit_slow's.
+    int submit(Wr& wr, bool more, post_fn post, void* arg,
+               held_data data = held_data::copied) EVD_EXCLUDES(mu_) {
+        if (more && hold(wr, data)) return 0;
+        return submit_slow(wr, more, post, arg, data);
+    }
     // Posts what is held (fi_shutdown, the endpoint's close): 0 or errno.
     int flush(post_fn post, void* arg) EVD_EXCLUDES(mu_);
 
@@ -94,12 +111,23 @@ class post_batch {
     unsigned char* staging(size_t i) noexcept EVD_REQUIRES(mu_) {
         return mem_.get() + i * stride_ + sizeof(held_wr);
     }
-    bool keep(const Wr& wr) EVD_REQUIRES(mu_);
+    // Under the lock, keeps wr if the batch has room and can keep it; false
+    // (nothing changed) otherwise. A leaf with keep inlined: no register
+    // is saved for a call it does not make.
+    bool hold(const Wr& wr, held_data data) EVD_EXCLUDES(mu_);
+    int submit_slow(Wr& wr, bool more, post_fn post, void* arg, held_data data)
+        EVD_EXCLUDES(mu_);
+    // inlined into hold() and submit_slow(): a call costs a held request a
+    // quarter more
+    [[gnu::always_inline]] inline bool keep(const Wr& wr, held_data data) EVD_REQUIRES(mu_);
     int post_held(Wr* last, post_fn post, void* arg) EVD_REQUIRES(mu_);
+    void relink() EVD_REQUIRES(mu_);
 
     const size_t depth_, inline_max_, stride_;
     qlock mu_;
-    // the strides, read and written under mu_ only (at(), staging(), a move)
+    // the strides, read and written under mu_ only (at(), staging(), a
+    // move); zeroed when made, and a request's bytes past what keep()
+    // copies (kWrBytes) stay zero
     const std::unique_ptr<unsigned char[]> mem_;
     size_t n_ EVD_GUARDED_BY(mu_) = 0;
     std::atomic<size_t> held_{0};  // == n_, for the lock-free holding()
