@@ -4,7 +4,9 @@
 # --toggle-collect, each one's inclusive count), and system calls per
 # operation by strace (every thread, between op_cost's markers around its
 # loop). Contestants: libfabric's verbs, evd, and evd with
-# resumable connections (FI_EVD_RESUME_TIMEOUT), on the same rxe device.
+# resumable connections (FI_EVD_RESUME_TIMEOUT), on the same rxe device;
+# in "split", also the bare floor: the same work requests with no provider
+# (test/bench/floor_cost.cpp, rdma-core alone).
 # Then a registration-cache hit (fi_mr_reg of a cached page, fi_close):
 # instructions, system calls, and heap allocations per hit (memcheck's
 # count of a run of 2N hits less one of N, divided by N: exact). Valgrind
@@ -30,7 +32,7 @@ if [ -z "${EVD_VM_ADDR0:-}" ]; then
     # valgrind has no userfaultfd: the registration cache's monitor gets a
     # stand-in under it (uffd_shim.so, from uffd_shim.c), or the hit would
     # not be one
-    [ -n "${EVD_VM_ROOT:-}" ] || make -s -C "$build" op_cost rxm_cost uffd_shim.so >/dev/null || exit 1
+    [ -n "${EVD_VM_ROOT:-}" ] || make -s -C "$build" op_cost rxm_cost floor_cost uffd_shim.so >/dev/null || exit 1
     # EVD_VM_ROOT=DIR: that Debian's userland in the guest (its libfabric;
     # BUILD_DIR then a build made in it, as test/run-all.sh's build-d13)
     exec env EVD_VM_TIMEOUT=${EVD_VM_TIMEOUT:-3600} "$top/test/vm/run-in-vm" ${EVD_VM_ROOT:+--root "$EVD_VM_ROOT"} \
@@ -120,16 +122,29 @@ case " $ops " in *" split "*)
             prov_of[$who.$ph]=$(( (p + d / 2) / d )) rdma_of[$who.$ph]=$(( (r + d / 2) / d ))
         done < <(awk -f "$top/test/gate/callgrind-split.awk" /tmp/op-cost-split.cg 2>/dev/null)
     done
+    # the bare floor: the same work requests with no provider
+    # (test/bench/floor_cost.cpp); what it leaves to "provider" must be 0
+    declare -A floor_of
+    rm -f /tmp/op-cost-floor.cg
+    env -i PATH="$PATH" EVD_VM_ADDR0="$EVD_VM_ADDR0" EVD_VM_ADDR1="$EVD_VM_ADDR1" LD_BIND_NOW=1 \
+        setarch -R valgrind --tool=callgrind --separate-callers=40 --toggle-collect='*::cost_*' \
+        --callgrind-out-file=/tmp/op-cost-floor.cg "$build/floor_cost" -o all -n "$n" -w 3000 2>&1 |
+        grep '^floor_cost:' | sed 's/^/# /'
+    while read -r ph _ p _ r _ _ _ _; do
+        d=$n; case $ph in batch.*) d=$((n * 16)) ;; esac
+        floor_of[$ph]=$(( (r + d / 2) / d ))
+        [ "$p" = 0 ] || echo "# floor_cost: $ph has $p instructions outside rdma-core and itself (the split is wrong)"
+    done < <(awk -f "$top/test/gate/callgrind-split.awk" /tmp/op-cost-floor.cg 2>/dev/null)
     echo
-    echo "| operation (loop.call) | rdma-core under verbs | rdma-core under evd | verbs | evd | evd / verbs |"
-    echo "|---|---|---|---|---|---|"
+    echo "| operation (loop.call) | bare rdma-core (floor_cost) | rdma-core under verbs | rdma-core under evd | verbs | evd | evd / verbs |"
+    echo "|---|---|---|---|---|---|---|"
     for ph in send.post inject.post write.post read.post send.repost send.reap_tx send.reap_rx \
         inject.reap_tx write.reap_tx read.reap_tx mr_hit.mr_reg mr_hit.mr_close \
         batch.post_batch batch.repost_batch batch.reap_tx burst16.reap_many_tx burst16.reap_many_rx \
         burst64.reap_many_tx burst64.reap_many_rx eq.eq_read; do
         v=${prov_of[verbs.$ph]:--} e=${prov_of[evd.$ph]:--}
         ratio=$(awk -v v="$v" -v e="$e" 'BEGIN { if (v + 0 > 0 && e != "-") printf "%.2f", e / v; else print "-" }')
-        echo "| $ph | ${rdma_of[verbs.$ph]:--} | ${rdma_of[evd.$ph]:--} | $v | $e | $ratio |"
+        echo "| $ph | ${floor_of[$ph]:--} | ${rdma_of[verbs.$ph]:--} | ${rdma_of[evd.$ph]:--} | $v | $e | $ratio |"
     done
     ;;
 esac

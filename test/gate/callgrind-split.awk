@@ -47,7 +47,7 @@ function phase(ctx,    n, parts, i, cost, loop, m) {
     return phase_of[ctx]
 }
 function whose(ob) {
-    if (ob ~ /\/(op_cost|rxm_cost)$/) return "app"
+    if (ob ~ /\/(op_cost|rxm_cost|floor_cost)$/) return "app"
     if (ob ~ /libibverbs\.so|-rdmav[0-9]+\.so/) return "rdma"
     if (ob ~ /\/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^\/]*)\.so[^\/]*$|vdso/) return "system"
     return "provider"
