@@ -16,7 +16,13 @@
 # verbs), summed over both ranks. Prints every round:
 #   round provider size lat_us bw_MBps
 #   round provider registrations N
-# then the per-size medians side by side.
+# then the per-size medians side by side, each with its spread (the lowest
+# and highest round), and for bandwidth the ratio evd / verbs of each
+# round's pair (the two runs of a round are back to back, so the host's
+# drift falls on both): its median, its spread, and a verdict per size,
+# "below" when even the highest round's ratio is under 0.95 (evd below
+# 0.95x verbs beyond the spread), "level" otherwise. Nine rounds or more
+# for a verdict worth reading (docs/perf-mpi.md).
 set -u
 build=$(cd "${1:?usage: mpi_compare.sh BUILD_DIR [ROUNDS] [-q]}" && pwd)
 rounds=${2:-3}
@@ -70,10 +76,21 @@ for r in $(seq "$rounds"); do
         echo "$r $prov registrations $regs" | tee -a "$out"
     done
 done
-echo "# medians over $rounds rounds: size  evd lat_us  verbs lat_us  evd MB/s  verbs MB/s"
-awk '$3 != "registrations" {k = $3 " " $2; lat[k] = lat[k] " " $4; bw[k] = bw[k] " " $5; sizes[$3] = 1}
-     function med(s,   a, n, i, j, t) { n = split(s, a, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
-                                    return n ? a[int((n + 1) / 2)] : "-" }
-     END { for (s in sizes) printf "# %10d %8s %8s %10s %10s\n", s, med(lat[s " evd;ofi_rxm"]), med(lat[s " verbs;ofi_rxm"]),
-                                   med(bw[s " evd;ofi_rxm"]), med(bw[s " verbs;ofi_rxm"]) }' "$out" | sort -k2 -n
+echo "# medians over $rounds rounds [lowest-highest]: size  evd lat_us  verbs lat_us  evd MB/s  verbs MB/s  bw evd/verbs per round: median [lowest-highest] verdict"
+awk '$3 != "registrations" {k = $3 " " $2; lat[k] = lat[k] " " $4; bw[k] = bw[k] " " $5; sizes[$3] = 1
+                            b[$1 " " $2 " " $3] = $5; rnd[$1] = 1}
+     function sorted(s, a,   n, i, j, t) { n = split(s, a, " ")
+         for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] + 0 < a[i] + 0) { t = a[i]; a[i] = a[j]; a[j] = t }
+         return n }
+     function med(s,   a, n) { n = sorted(s, a); return n ? a[int((n + 1) / 2)] : "-" }
+     function lo(s,   a, n) { n = sorted(s, a); return n ? a[1] : "-" }
+     function hi(s,   a, n) { n = sorted(s, a); return n ? a[n] : "-" }
+     function both(s) { return sprintf("%s [%s-%s]", med(s), lo(s), hi(s)) }
+     END { for (s in sizes) {
+             r = ""
+             for (k in rnd) { e = b[k " evd;ofi_rxm " s]; v = b[k " verbs;ofi_rxm " s]
+                              if (e != "" && v + 0 > 0) r = r " " sprintf("%.3f", e / v) }
+             verdict = r == "" ? "-" : (hi(r) + 0 < 0.95 ? "below" : "level")
+             printf "# %10d  %s  %s  %s  %s  %s %s\n", s, both(lat[s " evd;ofi_rxm"]), both(lat[s " verbs;ofi_rxm"]),
+                    both(bw[s " evd;ofi_rxm"]), both(bw[s " verbs;ofi_rxm"]), r == "" ? "-" : both(r), verdict } }' "$out" | sort -k2 -n
 awk '$3 == "registrations" {printf "# registrations per run, %s: %s\n", $2, $4}' "$out"
