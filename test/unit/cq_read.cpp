@@ -186,6 +186,70 @@ TEST(CqRead, ReadfromOnAConnectedCqGivesNoSource) {
     EXPECT_EQ(from[2], 3u) << "nothing written past what was read";
 }
 
+// fi_cq_read of one entry takes its own short path (cq_read_one): the same
+// answers as the general read, one completion at a time.
+TEST(CqReadOne, SuccessesAndNothingAreAnsweredAtOnce) {
+    test_cq t;
+    int a, b;
+    t.push(id_of(&a));
+    t.push(id_of(&b));
+    struct fi_cq_entry e = {};
+    ASSERT_EQ(t.read_one(&e), 1);
+    EXPECT_EQ(e.op_context, &a);
+    ASSERT_EQ(t.read_one(&e), 1);
+    EXPECT_EQ(e.op_context, &b);
+    EXPECT_EQ(t.read_one(&e), -FI_EAGAIN);
+}
+
+TEST(CqReadOne, EvdsOwnCompletionsArePassedOverToTheUsersNext) {
+    test_cq t;
+    int user;
+    t.push(evd::wr_id_suppressed());
+    t.push(evd::wr_id_flush_marker());
+    t.push(evd::wr_id_probe());
+    t.push(id_of(&user));
+    struct fi_cq_entry e = {};
+    ASSERT_EQ(t.read_one(&e), 1);
+    EXPECT_EQ(e.op_context, &user);
+    EXPECT_EQ(t.markers(), std::vector<uint32_t>{kQpn});
+    EXPECT_EQ(t.probes(), std::vector<uint32_t>{kQpn});
+    EXPECT_EQ(t.read_one(&e), -FI_EAGAIN);
+}
+
+TEST(CqReadOne, AnErrorWaitsInTheRingAndWhatFollowsComesAfterIt) {
+    test_cq t;
+    int a, b, c;
+    t.push(id_of(&a));
+    t.push(id_of(&b), IBV_WC_REM_ACCESS_ERR);
+    t.push(id_of(&c));
+    struct fi_cq_entry e = {};
+    ASSERT_EQ(t.read_one(&e), 1);
+    EXPECT_EQ(e.op_context, &a);
+    EXPECT_EQ(t.read_one(&e), -FI_EAVAIL);
+    EXPECT_EQ(t.read_one(&e), -FI_EAVAIL) << "the error stays at the head until readerr";
+    struct fi_cq_err_entry err = {};
+    ASSERT_EQ(t.readerr(&err), 1);
+    EXPECT_EQ(err.op_context, &b);
+    ASSERT_EQ(t.read_one(&e), 1) << "what was polled after the error";
+    EXPECT_EQ(e.op_context, &c);
+    EXPECT_EQ(t.read_one(&e), -FI_EAGAIN);
+}
+
+TEST(CqReadOne, TheDataFormatCarriesFlagsLengthAndImmediateData) {
+    test_cq t(FI_CQ_FORMAT_DATA);
+    int r;
+    t.push(id_of(&r), IBV_WC_SUCCESS, IBV_WC_RECV, 8);
+    t.f.pending.back().wc_flags = IBV_WC_WITH_IMM;
+    t.f.pending.back().imm_data = htonl(0xabcd);
+    struct fi_cq_data_entry e = {};
+    ASSERT_EQ(t.read_one(&e), 1);
+    EXPECT_EQ(e.op_context, &r);
+    EXPECT_EQ(e.len, 8u);
+    EXPECT_EQ(e.data, 0xabcdu);
+    EXPECT_TRUE(e.flags & FI_RECV);
+    EXPECT_TRUE(e.flags & FI_REMOTE_CQ_DATA);
+}
+
 TEST(CqRead, BadArgumentsAreRefusedWithoutPolling) {
     test_cq t;
     int a;

@@ -70,6 +70,8 @@ struct test_cq {
         f.pending.push_back(wc);
     }
     ssize_t read(void* buf, size_t count) { return evd::cq_do_read(&c, buf, count, nullptr); }
+    // fi_cq_read's own entry with a count of one (its short path, cq_read_one)
+    ssize_t read_one(void* buf) { return evd::cq_read(reinterpret_cast<struct fid_cq*>(&c.fid), buf, 1); }
     ssize_t readerr(struct fi_cq_err_entry* e) { return evd::cq_readerr(&c.fid, e, 0); }
     std::vector<uint32_t> markers() {
         evd::lock_guard lk(c.mu);

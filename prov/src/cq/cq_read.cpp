@@ -400,7 +400,88 @@ ssize_t cq_do_read(cq* c, void* buf, size_t count, fi_addr_t* src_addr) {
     return n ? static_cast<ssize_t>(n) : ret;
 }
 
+namespace {
+
+// The rest of cq_read_one after a completion read_one_rest took: the
+// terminal events its notes call for, then (again) the general read of one.
+__attribute__((noinline)) ssize_t finish_one(cq* c, void* buf, const fatal_note* notes,
+                                             size_t nnotes, bool again, ssize_t r) noexcept {
+    return guard([&]() -> ssize_t {
+        if (nnotes) cq_deliver_fatal(c, notes, nnotes);
+        return again ? cq_do_read(c, buf, 1, nullptr) : r;
+    });
+}
+
+// cq_read_one's completion that is not a plain success, polled under c->mu
+// (held on entry, dropped here): admitted as the general read admits it.
+// Answers what that read would have: 1 written, -FI_EAVAIL (an error waits
+// in the ring) or -FI_EAGAIN; a completion of evd's own, or hidden, is
+// followed by the general read of one, as that read would have polled on.
+__attribute__((noinline)) ssize_t read_one_rest(cq* c, struct ibv_wc& wc,
+                                                void* buf) noexcept EVD_RELEASE(c->mu) {
+    fatal_note notes[kBatch];
+    size_t nnotes = 0;
+    char* out = static_cast<char*>(buf);
+    fi_addr_t* src = nullptr;
+    bool more = true;  // one asked, one polled: the poll was full
+    int w = 0;
+    try {
+        w = take_polled(c, &wc, 0, 1, out, src, notes, nnotes, more);
+    } catch (const std::exception& x) {
+        c->mu.unlock();
+        EVD_WARN(FI_LOG_CQ, "fi_cq_read: admitting a completion failed (%s)\n", x.what());
+        return -FI_EIO;
+    }
+    const bool again = w == 0 && more && !nnotes;
+    const ssize_t r = w ? 1 : c->ring_count ? -FI_EAVAIL : -FI_EAGAIN;
+    c->mu.unlock();
+    if (!nnotes && !again) return r;
+    return finish_one(c, buf, notes, nnotes, again, r);
+}
+
+__attribute__((noinline)) ssize_t read_general(cq* c, void* buf, size_t count) noexcept {
+    return guard([&]() -> ssize_t { return cq_do_read(c, buf, count, nullptr); });
+}
+
+}  // namespace
+
+// The lock is taken and dropped by hand, not by a scope: the rare paths
+// (read_one_rest) drop it themselves, so that this one keeps few registers
+// and nothing in memory but the polled completion.
+ssize_t cq_read_one(cq* c, void* buf) noexcept {
+    struct ibv_wc wc;
+    c->mu.lock();
+    if (c->ring_count || !c->routes.empty() || !c->ud.empty()) [[unlikely]] {
+        c->mu.unlock();
+        return read_general(c, buf, 1);
+    }
+    const int got = ibv_poll_cq(c->ibcq.get(), 1, &wc);
+    if (got == 1 && wc.status == IBV_WC_SUCCESS && !is_evd_wr_id(wc.wr_id)) [[likely]] {
+        char* out = static_cast<char*>(buf);
+        fi_addr_t* src = nullptr;
+        switch (c->format) {
+        case FI_CQ_FORMAT_CONTEXT: emit_as<FI_CQ_FORMAT_CONTEXT, false>(wc, out, src); break;
+        case FI_CQ_FORMAT_MSG: emit_as<FI_CQ_FORMAT_MSG, false>(wc, out, src); break;
+        default: emit_as<FI_CQ_FORMAT_DATA, false>(wc, out, src); break;
+        }
+        c->mu.unlock();
+        return 1;
+    }
+    if (got == 0) {
+        c->mu.unlock();
+        return -FI_EAGAIN;
+    }
+    if (got < 0) {
+        c->mu.unlock();
+        EVD_WARN(FI_LOG_CQ, "ibv_poll_cq: %s\n", strerror(-got));
+        return -FI_EIO;
+    }
+    return read_one_rest(c, wc, buf);
+}
+
 ssize_t cq_read(struct fid_cq* f, void* buf, size_t count) {
+    // one entry, the common read: its own short path (cq_read_one)
+    if (count == 1 && buf && f) [[likely]] return cq_read_one(cq_of(f), buf);
     return guard([&]() -> ssize_t {
         cq* c = cq_of(f);
         if (!c) return -FI_EINVAL;

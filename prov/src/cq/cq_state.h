@@ -131,6 +131,14 @@ bool cq_admit(cq* c, struct ibv_wc& wc, fatal_note* notes, size_t& nnotes) EVD_R
 void cq_deliver_fatal(cq* c, const fatal_note* notes, size_t n);
 // fi_cq_read(from) on c: the ring first, then the ibv_cq.
 ssize_t cq_do_read(cq* c, void* buf, size_t count, fi_addr_t* src_addr);
+// fi_cq_read of one entry into buf (not NULL), as cq_do_read(c, buf, 1,
+// nullptr) answers it: the read of a loop that takes one completion at a
+// time (fabtests' pingpong, an application waiting for one request; ofi_rxm
+// reads 32 at once and goes the general way). On a plain CQ (no counters,
+// resumable or datagram endpoints, nothing in the ring) one poll of one,
+// and a success with the user's id or nothing goes back at once; anything
+// else goes the general way. Throws nothing.
+ssize_t cq_read_one(cq* c, void* buf) noexcept;
 ssize_t cq_read(struct fid_cq* f, void* buf, size_t count);
 ssize_t cq_readfrom(struct fid_cq* f, void* buf, size_t count, fi_addr_t* src_addr);
 ssize_t cq_readerr(struct fid_cq* f, struct fi_cq_err_entry* buf, uint64_t flags);
